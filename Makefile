@@ -1,0 +1,33 @@
+# hwtrain: the two commands a user needs.
+#   make run   installs dependencies if missing, builds (Release) and trains on the default corpus
+#   make test  installs dependencies if missing, builds and runs the test suite through ctest
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+TORCH_PYTHON_FILE := $(BUILD_DIR)/torch-python
+
+.PHONY: all deps configure build run test bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh $(TORCH_PYTHON_FILE)
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DHWTRAIN_TORCH_PYTHON="$$(cat $(TORCH_PYTHON_FILE))"
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	./$(BUILD_DIR)/hwtrain train $(ARGS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build
+	bash bench/run-all.sh $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs what hwtrain needs, idempotently: Debian packages and LibTorch (PyPI's torch wheel).
+#
+# LibTorch comes from PyPI's `torch` wheel, pinned so that this machine and the GPU machines run the
+# same version. It goes into a virtual environment cached outside the clone ($HWTRAIN_CACHE,
+# default ~/.cache/hwtrain), so a second clone or a CI run on the same machine does not download it
+# again. Where a python3 already imports torch 2.x (the GPU machines, which cannot download), that
+# one is used instead. The chosen interpreter is written to build/torch-python for the Makefile.
+set -euo pipefail
+
+TORCH_VERSION="${HWTRAIN_TORCH_VERSION:-2.11.0}"
+CACHE_DIR="${HWTRAIN_CACHE:-$HOME/.cache/hwtrain}"
+VENV="$CACHE_DIR/venv-torch-$TORCH_VERSION"
+STAMP_FILE="${1:-build/torch-python}"
+
+log() { echo "[install-deps] $*" >&2; }
+
+debian_packages=(
+  build-essential cmake pkg-config python3-venv
+  libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev
+  fortunes
+)
+
+install_debian_packages() {
+  local missing=()
+  for p in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "Debian packages: all present"; return; fi
+  log "Debian packages missing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+torch_ok() { "$1" -c 'import torch,sys; sys.exit(0 if torch.__version__.startswith("2.") else 1)' 2>/dev/null; }
+
+find_or_install_torch() {
+  # 1. A python3 that already has torch 2.x (GPU machines): use it as it is.
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && torch_ok "$py"; then
+      log "using preinstalled torch: $("$py" -c 'import torch;print(torch.__version__)') from $(command -v "$py")"
+      echo "$(command -v "$py")"; return
+    fi
+  done
+  # 2. The cached virtual environment.
+  if [ -x "$VENV/bin/python" ] && torch_ok "$VENV/bin/python"; then
+    log "using cached torch venv $VENV"; echo "$VENV/bin/python"; return
+  fi
+  # 3. Install into the cache (atomically: a half-made venv is never taken for a good one).
+  log "installing torch==$TORCH_VERSION into $VENV (one-time download)"
+  mkdir -p "$CACHE_DIR"
+  local tmp="$VENV.partial.$$"
+  rm -rf "$tmp"
+  python3 -m venv "$tmp"
+  "$tmp/bin/pip" install -q --upgrade pip >/dev/null
+  "$tmp/bin/pip" install -q "torch==$TORCH_VERSION" numpy
+  rm -rf "$VENV"
+  mv "$tmp" "$VENV"
+  # venv scripts hard-code their path; python itself does not, so only the interpreter is used.
+  echo "$VENV/bin/python"
+}
+
+install_debian_packages
+py=$(find_or_install_torch)
+mkdir -p "$(dirname "$STAMP_FILE")"
+echo "$py" > "$STAMP_FILE"
+log "torch python: $py"

@@ -1,0 +1,25 @@
+# The areas of the hwtrain library, bottom to top. Each area's sources are every .cpp in its
+# folder; an area may link only areas listed above it, which keeps data flowing one way:
+# config + hardware -> plan -> model/data/optimizer -> trainer -> sinks.
+function(hwtrain_area_glob name)
+  cmake_parse_arguments(A "" "" "DEPS" ${ARGN})
+  file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/hwtrain/${name}/*.cpp)
+  if(_srcs)
+    hwtrain_area(${name} SOURCES ${_srcs} DEPS ${A_DEPS})
+  else()
+    add_library(hwtrain_${name} INTERFACE)
+    target_link_libraries(hwtrain_${name} INTERFACE hwtrain_options ${A_DEPS})
+  endif()
+  set(HWTRAIN_AREA_TARGETS ${HWTRAIN_AREA_TARGETS} hwtrain_${name} PARENT_SCOPE)
+endfunction()
+
+hwtrain_area_glob(core)                                    # errors, files, checksums, strings
+hwtrain_area_glob(obs    DEPS hwtrain_core)                # logging, metrics, sinks, monitor, report
+hwtrain_area_glob(config DEPS hwtrain_core tomlplusplus::tomlplusplus)  # option structs, TOML, --set
+hwtrain_area_glob(hw     DEPS hwtrain_obs)                 # hardware detection, doctor findings
+hwtrain_area_glob(io     DEPS hwtrain_core)                # safetensors, checkpoint directories
+hwtrain_area_glob(model  DEPS hwtrain_config)              # GPT, attention, generation
+hwtrain_area_glob(data   DEPS hwtrain_config hwtrain_obs PkgConfig::SENTENCEPIECE)  # tokenizers, shards, loader
+hwtrain_area_glob(plan   DEPS hwtrain_hw hwtrain_config hwtrain_model)  # planner, memory model
+hwtrain_area_glob(dist   DEPS hwtrain_config hwtrain_obs)  # c10d process groups, DDP, ZeRO-1, launcher
+hwtrain_area_glob(train  DEPS hwtrain_plan hwtrain_data hwtrain_io hwtrain_dist hwtrain_obs)  # precision, trainer, callbacks

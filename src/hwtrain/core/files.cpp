@@ -1,0 +1,95 @@
+#include "hwtrain/core/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "hwtrain/core/error.h"
+
+namespace hwt {
+
+namespace {
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read " + path.string() + ": " + errno_text());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IoError("error while reading " + path.string());
+  return ss.str();
+}
+
+void fsync_path(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot open " + path.string() + " to fsync: " + errno_text());
+  int rc = ::fsync(fd);
+  int saved = errno;
+  ::close(fd);
+  // Some filesystems refuse fsync on directories (EINVAL); the rename is still atomic there.
+  if (rc != 0 && saved != EINVAL) {
+    throw IoError("fsync failed for " + path.string() + ": " + std::strerror(saved));
+  }
+}
+
+fs::path temp_sibling(const fs::path& path) {
+  static std::atomic<unsigned> counter{0};
+  fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  return parent / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(counter++));
+}
+
+void rename_durable(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) throw IoError("cannot rename " + from.string() + " to " + to.string() + ": " + ec.message());
+  fsync_path(to.has_parent_path() ? to.parent_path() : fs::path("."));
+}
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  fs::path tmp = temp_sibling(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("cannot write " + path.string() + ": " + errno_text());
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw IoError("cannot write " + path.string() + ": " + why);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw IoError("cannot flush " + path.string() + ": " + why);
+  }
+  rename_durable(tmp, path);
+}
+
+void ensure_writable_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw IoError("cannot create directory " + dir.string() + ": " + ec.message());
+  fs::path probe = temp_sibling(dir / "write-probe");
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw IoError("cannot write to directory " + dir.string() + ": " + errno_text() +
+                  " (choose another with --out)");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace hwt

@@ -1,0 +1,32 @@
+// Crash-safe file and directory writing: write to a temporary path, fsync, rename into place, so
+// that a reader never sees a partial file and an existing good file is never half-overwritten.
+// Also small read helpers that throw IoError naming the path.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+// Reads a whole file; throws IoError naming the path if it cannot.
+std::string read_file(const fs::path& path);
+
+// Writes `content` to `path` atomically (temp file in the same directory, fsync, rename, fsync dir).
+void write_file_atomic(const fs::path& path, const std::string& content);
+
+// fsync a file or a directory by path; throws IoError on failure.
+void fsync_path(const fs::path& path);
+
+// Renames `from` to `to` (which must not exist, or be an empty dir) and fsyncs the parent.
+void rename_durable(const fs::path& from, const fs::path& to);
+
+// Creates `dir` (and parents) and checks it is writable by creating and removing a probe file;
+// throws IoError "cannot write to <dir>: <reason>" before any work starts.
+void ensure_writable_dir(const fs::path& dir);
+
+// A unique sibling path for temporary output: "<parent>/.<name>.tmp-<pid>-<counter>".
+fs::path temp_sibling(const fs::path& path);
+
+}  // namespace hwt

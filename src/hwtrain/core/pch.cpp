@@ -1,0 +1,1 @@
+// Compiled once to hold the precompiled header that every hwtrain target reuses.

@@ -1,0 +1,23 @@
+// Small string helpers used by error messages: edit distance and "did you mean" suggestions.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hwt {
+
+// Levenshtein distance between a and b.
+size_t edit_distance(const std::string& a, const std::string& b);
+
+// The candidate closest to `word` by edit distance, or "" when none is reasonably close.
+std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "" when nothing is close.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+// "a, b, c"
+std::string join(const std::vector<std::string>& parts, const std::string& sep = ", ");
+
+// Human-readable byte count: "1.5 GiB".
+std::string format_bytes(double bytes);
+
+}  // namespace hwt

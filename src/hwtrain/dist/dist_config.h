@@ -1,0 +1,25 @@
+// DistConfig: data-parallel options. World size and rank come from the environment (torchrun,
+// Slurm or `hwtrain launch`), not from here. Header-only plain struct.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hwt {
+
+struct DistConfig {
+  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
+  double bucket_size_mb = 25.0;  // gradient all-reduce bucket size
+  bool zero1 = false;            // shard optimizer states across ranks
+  double timeout = 60.0;         // seconds before a missing or hung rank fails the run
+
+  template <class V>
+  void visit(V& v) {
+    v("backend", backend, "process group backend", std::vector<std::string>{"auto", "gloo", "nccl"});
+    v("bucket_size_mb", bucket_size_mb, "all-reduce bucket size in MB");
+    v("zero1", zero1, "shard optimizer states across ranks (ZeRO-1)");
+    v("timeout", timeout, "seconds before a dead or hung rank fails the run");
+  }
+};
+
+}  // namespace hwt

@@ -1,0 +1,59 @@
+// ModelConfig: the shape of the GPT model, and the named presets (tiny, char-small, gpt2, ...).
+// Header-only plain struct so that config/ can bind it without linking the model.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hwt {
+
+struct ModelConfig {
+  // Named shape applied before any other model.* key: tiny | small | char-small | gpt2 | gpt2-medium; "" = custom.
+  std::string preset = "small";
+  int64_t n_layer = 4;       // transformer blocks
+  int64_t n_head = 4;        // attention heads; must divide n_embd
+  int64_t n_embd = 256;      // residual width
+  int64_t block_size = 256;  // context length in tokens
+  // 0 = the tokenizer's vocabulary (257 for bytes + end-of-text), rounded up to a multiple of 64
+  // because matmuls with such widths run faster; a value set here must cover the tokenizer's.
+  int64_t vocab_size = 0;
+  double dropout = 0.0;  // off by default: small runs on small corpora overfit little in 5 minutes
+  bool bias = true;      // biases in Linear and LayerNorm, as GPT-2
+  // auto | sdpa | math. sdpa = LibTorch's fused scaled-dot-product attention (flash/memory-
+  // efficient kernels); math = the reference path with a cached causal mask.
+  std::string attention = "auto";
+
+  template <class V>
+  void visit(V& v) {
+    v("preset", preset, "named model shape applied before other model keys",
+      std::vector<std::string>{"", "tiny", "small", "char-small", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"});
+    v("n_layer", n_layer, "number of transformer blocks");
+    v("n_head", n_head, "attention heads (must divide n_embd)");
+    v("n_embd", n_embd, "embedding width");
+    v("block_size", block_size, "context length in tokens");
+    v("vocab_size", vocab_size, "vocabulary size; 0 = from the tokenizer, padded to a multiple of 64");
+    v("dropout", dropout, "dropout probability in [0, 1)");
+    v("bias", bias, "use biases in Linear and LayerNorm layers");
+    v("attention", attention, "attention kernel", std::vector<std::string>{"auto", "sdpa", "math"});
+  }
+};
+
+// The presets: n_layer, n_head, n_embd, block_size.
+struct ModelShape {
+  int64_t n_layer, n_head, n_embd, block_size;
+};
+inline const std::map<std::string, ModelShape>& model_presets() {
+  static const std::map<std::string, ModelShape> presets = {
+      {"tiny", {2, 2, 64, 64}},           // unit tests and smoke runs
+      {"small", {4, 4, 256, 256}},        // the default: learns English bytes in minutes on 2 cores
+      {"char-small", {6, 6, 384, 256}},   // nanoGPT's shakespeare-char shape (workload W1)
+      {"gpt2", {12, 12, 768, 1024}},      // GPT-2 124M
+      {"gpt2-medium", {24, 16, 1024, 1024}},
+      {"gpt2-large", {36, 20, 1280, 1024}},
+      {"gpt2-xl", {48, 25, 1600, 1024}},
+  };
+  return presets;
+}
+
+}  // namespace hwt

@@ -1,0 +1,54 @@
+// OptimizationConfig: the hardware-facing choices, as the field names them. "auto" (or -1 for
+// counts) lets the planner decide from the hardware; any value the user sets explicitly wins.
+// Header-only plain struct: config/ binds it, plan/ reads it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hwt {
+
+struct OptimizationConfig {
+  bool enable_mixed_precision = true;           // false forces fp32
+  std::string mixed_precision_dtype = "auto";   // auto | bf16 | fp16 | fp32
+  bool enable_gradient_checkpointing = false;   // activation checkpointing (planner may enable)
+  int64_t checkpoint_every = 1;                 // with checkpointing: every k-th block (1 = all)
+  int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
+  int64_t max_batch_size = 64;                  // upper bound of the micro-batch search
+  double memory_threshold = 0.75;               // share of available memory the plan may use
+  bool auto_batch_size = false;                 // probe for the largest micro-batch that fits
+  int64_t num_workers = -1;                     // data loader threads; -1 = planner
+  int64_t prefetch_factor = 2;                  // batches queued per worker
+  bool pin_memory = true;                       // pinned host buffers on CUDA
+  int64_t intra_op_threads = 0;                 // 0 = physical cores usable by this process
+  std::string optimizer_state_device = "auto";  // auto | device | cpu
+  bool fused_optimizer = true;                  // at::_fused_adamw_ where available
+  bool cuda_graphs = false;                     // capture and replay the training step (CUDA)
+  bool allow_tf32 = true;                       // TF32 matmuls on Ampere and later
+  bool cudnn_benchmark = true;
+
+  template <class V>
+  void visit(V& v) {
+    v("enable_mixed_precision", enable_mixed_precision, "use bf16/fp16 autocast where it helps");
+    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype",
+      std::vector<std::string>{"auto", "bf16", "fp16", "fp32"});
+    v("enable_gradient_checkpointing", enable_gradient_checkpointing, "recompute activations in backward");
+    v("checkpoint_every", checkpoint_every, "checkpoint every k-th block when enabled");
+    v("target_batch_size", target_batch_size, "global batch size in sequences; 0 = micro x accum");
+    v("max_batch_size", max_batch_size, "largest micro-batch considered");
+    v("memory_threshold", memory_threshold, "fraction of available memory the plan may use");
+    v("auto_batch_size", auto_batch_size, "probe for the largest micro-batch that fits");
+    v("num_workers", num_workers, "data loader threads; -1 = planner");
+    v("prefetch_factor", prefetch_factor, "batches queued per loader thread");
+    v("pin_memory", pin_memory, "pinned host memory for batches on CUDA");
+    v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads; 0 = physical cores");
+    v("optimizer_state_device", optimizer_state_device, "where optimizer moments live",
+      std::vector<std::string>{"auto", "device", "cpu"});
+    v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel where available");
+    v("cuda_graphs", cuda_graphs, "capture the training step in a CUDA graph");
+    v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
+    v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");
+  }
+};
+
+}  // namespace hwt
