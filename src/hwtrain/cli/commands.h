@@ -1,0 +1,38 @@
+// The subcommands of the hwtrain binary. Each add_* function registers its options on `app`
+// and returns the code that runs it.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hwt::cli {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command add_train(CLI::App& app);
+Command add_prepare(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_doctor(CLI::App& app);
+Command add_plan(CLI::App& app);
+Command add_report(CLI::App& app);
+
+inline std::vector<Command> all_commands(CLI::App& app) {
+  return {add_train(app), add_prepare(app), add_generate(app), add_eval(app),
+          add_doctor(app), add_plan(app),    add_report(app)};
+}
+
+// Options shared by commands that read a run configuration.
+struct ConfigOptions {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::string data;
+};
+void add_config_options(CLI::App* cmd, ConfigOptions& options);
+
+}  // namespace hwt::cli

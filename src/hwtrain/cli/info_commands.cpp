@@ -1,0 +1,109 @@
+// `hwtrain doctor`, `hwtrain plan` and `hwtrain report`: look at the machine, plan without
+// training (also for machines described in a file or a preset), and rebuild a run's report.
+#include <iostream>
+
+#include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/run_setup.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/data/tokenizer.h"
+#include "hwtrain/hw/doctor.h"
+#include "hwtrain/hw/presets.h"
+#include "hwtrain/obs/log.h"
+#include "hwtrain/obs/report.h"
+#include "hwtrain/plan/planner.h"
+
+namespace hwt::cli {
+
+namespace {
+
+struct PlanArgs {
+  ConfigOptions config;
+  std::string hardware_file, preset;
+  int64_t gpus_per_node = 1, nodes = 1;
+  bool json = false;
+};
+
+int run_plan(const PlanArgs& a) {
+  init_logging(-1, "warn");
+  RunConfig config = resolve_config(a.config, std::nullopt);
+  HardwareProfile hw;
+  PlanContext ctx;
+  if (!a.preset.empty()) {
+    auto p = hardware_preset(a.preset, static_cast<int>(a.gpus_per_node * a.nodes));
+    if (!p) {
+      throw ConfigError("--preset '" + a.preset + "' is unknown: expected one of " + join(hardware_preset_names()) +
+                        did_you_mean(a.preset, hardware_preset_names()));
+    }
+    hw = *p;
+    hw.num_nodes = static_cast<int>(a.nodes);
+    ctx.paper = true;
+  } else if (!a.hardware_file.empty()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(a.hardware_file));
+    } catch (const nlohmann::json::parse_error& e) {
+      throw HardwareError("hardware file " + a.hardware_file + " is not valid JSON: " + e.what());
+    }
+    hw = hardware_from_json(j, a.hardware_file);
+    ctx.paper = true;
+  } else {
+    hw = detect_hardware();
+  }
+  if (ctx.paper) ctx.world_size = std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()));
+  if (config.model.vocab_size == 0) {
+    config.model.vocab_size = resolve_vocab_size(config.model, make_tokenizer(config.data.tokenizer)->vocab_size());
+  }
+  Plan plan = make_plan(hw, config, ctx);
+  if (a.json) {
+    std::cout << plan.to_json() << "\n";
+    return 0;
+  }
+  std::cout << "hardware (" << hw.source << "):\n" << hardware_summary(hw) << "\n";
+  std::cout << "plan for " << config.model.n_layer << " layers x " << config.model.n_embd << " wide, block "
+            << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << ctx.world_size << " device(s):\n"
+            << plan.to_text();
+  return 0;
+}
+
+}  // namespace
+
+Command add_doctor(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("doctor", "describe this machine and what slows training on it, with fixes");
+  cmd->add_flag("--json", *json, "print the hardware profile as JSON");
+  return {cmd, [json] {
+            init_logging(-1, "warn");
+            return run_doctor(*json, std::cout);
+          }};
+}
+
+Command add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "print the training plan without training");
+  add_config_options(cmd, a->config);
+  cmd->add_option("--hardware", a->hardware_file, "plan for the machine described in this JSON file (doctor --json)");
+  cmd->add_option("--preset", a->preset, "plan for a named accelerator: " + join(hardware_preset_names()));
+  cmd->add_option("--gpus", a->gpus_per_node, "GPUs per node with --preset")->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "nodes with --preset")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print the plan as JSON");
+  cmd->footer(
+      "Examples:\n"
+      "  hwtrain plan --set model.preset=gpt2\n"
+      "  hwtrain plan --preset h100-80gb --gpus 8 --set model.n_layer=32 --set model.n_embd=4096 --set model.n_head=32");
+  return {cmd, [a] { return run_plan(*a); }};
+}
+
+Command add_report(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("report", "write report.html for a run directory");
+  cmd->add_option("run_dir", *dir, "run directory (contains metrics.jsonl)")->required();
+  return {cmd, [dir] {
+            init_logging();
+            std::cout << write_report_from_run_dir(*dir).string() << "\n";
+            return 0;
+          }};
+}
+
+}  // namespace hwt::cli

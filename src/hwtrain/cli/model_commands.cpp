@@ -1,0 +1,139 @@
+// `hwtrain generate` and `hwtrain eval`: load a checkpoint's model and use it.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/run_setup.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/data/tokenizer.h"
+#include "hwtrain/data/window_sampler.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/io/safetensors.h"
+#include "hwtrain/obs/log.h"
+#include "hwtrain/train/autocast.h"
+#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/train/training_checkpoint.h"
+
+namespace hwt::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct LoadedModel {
+  RunConfig config;
+  GPT model{nullptr};
+  torch::Device device = torch::kCPU;
+  Precision precision = Precision::Fp32;
+};
+
+LoadedModel load_model(const std::string& spec, const std::string& out_dir, ConfigOptions options) {
+  fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
+  verify_checkpoint(ckpt);
+  LoadedModel m;
+  m.config = resolve_config(options, ckpt);
+  HardwareAwareOptimizer planner(m.config);
+  m.model = GPT(m.config.model, m.config.model.vocab_size);
+  auto weights = load_safetensors(ckpt / "model.safetensors");
+  {
+    torch::NoGradGuard no_grad;
+    auto params = m.model->named_parameters();
+    for (const auto& [name, value] : weights.tensors) {
+      auto* p = params.find(name);
+      if (!p) throw IoError((ckpt / "model.safetensors").string() + " has tensor '" + name + "' the model lacks");
+      if (p->sizes() != value.sizes()) {
+        throw IoError((ckpt / "model.safetensors").string() + ": tensor '" + name + "' has shape " +
+                      c10::str(value.sizes()) + ", the model needs " + c10::str(p->sizes()));
+      }
+      p->copy_(value);
+    }
+  }
+  planner.apply_optimizations(m.model);
+  m.device = planner.device();
+  m.precision = planner.plan().precision;
+  m.model->eval();
+  log_info("loaded {} ({} parameters)", ckpt.string(), m.model->num_parameters(false));
+  return m;
+}
+
+struct GenerateArgs {
+  std::string checkpoint = "latest", out, prompt;
+  int64_t tokens = 300, top_k = 40, seed = 1;
+  double temperature = 0.8;
+};
+
+int run_generate(const GenerateArgs& a) {
+  init_logging(-1, "warn");
+  LoadedModel m = load_model(a.checkpoint, a.out, {});
+  auto tokenizer = make_tokenizer(m.config.data.tokenizer);
+  std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
+  if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
+  auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
+  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, &gen)[0].to(torch::kCPU).to(torch::kInt32);
+  std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
+  std::cout << tokenizer->decode(ids) << "\n";
+  return 0;
+}
+
+struct EvalArgs {
+  std::string checkpoint = "latest", out;
+  ConfigOptions config;
+  int64_t batches = 0;
+};
+
+int run_eval(const EvalArgs& a) {
+  init_logging();
+  LoadedModel m = load_model(a.checkpoint, a.out, a.config);
+  auto data = open_dataset(m.config);
+  if (data->vocab_size() > m.config.model.vocab_size) {
+    throw DataError("dataset " + data->path().string() + " has a vocabulary of " + std::to_string(data->vocab_size()) +
+                    " but the checkpoint's model has " + std::to_string(m.config.model.vocab_size));
+  }
+  const int64_t batches = a.batches > 0 ? a.batches : m.config.train.eval_batches;
+  WindowSampler sampler(data->val(), m.config.model.block_size, static_cast<uint64_t>(m.config.train.seed) + 1);
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  torch::Tensor x, y;
+  for (int64_t i = 0; i < batches; ++i) {
+    sampler.next_batch(m.config.train.micro_batch_size, x, y);
+    AutocastGuard autocast(m.device.type(), m.precision == Precision::Bf16   ? torch::kBFloat16
+                                            : m.precision == Precision::Fp16 ? torch::kFloat16
+                                                                             : torch::kFloat32);
+    sum += m.model->loss(m.model->forward(x.to(m.device)), y.to(m.device)).item<double>();
+  }
+  const double loss = sum / static_cast<double>(batches);
+  std::cout << "val_loss " << loss << " | val_perplexity " << std::exp(loss) << " | batches " << batches << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate text from a checkpoint");
+  cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
+  cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
+  cmd->add_option("-p,--prompt", a->prompt, "text to continue");
+  cmd->add_option("-n,--tokens", a->tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "sampling temperature")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200");
+  return {cmd, [a] { return run_generate(*a); }};
+}
+
+Command add_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "validation loss of a checkpoint");
+  cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
+  cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
+  cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)");
+  add_config_options(cmd, a->config);
+  cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/");
+  return {cmd, [a] { return run_eval(*a); }};
+}
+
+}  // namespace hwt::cli

@@ -1,0 +1,74 @@
+#include "hwtrain/cli/run_setup.h"
+
+#include <ctime>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/data/default_corpus.h"
+#include "hwtrain/train/training_checkpoint.h"
+
+namespace hwt::cli {
+
+namespace fs = std::filesystem;
+
+RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
+  std::vector<std::string> overrides = options.overrides;
+  if (!options.data.empty()) overrides.push_back("data.path=" + options.data);
+  if (!checkpoint) return load_run_config(options.config_file, overrides);
+
+  RunConfig saved;
+  saved.apply_toml(read_checkpoint_config(*checkpoint), (*checkpoint / "config.toml").string());
+  RunConfig config = saved;
+  config.explicit_keys.clear();
+  if (!options.config_file.empty()) config.apply_toml(read_file(options.config_file), options.config_file);
+  for (const auto& o : overrides) config.apply_override(o);
+  // The architecture comes from the checkpoint.
+  RunConfig probe = saved;
+  probe.model = config.model;
+  if (probe.to_toml() != saved.to_toml()) {
+    std::string key = "model";
+    for (const auto& k : config.explicit_keys) {
+      if (k.rfind("model.", 0) == 0) key = k;
+    }
+    throw ConfigError(key + " cannot change when resuming from " + checkpoint->string() +
+                      ": the model's shape comes from the checkpoint (start a new run to change it)");
+  }
+  // The planner may re-decide batch geometry only if the user asks; keep the saved user choices.
+  for (const auto& key : saved.explicit_keys) config.explicit_keys.insert(key);
+  config.validate();
+  return config;
+}
+
+fs::path default_checkpoint_dir(const std::string& out) {
+  if (!out.empty()) return fs::path(out) / "checkpoints";
+  return fs::path("runs") / "latest" / "checkpoints";
+}
+
+fs::path new_run_dir() {
+  std::time_t now = std::time(nullptr);
+  char name[32];
+  std::strftime(name, sizeof name, "%Y%m%d-%H%M%S", std::localtime(&now));
+  fs::path dir = fs::path("runs") / name;
+  for (int i = 1; fs::exists(dir); ++i) dir = fs::path("runs") / (std::string(name) + "-" + std::to_string(i));
+  ensure_writable_dir(dir);
+  // runs/latest -> <name>: replaced atomically by renaming a fresh link over it.
+  fs::path link = fs::path("runs") / "latest";
+  fs::path tmp = temp_sibling(link);
+  std::error_code ec;
+  fs::create_directory_symlink(dir.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  return dir;
+}
+
+fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
+  fs::path parent = fs::absolute(checkpoint).lexically_normal().parent_path();
+  if (parent.filename() == "checkpoints") return parent.parent_path();
+  return parent;
+}
+
+std::shared_ptr<const TokenFile> open_dataset(const RunConfig& config) {
+  fs::path path = resolve_dataset(config.data);
+  return std::make_shared<const TokenFile>(path);
+}
+
+}  // namespace hwt::cli

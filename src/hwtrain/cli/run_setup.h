@@ -1,0 +1,31 @@
+// Shared steps of the commands that train or load a model: resolving the config (with resume),
+// the run directory, and the dataset.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hwtrain/cli/commands.h"
+#include "hwtrain/config/run_config.h"
+#include "hwtrain/data/token_file.h"
+
+namespace hwt::cli {
+
+// defaults -> (checkpoint's config on resume) -> --config file -> --set overrides -> --data.
+// On resume the model's shape comes from the checkpoint; changing it is a ConfigError.
+RunConfig resolve_config(const ConfigOptions& options, const std::optional<std::filesystem::path>& checkpoint);
+
+// Where `latest` checkpoints are looked for: <out>/checkpoints, else runs/latest/checkpoints.
+std::filesystem::path default_checkpoint_dir(const std::string& out);
+
+// A new run directory runs/<YYYYmmdd-HHMMSS>, with runs/latest pointing at it.
+std::filesystem::path new_run_dir();
+
+// The run directory a checkpoint belongs to (<run>/checkpoints/step_N -> <run>).
+std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
+
+// Prepares (or reuses) the dataset and opens it.
+std::shared_ptr<const TokenFile> open_dataset(const RunConfig& config);
+
+}  // namespace hwt::cli

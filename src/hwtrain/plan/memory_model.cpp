@@ -1,0 +1,79 @@
+#include "hwtrain/plan/memory_model.h"
+
+#include "hwtrain/core/strings.h"
+
+namespace hwt {
+
+namespace {
+
+// Saved activation elements per token per block, as LibTorch's autograd keeps them for a pre-LN
+// GPT block: LayerNorm inputs (2C), qkv/out/fc inputs (C + C + C), attention q, k, v and output
+// (4C), GELU input (4C) and output (4C) = 17 C. Under autocast the matmul inputs are saved in
+// 16 bits while LayerNorm and residual tensors stay fp32.
+constexpr double kSavedPerTokenFp32 = 17.0;
+constexpr double kBytesFp32 = 4.0;
+// Of the 17 C, the tensors saved in the autocast dtype (matmul inputs, attention, GELU output).
+constexpr double kSavedLowPrecisionShare = 13.0 / 17.0;
+// Transient memory while one block runs backward: gradients of its activations and temporaries.
+constexpr double kBackwardTransientPerToken = 10.0;
+// Process memory that is not tensors: LibTorch's and oneDNN's scratch, allocator slack.
+constexpr double kCpuOverheadBytes = 64.0 * 1024 * 1024;
+constexpr double kGpuOverheadBytes = 512.0 * 1024 * 1024;  // CUDA context and cuBLAS workspaces
+
+}  // namespace
+
+int64_t gpt_num_parameters(const ModelConfig& m) {
+  const int64_t c = m.n_embd, v = m.vocab_size, t = m.block_size, l = m.n_layer;
+  const int64_t bias = m.bias ? 1 : 0;
+  // Per block: 2 LayerNorms (2C weight + 2C bias), qkv (3C^2 + 3C), proj (C^2 + C),
+  // fc (4C^2 + 4C), mlp proj (4C^2 + C).
+  const int64_t per_block = 12 * c * c + 2 * c + bias * (2 * c + 3 * c + c + 4 * c + c);
+  return v * c + t * c + l * per_block + c + bias * c;
+}
+
+MemoryEstimate estimate_memory(const MemoryQuery& q) {
+  MemoryEstimate e;
+  const double params = static_cast<double>(gpt_num_parameters(q.model));
+  const bool low = q.precision != Precision::Fp32;
+  e.parameters = params * kBytesFp32;
+  e.gradients = params * kBytesFp32;
+  e.optimizer = 2.0 * params * kBytesFp32 / (q.zero1 ? static_cast<double>(q.world_size) : 1.0);
+  // Autocast keeps a 16-bit copy of each weight for the duration of the forward/backward.
+  if (low) e.parameters += params * 2.0;
+
+  const double tokens = static_cast<double>(q.micro_batch_size * q.model.block_size);
+  const double c = static_cast<double>(q.model.n_embd);
+  const double bytes_per_saved =
+      low ? kBytesFp32 * (1.0 - kSavedLowPrecisionShare) + 2.0 * kSavedLowPrecisionShare : kBytesFp32;
+  const double per_block = tokens * c * kSavedPerTokenFp32 * bytes_per_saved;
+  const double block_input = tokens * c * kBytesFp32;
+  const int64_t l = q.model.n_layer;
+  if (q.checkpoint_every <= 0) {
+    e.activations = static_cast<double>(l) * per_block;
+  } else {
+    const int64_t checkpointed = l / q.checkpoint_every;
+    // Checkpointed blocks keep their input only; one of them is recomputed at a time.
+    e.activations = static_cast<double>(l - checkpointed) * per_block +
+                    static_cast<double>(checkpointed) * block_input + per_block;
+  }
+  e.activations += tokens * c * kBackwardTransientPerToken * kBytesFp32;
+  const double heads = static_cast<double>(q.model.n_head);
+  const double t = static_cast<double>(q.model.block_size);
+  const double scores = static_cast<double>(q.micro_batch_size) * heads * t * t;
+  // The math path keeps softmax probabilities per layer; SDPA keeps one block's workspace.
+  e.attention = q.sdpa ? scores * kBytesFp32 / (q.on_gpu ? 8.0 : 1.0)
+                       : scores * (low ? 2.0 : kBytesFp32) * static_cast<double>(l) + scores * kBytesFp32;
+  // Logits, their fp32 log-softmax and its gradient.
+  e.logits = 3.0 * tokens * static_cast<double>(q.model.vocab_size) * kBytesFp32;
+  e.overhead = q.on_gpu ? kGpuOverheadBytes : kCpuOverheadBytes;
+  return e;
+}
+
+std::string MemoryEstimate::breakdown() const {
+  return "params " + format_bytes(parameters) + ", grads " + format_bytes(gradients) + ", optimizer " +
+         format_bytes(optimizer) + ", activations " + format_bytes(activations) + ", attention " +
+         format_bytes(attention) + ", logits " + format_bytes(logits) + ", overhead " + format_bytes(overhead) +
+         " = " + format_bytes(total());
+}
+
+}  // namespace hwt

@@ -1,0 +1,109 @@
+#include "hwtrain/plan/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "hwtrain/core/error.h"
+
+namespace hwt {
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+    case Precision::Fp32: return "fp32";
+  }
+  return "fp32";
+}
+
+namespace {
+Precision precision_from_name(const std::string& s) {
+  if (s == "bf16") return Precision::Bf16;
+  if (s == "fp16") return Precision::Fp16;
+  if (s == "fp32") return Precision::Fp32;
+  throw ConfigError("plan: precision '" + s + "' is not valid: expected fp32, bf16 or fp16");
+}
+}  // namespace
+
+std::string Plan::to_text() const {
+  size_t name_width = 0, value_width = 0;
+  for (const auto& d : decisions) {
+    name_width = std::max(name_width, d.name.size());
+    value_width = std::max(value_width, d.value.size());
+  }
+  std::string out;
+  for (const auto& d : decisions) {
+    out += "  " + d.name + std::string(name_width - d.name.size() + 2, ' ') + d.value +
+           std::string(value_width - d.value.size() + 2, ' ') + "(" + d.reason + ")\n";
+  }
+  for (const auto& w : warnings) out += "  warning: " + w + "\n";
+  return out;
+}
+
+std::string Plan::to_json() const {
+  nlohmann::ordered_json j;
+  j["device"] = device;
+  j["precision"] = precision_name(precision);
+  j["pure_bf16_weights"] = pure_bf16_weights;
+  j["attention"] = attention;
+  j["checkpoint_every"] = checkpoint_every;
+  j["micro_batch_size"] = micro_batch_size;
+  j["grad_accum_steps"] = grad_accum_steps;
+  j["world_size"] = world_size;
+  j["global_batch_size"] = global_batch_size();
+  j["intra_op_threads"] = intra_op_threads;
+  j["num_workers"] = num_workers;
+  j["prefetch_factor"] = prefetch_factor;
+  j["pin_memory"] = pin_memory;
+  j["allow_tf32"] = allow_tf32;
+  j["cudnn_benchmark"] = cudnn_benchmark;
+  j["fused_optimizer"] = fused_optimizer;
+  j["cuda_graphs"] = cuda_graphs;
+  j["zero1"] = zero1;
+  j["auto_batch_size"] = auto_batch_size;
+  j["optimizer_state_device"] = optimizer_state_device;
+  j["memory_budget_bytes"] = memory_budget_bytes;
+  j["predicted_peak_bytes"] = predicted_peak_bytes;
+  j["peak_flops"] = peak_flops;
+  auto& ds = j["decisions"] = nlohmann::ordered_json::array();
+  for (const auto& d : decisions) ds.push_back({{"name", d.name}, {"value", d.value}, {"reason", d.reason}});
+  j["warnings"] = warnings;
+  return j.dump(2);
+}
+
+Plan Plan::from_json(const std::string& text) {
+  Plan p;
+  try {
+    auto j = nlohmann::json::parse(text);
+    p.device = j.at("device");
+    p.precision = precision_from_name(j.at("precision"));
+    p.pure_bf16_weights = j.value("pure_bf16_weights", false);
+    p.attention = j.at("attention");
+    p.checkpoint_every = j.at("checkpoint_every");
+    p.micro_batch_size = j.at("micro_batch_size");
+    p.grad_accum_steps = j.at("grad_accum_steps");
+    p.world_size = j.value("world_size", 1);
+    p.intra_op_threads = j.at("intra_op_threads");
+    p.num_workers = j.at("num_workers");
+    p.prefetch_factor = j.value("prefetch_factor", 2);
+    p.pin_memory = j.value("pin_memory", false);
+    p.allow_tf32 = j.value("allow_tf32", false);
+    p.cudnn_benchmark = j.value("cudnn_benchmark", false);
+    p.fused_optimizer = j.value("fused_optimizer", true);
+    p.cuda_graphs = j.value("cuda_graphs", false);
+    p.zero1 = j.value("zero1", false);
+    p.auto_batch_size = j.value("auto_batch_size", false);
+    p.optimizer_state_device = j.value("optimizer_state_device", "device");
+    p.memory_budget_bytes = j.value("memory_budget_bytes", 0.0);
+    p.predicted_peak_bytes = j.value("predicted_peak_bytes", 0.0);
+    p.peak_flops = j.value("peak_flops", 0.0);
+    for (const auto& d : j.at("decisions")) p.decisions.push_back({d.at("name"), d.at("value"), d.at("reason")});
+    p.warnings = j.value("warnings", std::vector<std::string>{});
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(std::string("plan.json is malformed: ") + e.what());
+  }
+  return p;
+}
+
+}  // namespace hwt

@@ -1,0 +1,320 @@
+#include "hwtrain/plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+
+namespace hwt {
+
+namespace {
+
+std::string fmt1(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+const GpuInfo* plan_gpu(const HardwareProfile& hw, const PlanContext& ctx) {
+  if (hw.gpus.empty()) return nullptr;
+  const size_t per_node = std::max<size_t>(1, hw.gpus.size() / std::max(1, hw.num_nodes));
+  return &hw.gpus[static_cast<size_t>(ctx.local_rank) % per_node];
+}
+
+void decide_device(Plan& p, const HardwareProfile& hw, const RunConfig& c, const PlanContext& ctx) {
+  const GpuInfo* gpu = plan_gpu(hw, ctx);
+  const bool gpu_usable = gpu && (gpu->usable_by_torch || ctx.paper);
+  const std::string& want = c.train.device;
+  if (want == "cpu") {
+    p.device = "cpu";
+    p.decide("device", "cpu", "train.device set by user");
+  } else if (want.rfind("cuda", 0) == 0) {
+    if (!gpu_usable) {
+      throw HardwareError("train.device = '" + want + "' but no CUDA GPU is usable here" +
+                          std::string(hw.gpus.empty() ? " (none detected)" : " (LibTorch cannot use it)") +
+                          "; set train.device=cpu or auto");
+    }
+    p.device = want == "cuda" ? "cuda:" + std::to_string(ctx.local_rank) : want;
+    p.decide("device", p.device, "train.device set by user");
+  } else if (gpu_usable) {
+    p.device = "cuda:" + std::to_string(ctx.local_rank % static_cast<int64_t>(std::max<size_t>(1, hw.gpus.size())));
+    p.decide("device", p.device + " (" + gpu->name + ")", "a CUDA GPU is available");
+  } else {
+    p.device = "cpu";
+    p.decide("device", "cpu", hw.gpus.empty() ? "no CUDA GPU detected" : "GPU present but LibTorch cannot use it");
+  }
+}
+
+void decide_precision(Plan& p, const HardwareProfile& hw, const RunConfig& c, const PlanContext& ctx) {
+  const auto& o = c.optimization;
+  const bool on_gpu = p.device != "cpu";
+  const GpuInfo* gpu = on_gpu ? plan_gpu(hw, ctx) : nullptr;
+  const auto& m = hw.math;
+  const bool cpu_bf16_isa = hw.cpu.isa.avx512_bf16 || hw.cpu.isa.amx_bf16;
+  const bool cpu_bf16_faster = !m.gemm_measured || m.bf16_gemm_gflops > m.fp32_gemm_gflops;
+
+  if (!o.enable_mixed_precision) {
+    p.precision = Precision::Fp32;
+    p.decide("precision", "fp32", "optimization.enable_mixed_precision = false set by user");
+    return;
+  }
+  std::string want = o.mixed_precision_dtype;
+  if (want == "fp32") {
+    p.precision = Precision::Fp32;
+    p.decide("precision", "fp32", "optimization.mixed_precision_dtype = fp32 set by user");
+    return;
+  }
+  if (want == "fp16" && !on_gpu) {
+    p.warnings.push_back("fp16 requested on CPU, which has no fast fp16 matmul here; using " +
+                         std::string(cpu_bf16_isa ? "bf16" : "fp32") + " instead");
+    want = "auto";
+  }
+  if (want == "bf16") {
+    if (on_gpu && gpu && !gpu->bf16) {
+      p.warnings.push_back("bf16 requested but " + gpu->name + " (compute capability " + std::to_string(gpu->cc_major) +
+                           "." + std::to_string(gpu->cc_minor) + ") has no bf16 tensor cores; using fp16 with loss scaling");
+      p.precision = Precision::Fp16;
+      p.decide("precision", "fp16 autocast + dynamic loss scaling", "bf16 unsupported on this GPU (fallback)");
+      return;
+    }
+    if (!on_gpu && !cpu_bf16_isa) {
+      p.warnings.push_back("bf16 requested on a CPU without AVX512_BF16 or AMX: it runs emulated and slower than fp32");
+    }
+    p.precision = Precision::Bf16;
+    p.decide("precision", "bf16 autocast", "optimization.mixed_precision_dtype = bf16 set by user");
+    return;
+  }
+  if (want == "fp16") {
+    p.precision = Precision::Fp16;
+    p.decide("precision", "fp16 autocast + dynamic loss scaling", "optimization.mixed_precision_dtype = fp16 set by user");
+    return;
+  }
+  // auto
+  if (on_gpu && gpu) {
+    const std::string cc = std::to_string(gpu->cc_major) + "." + std::to_string(gpu->cc_minor);
+    if (gpu->cc_major >= 8) {
+      p.precision = Precision::Bf16;
+      p.decide("precision", "bf16 autocast", "compute capability " + cc + " has bf16 tensor cores");
+    } else if (gpu->cc_major == 7) {
+      p.precision = Precision::Fp16;
+      p.decide("precision", "fp16 autocast + dynamic loss scaling", "compute capability " + cc + ": fp16 tensor cores, no bf16");
+    } else {
+      p.precision = Precision::Fp32;
+      p.decide("precision", "fp32", "compute capability " + cc + " has no tensor cores");
+    }
+    return;
+  }
+  if (cpu_bf16_isa && cpu_bf16_faster) {
+    p.precision = Precision::Bf16;
+    std::string why = std::string(hw.cpu.isa.amx_bf16 ? "AMX-BF16" : "AVX512_BF16") + " present";
+    if (m.gemm_measured) {
+      why += "; bf16 GEMM " + fmt1(m.bf16_gemm_gflops) + " vs fp32 " + fmt1(m.fp32_gemm_gflops) + " GFLOP/s (" +
+             fmt1(m.bf16_gemm_gflops / std::max(1e-9, m.fp32_gemm_gflops)) + "x)";
+    }
+    p.decide("precision", "bf16 autocast", why);
+  } else {
+    p.precision = Precision::Fp32;
+    p.decide("precision", "fp32",
+             cpu_bf16_isa ? "bf16 GEMM measured no faster than fp32 (" + fmt1(m.bf16_gemm_gflops) + " vs " +
+                                fmt1(m.fp32_gemm_gflops) + " GFLOP/s)"
+                          : "CPU lacks AVX512_BF16 and AMX: bf16 would be emulated and slower");
+  }
+}
+
+}  // namespace
+
+int64_t resolve_vocab_size(const ModelConfig& model, int64_t tokenizer_vocab) {
+  if (model.vocab_size > 0) {
+    if (model.vocab_size < tokenizer_vocab) {
+      throw ConfigError("model.vocab_size = " + std::to_string(model.vocab_size) +
+                        " is smaller than the tokenizer's vocabulary of " + std::to_string(tokenizer_vocab) +
+                        "; set it to at least that, or 0 to take the tokenizer's");
+    }
+    return model.vocab_size;
+  }
+  return (tokenizer_vocab + 63) / 64 * 64;
+}
+
+Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext& ctx) {
+  Plan p;
+  p.world_size = ctx.world_size;
+  decide_device(p, hw, c, ctx);
+  const bool on_gpu = p.device != "cpu";
+  decide_precision(p, hw, c, ctx);
+
+  // Attention kernel.
+  if (c.model.attention == "math") {
+    p.attention = "math";
+    p.decide("attention", "math (cached causal mask)", "model.attention = math set by user");
+  } else {
+    p.attention = "sdpa";
+    p.decide("attention", "scaled_dot_product_attention",
+             c.model.attention == "sdpa" ? "model.attention = sdpa set by user"
+                                         : std::string("fused kernel of LibTorch 2.x (") +
+                                               (on_gpu ? "flash attention on sm80+" : "flash-attention CPU kernel") +
+                                               "); no T x T score matrix is stored");
+  }
+
+  // Threads.
+  const int64_t cores = std::max(1, hw.cpu.num_physical_cores);
+  if (c.is_set("optimization.intra_op_threads") && c.optimization.intra_op_threads > 0) {
+    p.intra_op_threads = c.optimization.intra_op_threads;
+    p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
+  } else {
+    const int64_t local_ranks = on_gpu ? 1 : std::max<int64_t>(1, ctx.world_size);
+    p.intra_op_threads = std::max<int64_t>(1, cores / local_ranks);
+    p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
+             std::to_string(cores) + " physical cores usable by this process" +
+                 (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " local ranks" : ""));
+  }
+
+  // Memory budget, micro-batch, accumulation and activation checkpointing.
+  const GpuInfo* gpu = on_gpu ? plan_gpu(hw, ctx) : nullptr;
+  const double available = on_gpu ? static_cast<double>(gpu->free_memory_bytes > 0 ? gpu->free_memory_bytes
+                                                                                   : gpu->total_memory_bytes)
+                                  : static_cast<double>(hw.memory.effective_available_bytes);
+  p.memory_budget_bytes = c.optimization.memory_threshold * available;
+  p.zero1 = c.dist.zero1;
+  MemoryQuery q;
+  q.model = c.model;
+  q.precision = p.precision;
+  q.sdpa = p.attention == "sdpa";
+  q.on_gpu = on_gpu;
+  q.world_size = ctx.world_size;
+  q.zero1 = p.zero1;
+  auto fits = [&](int64_t micro, int64_t every) {
+    q.micro_batch_size = micro;
+    q.checkpoint_every = every;
+    return estimate_memory(q).total() <= p.memory_budget_bytes;
+  };
+
+  const int64_t target = c.optimization.target_batch_size > 0
+                             ? c.optimization.target_batch_size
+                             : c.train.micro_batch_size * c.train.grad_accum_steps * ctx.world_size;
+  const int64_t per_rank_target = std::max<int64_t>(1, target / ctx.world_size);
+  int64_t every = 0;
+  std::string ckpt_reason = "activations fit in memory without recomputation";
+  if (c.is_set("optimization.enable_gradient_checkpointing")) {
+    every = c.optimization.enable_gradient_checkpointing ? c.optimization.checkpoint_every : 0;
+    ckpt_reason = "optimization.enable_gradient_checkpointing set by user";
+  }
+  int64_t micro;
+  std::string micro_reason;
+  if (c.is_set("train.micro_batch_size")) {
+    micro = c.train.micro_batch_size;
+    micro_reason = "train.micro_batch_size set by user";
+    if (!c.is_set("optimization.enable_gradient_checkpointing") && !fits(micro, 0) && fits(micro, 1)) {
+      every = 1;
+      ckpt_reason = "micro-batch " + std::to_string(micro) + " fits the memory budget only with recomputation";
+    }
+  } else {
+    micro = std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+    while (micro > 1 && !fits(micro, every)) micro /= 2;
+    if (!c.is_set("optimization.enable_gradient_checkpointing") && !fits(micro, 0)) {
+      every = 1;
+      ckpt_reason = "the model does not fit at micro-batch 1 without recomputation";
+    }
+    micro_reason = fits(micro, every) ? "largest that reaches the global batch under the memory budget"
+                                      : "smallest possible";
+    if (!c.is_set("optimization.enable_gradient_checkpointing") && every == 0 && micro < per_rank_target) {
+      int64_t with_ckpt = std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+      while (with_ckpt > micro && !fits(with_ckpt, 1)) with_ckpt /= 2;
+      if (with_ckpt >= 2 * micro) {
+        every = 1;
+        ckpt_reason = "recomputation lets micro-batch " + std::to_string(with_ckpt) + " fit instead of " +
+                      std::to_string(micro);
+        micro = with_ckpt;
+      }
+    }
+  }
+  if (!fits(1, 1) && !fits(micro, every)) {
+    q.micro_batch_size = 1;
+    q.checkpoint_every = 1;
+    MemoryEstimate e = estimate_memory(q);
+    const double need = e.total();
+    std::string hint = on_gpu ? "shard optimizer states (dist.zero1=true) over at least " +
+                                    std::to_string(static_cast<int64_t>(std::ceil(need / p.memory_budget_bytes))) +
+                                    " GPUs, or use a smaller model"
+                              : "use a smaller model (model.n_layer / model.n_embd) or a machine with more memory";
+    throw HardwareError("the model needs " + format_bytes(need) + " per device even at micro-batch 1 with full "
+                        "activation checkpointing (" + e.breakdown() + "), but the budget is " +
+                        format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
+                        fmt1(c.optimization.memory_threshold) + " of " + format_bytes(available) + "); " + hint);
+  }
+  p.checkpoint_every = every;
+  p.decide("activation_checkpointing",
+           every == 0 ? "off" : every == 1 ? "every block" : "every " + std::to_string(every) + " blocks", ckpt_reason);
+  p.micro_batch_size = micro;
+  if (c.is_set("train.grad_accum_steps") && c.optimization.target_batch_size == 0) {
+    p.grad_accum_steps = c.train.grad_accum_steps;
+  } else {
+    p.grad_accum_steps = std::max<int64_t>(1, (per_rank_target + micro - 1) / micro);
+  }
+  p.decide("micro_batch_size", std::to_string(micro), micro_reason);
+  std::string accum_reason = "global batch " + std::to_string(p.global_batch_size()) + " sequences = " +
+                             std::to_string(micro) + " x " + std::to_string(p.grad_accum_steps) + " x " +
+                             std::to_string(ctx.world_size) + " ranks";
+  if (p.global_batch_size() != target) accum_reason += " (target " + std::to_string(target) + " rounded up)";
+  p.decide("grad_accum_steps", std::to_string(p.grad_accum_steps), accum_reason);
+  q.micro_batch_size = micro;
+  q.checkpoint_every = every;
+  MemoryEstimate e = estimate_memory(q);
+  p.predicted_peak_bytes = e.total();
+  p.decide("memory", format_bytes(e.total()) + " predicted peak",
+           "budget " + format_bytes(p.memory_budget_bytes) + " = " + fmt1(c.optimization.memory_threshold * 100) +
+               "% of " + format_bytes(available) + "; " + e.breakdown());
+  if (e.total() > p.memory_budget_bytes) {
+    p.warnings.push_back("predicted peak " + format_bytes(e.total()) + " exceeds the memory budget " +
+                         format_bytes(p.memory_budget_bytes) + " with the settings given");
+  }
+  p.auto_batch_size = c.optimization.auto_batch_size;
+
+  // Optimizer.
+  p.fused_optimizer = c.optimization.fused_optimizer;
+  p.decide("optimizer", std::string(p.fused_optimizer ? "fused AdamW (at::_fused_adamw_)" : "AdamW (reference)"),
+           c.is_set("optimization.fused_optimizer") ? "set by user" : "one kernel for all parameters of a dtype");
+  p.optimizer_state_device = c.optimization.optimizer_state_device == "cpu" ? "cpu" : "device";
+  p.decide("optimizer_state", p.zero1 ? "sharded over " + std::to_string(ctx.world_size) + " ranks (ZeRO-1)"
+                                      : std::string(on_gpu ? "on the GPU" : "in host memory"),
+           p.zero1 ? "dist.zero1 set by user" : "fits the memory budget");
+
+  // Data loading.
+  if (c.optimization.num_workers >= 0) {
+    p.num_workers = c.optimization.num_workers;
+    p.decide("loader_workers", std::to_string(p.num_workers), "optimization.num_workers set by user");
+  } else {
+    p.num_workers = on_gpu ? std::min<int64_t>(4, std::max<int64_t>(1, cores / 2)) : 1;
+    p.decide("loader_workers", std::to_string(p.num_workers),
+             on_gpu ? "batches are cheap to cut from memory-mapped tokens; a few threads keep the GPU fed"
+                    : "one thread cuts windows from memory-mapped tokens at >100M tokens/s; the cores train");
+  }
+  p.prefetch_factor = c.optimization.prefetch_factor;
+  p.pin_memory = on_gpu && c.optimization.pin_memory;
+  if (on_gpu) {
+    p.allow_tf32 = c.optimization.allow_tf32 && gpu->tf32;
+    p.cudnn_benchmark = c.optimization.cudnn_benchmark;
+    p.cuda_graphs = c.optimization.cuda_graphs;
+    p.decide("pinned_memory", p.pin_memory ? "on, non-blocking copies" : "off",
+             p.pin_memory ? "overlaps host-to-device copies with compute" : "optimization.pin_memory = false");
+    p.decide("tf32", p.allow_tf32 ? "on" : "off", gpu->tf32 ? "TF32 tensor cores for fp32 matmuls" : "not supported");
+  }
+
+  // Peak FLOP/s for MFU.
+  if (on_gpu) {
+    p.peak_flops = gpu->peak_bf16_tflops * 1e12;
+    p.decide("mfu_peak", fmt1(gpu->peak_bf16_tflops) + " TFLOP/s", "dense bf16 tensor-core peak of " + gpu->name);
+  } else {
+    const auto& m = hw.math;
+    const bool bf16 = p.precision == Precision::Bf16;
+    double measured = bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops;
+    if (measured <= 0) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
+    p.peak_flops = measured * 1e9;
+    p.decide("mfu_peak", fmt1(measured) + " GFLOP/s",
+             std::string(m.gemm_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
+                 std::to_string(m.gemm_threads > 0 ? m.gemm_threads : cores) + " threads");
+  }
+  return p;
+}
+
+}  // namespace hwt

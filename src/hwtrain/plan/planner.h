@@ -1,0 +1,27 @@
+// The planner: hardware profile + run config -> Plan. Every decision carries its reason, and
+// every value the user set explicitly (RunConfig::explicit_keys) wins over the planner's choice;
+// where a user's choice cannot run here the plan says so and takes a stated fallback.
+#pragma once
+#include "hwtrain/config/run_config.h"
+#include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/plan/memory_model.h"
+#include "hwtrain/plan/plan.h"
+
+namespace hwt {
+
+struct PlanContext {
+  int64_t world_size = 1;  // data-parallel ranks
+  int64_t local_rank = 0;  // picks the GPU
+  bool paper = false;      // planning for a described machine, not this process
+};
+
+// `config.model.vocab_size` must be resolved (non-zero). Throws HardwareError when the model
+// cannot fit even at micro-batch 1 with full activation checkpointing (the message says how much
+// memory it needs and what would make it fit), ConfigError for impossible explicit settings.
+Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+
+// The vocabulary the model uses for a tokenizer of `tokenizer_vocab` ids: rounded up to a
+// multiple of 64 (faster matmuls), unless model.vocab_size is set.
+int64_t resolve_vocab_size(const ModelConfig& model, int64_t tokenizer_vocab);
+
+}  // namespace hwt

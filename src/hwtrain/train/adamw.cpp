@@ -1,0 +1,155 @@
+#include "hwtrain/train/adamw.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/obs/log.h"
+
+namespace hwt {
+
+AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
+             std::vector<std::pair<std::string, torch::Tensor>> named_no_decay, AdamWOptions options)
+    : options_(options), fused_(options.fused) {
+  auto add = [&](auto& group, bool decay) {
+    for (auto& [name, p] : group) {
+      auto moment_options = p.options().dtype(torch::kFloat32);
+      slots_.push_back({name, p, torch::zeros_like(p, moment_options), torch::zeros_like(p, moment_options),
+                        torch::zeros({}, moment_options), decay});
+    }
+  };
+  add(named_decay, true);
+  add(named_no_decay, false);
+}
+
+void AdamW::set_owned(const std::vector<std::string>& owned) {
+  std::set<std::string> names(owned.begin(), owned.end());
+  for (auto& s : slots_) {
+    s.owned = names.empty() || names.count(s.name) > 0;
+    if (!s.owned) {  // a shard's optimizer state lives on its owner only
+      s.exp_avg = torch::Tensor();
+      s.exp_avg_sq = torch::Tensor();
+    } else if (!s.exp_avg.defined()) {
+      s.exp_avg = torch::zeros_like(s.param, s.param.options().dtype(torch::kFloat32));
+      s.exp_avg_sq = torch::zeros_like(s.exp_avg);
+    }
+  }
+}
+
+void AdamW::step_reference(Slot& s, double lr) {
+  torch::NoGradGuard no_grad;
+  auto grad = s.param.grad().to(torch::kFloat32);
+  s.step.add_(1);
+  const double t = s.step.item<double>();
+  auto param32 = s.param.dtype() == torch::kFloat32 ? s.param : s.param.to(torch::kFloat32);
+  if (s.decay && options_.weight_decay != 0) param32.mul_(1.0 - lr * options_.weight_decay);
+  s.exp_avg.lerp_(grad, 1.0 - options_.beta1);
+  s.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
+  const double bias1 = 1.0 - std::pow(options_.beta1, t);
+  const double bias2 = 1.0 - std::pow(options_.beta2, t);
+  auto denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(options_.eps);
+  param32.addcdiv_(s.exp_avg, denom, -lr / bias1);
+  if (s.param.dtype() != torch::kFloat32) s.param.copy_(param32);
+}
+
+void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+  torch::NoGradGuard no_grad;
+  if (!fused_) {
+    if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
+    for (auto& s : slots_) {
+      if (!s.owned || !s.param.grad().defined()) continue;
+      if (grad_scale.defined()) s.param.grad().div_(grad_scale);
+      step_reference(s, lr);
+    }
+    return;
+  }
+  // The fused kernel wants lists of same-dtype tensors per call: group by (decay, param dtype).
+  for (bool decay : {true, false}) {
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
+      std::vector<torch::Tensor> params, grads, m, v, max_v, steps;
+      for (auto& s : slots_) {
+        if (s.decay != decay || !s.owned || s.param.scalar_type() != dtype || !s.param.grad().defined()) continue;
+        params.push_back(s.param);
+        grads.push_back(s.param.grad());
+        m.push_back(s.exp_avg);
+        v.push_back(s.exp_avg_sq);
+        steps.push_back(s.step);
+      }
+      if (params.empty()) continue;
+      if (dtype != torch::kFloat32) {
+        // The fused kernel requires moments of the parameter dtype; keep fp32 moments and use
+        // the reference update for low-precision weights instead.
+        for (auto& s : slots_) {
+          if (s.decay == decay && s.owned && s.param.scalar_type() == dtype && s.param.grad().defined()) {
+            if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
+            if (grad_scale.defined()) s.param.grad().div_(grad_scale);
+            step_reference(s, lr);
+          }
+        }
+        continue;
+      }
+      // As in Python's fused AdamW: the caller counts the step, and takes it back if skipped.
+      for (auto& t : steps) t.add_(1);
+      at::_fused_adamw_(params, grads, m, v, max_v, steps, lr, options_.beta1, options_.beta2,
+                        decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
+                        /*maximize=*/false, grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt,
+                        found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt);
+      if (found_inf.defined()) {
+        for (auto& t : steps) t.sub_(found_inf);
+      }
+    }
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& s : slots_) {
+    if (s.param.grad().defined()) s.param.mutable_grad() = torch::Tensor();
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& s : slots_) {
+    if (!s.owned) continue;
+    out.emplace_back("exp_avg." + s.name, s.exp_avg);
+    out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
+    out.emplace_back("step." + s.name, s.step);
+  }
+  return out;
+}
+
+void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
+  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
+  torch::NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    if (!s.owned) continue;
+    const std::pair<const char*, torch::Tensor*> entries[] = {
+        {"exp_avg.", &s.exp_avg}, {"exp_avg_sq.", &s.exp_avg_sq}, {"step.", &s.step}};
+    for (const auto& [key, dst] : entries) {
+      auto it = by_name.find(key + s.name);
+      if (it == by_name.end()) throw IoError("optimizer state lacks '" + std::string(key) + s.name + "'");
+      if (it->second.sizes() != dst->sizes()) {
+        throw IoError("optimizer state '" + std::string(key) + s.name + "' has shape " +
+                      c10::str(it->second.sizes()) + ", the model needs " + c10::str(dst->sizes()));
+      }
+      dst->copy_(it->second);
+    }
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AdamW::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& s : slots_) out.emplace_back(s.name, s.param);
+  return out;
+}
+
+int64_t AdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& s : slots_) {
+    if (s.owned && s.exp_avg.defined()) bytes += 2 * s.exp_avg.numel() * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace hwt

@@ -1,0 +1,57 @@
+// AdamW with decoupled weight decay over two parameter groups (decayed / not decayed).
+// Uses ATen's fused kernel (at::_fused_adamw_, CPU and CUDA in 2.x) when enabled, with the
+// reference per-tensor update kept as the path it is tested against. Moments are fp32 even when
+// weights are bf16. The state (moments and step counts) is exposed for checkpoints and ZeRO-1.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hwt {
+
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1;
+  bool fused = true;
+};
+
+class AdamW {
+ public:
+  // `named_decay`/`named_no_decay`: (name, parameter) pairs; names key the saved state.
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
+        std::vector<std::pair<std::string, torch::Tensor>> named_no_decay, AdamWOptions options);
+
+  // One update at learning rate `lr`. Parameters without a gradient are skipped.
+  // `grad_scale`/`found_inf` (optional, fp32 scalars on the device) let the fused kernel unscale
+  // and skip in one pass, as Python's GradScaler does.
+  void step(double lr, const torch::Tensor& grad_scale = {}, const torch::Tensor& found_inf = {});
+  void zero_grad();
+
+  // Restricts updates to the parameters whose names are in `owned` (ZeRO-1 shards); empty = all.
+  void set_owned(const std::vector<std::string>& owned);
+
+  bool fused() const { return fused_; }
+  const AdamWOptions& options() const { return options_; }
+  // State tensors named "exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>".
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  // Loads what state() saved; throws IoError naming a missing or mis-shaped entry.
+  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state);
+  // All (name, parameter) pairs, decayed first.
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  int64_t state_bytes() const;  // bytes of moment tensors this rank holds
+
+ private:
+  struct Slot {
+    std::string name;
+    torch::Tensor param, exp_avg, exp_avg_sq, step;  // step: fp32 scalar tensor (fused API)
+    bool decay;
+    bool owned = true;
+  };
+  void step_reference(Slot& s, double lr);
+  std::vector<Slot> slots_;
+  AdamWOptions options_;
+  bool fused_;
+};
+
+}  // namespace hwt

@@ -1,0 +1,25 @@
+#include "hwtrain/train/autocast.h"
+
+#include <ATen/autocast_mode.h>
+
+namespace hwt {
+
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, bool enabled)
+    : device_type_(device_type),
+      prev_enabled_(at::autocast::is_autocast_enabled(device_type)),
+      prev_dtype_(at::autocast::get_autocast_dtype(device_type)),
+      active_(enabled && dtype != c10::ScalarType::Float) {
+  if (!active_) return;
+  at::autocast::set_autocast_enabled(device_type_, true);
+  at::autocast::set_autocast_dtype(device_type_, dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_type_, prev_enabled_);
+  at::autocast::set_autocast_dtype(device_type_, prev_dtype_);
+}
+
+}  // namespace hwt

@@ -1,0 +1,24 @@
+// AutocastGuard: an RAII autocast region for CPU or CUDA (the C++ frontend has only setters).
+// Saves and restores the enabled flag and dtype of the device type, and clears the autocast
+// cache on exit when it was the outermost region, as Python's torch.autocast does.
+#pragma once
+#include <torch/torch.h>
+
+namespace hwt {
+
+class AutocastGuard {
+ public:
+  // dtype kFloat32 (or enabled == false) makes a region without autocast.
+  AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool prev_enabled_;
+  c10::ScalarType prev_dtype_;
+  bool active_;
+};
+
+}  // namespace hwt

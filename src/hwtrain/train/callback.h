@@ -1,0 +1,70 @@
+// Callback: the interface through which everything that watches or steers a run plugs into the
+// trainer loop (checkpointing, metric sinks, progress, early stopping, LR-on-plateau, time budget).
+// TrainerControl is what a callback may see and do: read the step and metrics, stop the run,
+// scale the learning rate, save a checkpoint, snapshot or restore the weights.
+#pragma once
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/obs/metrics.h"
+
+namespace hwt {
+
+struct RunConfig;
+struct Plan;
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+class TrainerControl {
+ public:
+  virtual ~TrainerControl() = default;
+  virtual int64_t step() const = 0;  // optimizer steps completed
+  virtual double elapsed_seconds() const = 0;
+  virtual const RunConfig& config() const = 0;
+  virtual const Plan& plan() const = 0;
+  virtual const std::filesystem::path& run_dir() const = 0;
+  virtual void request_stop(const std::string& reason) = 0;
+  virtual bool stop_requested() const = 0;
+  virtual double lr_scale() const = 0;  // multiplies the scheduled learning rate
+  virtual void set_lr_scale(double scale) = 0;
+  virtual std::filesystem::path save_checkpoint() = 0;  // writes one now (rank 0), returns its path
+  virtual NamedTensors snapshot_weights() const = 0;   // detached copies
+  virtual void restore_weights(const NamedTensors& weights) = 0;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual std::string name() const = 0;
+  virtual void on_train_begin(TrainerControl&) {}
+  virtual void on_step_end(TrainerControl&, const StepMetrics&) {}
+  virtual void on_evaluation_end(TrainerControl&, const EvalMetrics&) {}
+  virtual void on_checkpoint(TrainerControl&, const std::filesystem::path& /*checkpoint*/) {}
+  virtual void on_train_end(TrainerControl&) {}
+};
+
+// Calls each callback in the order added.
+class CallbackList {
+ public:
+  void add(std::shared_ptr<Callback> c) { callbacks_.push_back(std::move(c)); }
+  const std::vector<std::shared_ptr<Callback>>& all() const { return callbacks_; }
+  void train_begin(TrainerControl& t) { for (auto& c : callbacks_) c->on_train_begin(t); }
+  void step_end(TrainerControl& t, const StepMetrics& m) { for (auto& c : callbacks_) c->on_step_end(t, m); }
+  void evaluation_end(TrainerControl& t, const EvalMetrics& m) {
+    for (auto& c : callbacks_) c->on_evaluation_end(t, m);
+  }
+  void checkpoint(TrainerControl& t, const std::filesystem::path& p) {
+    for (auto& c : callbacks_) c->on_checkpoint(t, p);
+  }
+  void train_end(TrainerControl& t) { for (auto& c : callbacks_) c->on_train_end(t); }
+
+ private:
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+};
+
+}  // namespace hwt

@@ -1,0 +1,132 @@
+#include "hwtrain/train/hardware_aware_optimizer.h"
+
+#include <ATen/Context.h>
+
+#include <algorithm>
+
+#include "hwtrain/obs/log.h"
+
+namespace hwt {
+
+namespace {
+c10::ScalarType autocast_dtype(Precision p) {
+  return p == Precision::Bf16 ? torch::kBFloat16 : p == Precision::Fp16 ? torch::kFloat16 : torch::kFloat32;
+}
+}  // namespace
+
+class HardwareAwareOptimizer::Probe : public Callback {
+ public:
+  explicit Probe(std::shared_ptr<Measured> m) : m_(std::move(m)) {}
+  std::string name() const override { return "metrics_probe"; }
+  void on_step_end(TrainerControl&, const StepMetrics& s) override {
+    ++m_->steps;
+    // A running mean that forgets the first steps (warm-up, allocator growth).
+    const double w = m_->steps <= 3 ? 1.0 : 0.1;
+    m_->tokens_per_second += w * (s.tokens_per_second - m_->tokens_per_second);
+    if (s.mfu == s.mfu) m_->mfu += w * (s.mfu - m_->mfu);
+    m_->step_seconds += w * (s.step_seconds - m_->step_seconds);
+    if (s.rss_bytes == s.rss_bytes) m_->peak_rss_bytes = std::max(m_->peak_rss_bytes, s.rss_bytes);
+    if (s.device_peak_bytes == s.device_peak_bytes) {
+      m_->device_peak_bytes = std::max(m_->device_peak_bytes, s.device_peak_bytes);
+    }
+  }
+
+ private:
+  std::shared_ptr<Measured> m_;
+};
+
+HardwareAwareOptimizer::HardwareAwareOptimizer(RunConfig config, HardwareProfile hardware, PlanContext context)
+    : config_(std::move(config)), hardware_(std::move(hardware)), plan_(make_plan(hardware_, config_, context)) {}
+
+HardwareAwareOptimizer::HardwareAwareOptimizer(RunConfig config, PlanContext context)
+    : HardwareAwareOptimizer(std::move(config), detect_hardware(), context) {}
+
+std::string HardwareAwareOptimizer::get_hardware_summary() const { return hardware_summary(hardware_); }
+
+std::string HardwareAwareOptimizer::get_optimization_summary() const { return plan_.to_text(); }
+
+nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
+  nlohmann::json j;
+  j["active"] = {{"device", plan_.device},
+                 {"precision", precision_name(plan_.precision)},
+                 {"loss_scaling", plan_.precision == Precision::Fp16},
+                 {"attention", plan_.attention},
+                 {"activation_checkpointing_every", plan_.checkpoint_every},
+                 {"micro_batch_size", plan_.micro_batch_size},
+                 {"grad_accum_steps", plan_.grad_accum_steps},
+                 {"fused_optimizer", plan_.fused_optimizer},
+                 {"intra_op_threads", plan_.intra_op_threads},
+                 {"loader_workers", plan_.num_workers},
+                 {"pinned_memory", plan_.pin_memory},
+                 {"tf32", plan_.allow_tf32},
+                 {"zero1", plan_.zero1}};
+  j["predicted_peak_bytes"] = plan_.predicted_peak_bytes;
+  j["measured"] = {{"steps", measured_->steps},
+                   {"tokens_per_second", measured_->tokens_per_second},
+                   {"mfu", measured_->mfu},
+                   {"step_seconds", measured_->step_seconds},
+                   {"peak_rss_bytes", measured_->peak_rss_bytes},
+                   {"device_peak_bytes", measured_->device_peak_bytes}};
+  return j;
+}
+
+void apply_process_settings(const Plan& plan) {
+  if (torch::get_num_threads() != plan.intra_op_threads) torch::set_num_threads(static_cast<int>(plan.intra_op_threads));
+  if (plan.device != "cpu") {
+    at::globalContext().setAllowTF32CuBLAS(plan.allow_tf32);
+    at::globalContext().setAllowTF32CuDNN(plan.allow_tf32);
+    at::globalContext().setBenchmarkCuDNN(plan.cudnn_benchmark);
+  }
+}
+
+void HardwareAwareOptimizer::apply_optimizations(torch::nn::Module& module) const {
+  apply_process_settings(plan_);
+  if (plan_.pure_bf16_weights) module.to(torch::kBFloat16);
+  module.to(device());
+}
+
+void HardwareAwareOptimizer::apply_optimizations(GPT& model) const {
+  apply_process_settings(plan_);
+  if (plan_.pure_bf16_weights) model->to(torch::kBFloat16);
+  model->set_attention_kernel(plan_.attention == "math" ? AttentionKernel::Math : AttentionKernel::Sdpa);
+  model->set_activation_checkpointing(plan_.checkpoint_every);
+  model->to(device());
+}
+
+GPT HardwareAwareOptimizer::build_model() const {
+  torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
+  GPT model(config_.model, config_.model.vocab_size);
+  apply_optimizations(model);
+  return model;
+}
+
+std::unique_ptr<AutocastGuard> HardwareAwareOptimizer::autocast() const {
+  return std::make_unique<AutocastGuard>(device().type(), autocast_dtype(plan_.precision));
+}
+
+void HardwareAwareOptimizer::backward(const torch::Tensor& loss) {
+  if (!scaler_) {
+    GradScalerOptions o;
+    o.enabled = plan_.precision == Precision::Fp16;
+    scaler_ = std::make_unique<GradScaler>(o, device());
+  }
+  scaler_->scale(loss).backward();
+}
+
+double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double max_grad_norm) {
+  std::vector<torch::Tensor> params;
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) params.push_back(p);
+  }
+  double norm = 0;
+  if (scaler_) scaler_->unscale(params);
+  norm = torch::nn::utils::clip_grad_norm_(params, max_grad_norm > 0 ? max_grad_norm : 1e30);
+  if (!scaler_ || !scaler_->found_inf()) optimizer.step();
+  if (scaler_) scaler_->update();
+  optimizer.zero_grad();
+  return norm;
+}
+
+std::shared_ptr<Callback> HardwareAwareOptimizer::metrics_probe() { return std::make_shared<Probe>(measured_); }
+
+}  // namespace hwt

@@ -1,0 +1,54 @@
+#include "hwtrain/train/metrics_logger.h"
+
+#include "hwtrain/obs/log.h"
+#include "hwtrain/obs/report.h"
+
+namespace hwt {
+
+MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const ObsConfig& config, int64_t max_steps,
+                             int64_t log_interval, bool logging_rank, bool resumed)
+    : recorder_(std::make_unique<MetricsRecorder>(config)),
+      log_interval_(log_interval),
+      report_(config.report),
+      logging_rank_(logging_rank) {
+  if (!logging_rank_) return;
+  auto progress = std::make_unique<ProgressDisplay>(parse_progress_mode(config.progress), max_steps);
+  progress_ = progress.get();
+  recorder_->add_sinks(make_file_sinks(run_dir, config, resumed));
+  recorder_->add_sink(std::move(progress));
+  if (config.gpu_log_interval > 0) monitor_ = std::make_unique<HardwareMonitor>(config.gpu_log_interval);
+}
+
+void MetricsLogger::on_step_end(TrainerControl& t, const StepMetrics& m) {
+  if (!logging_rank_) return;
+  if (monitor_) {
+    monitor_->set_step(m.step);
+    if (monitor_->num_samples() != monitor_samples_seen_) {
+      monitor_samples_seen_ = monitor_->num_samples();
+      if (auto s = monitor_->latest()) recorder_->on_monitor(*s);
+    }
+  }
+  // Sinks see every log_interval-th step (and the first), so files stay small on long runs.
+  if (m.step % log_interval_ == 0 || m.step == 1) recorder_->on_step(m);
+}
+
+void MetricsLogger::on_evaluation_end(TrainerControl&, const EvalMetrics& m) {
+  if (logging_rank_) recorder_->on_eval(m);
+}
+
+void MetricsLogger::on_train_end(TrainerControl& t) {
+  if (!logging_rank_) return;
+  if (progress_) progress_->finish();
+  recorder_->flush();
+  monitor_.reset();
+  if (report_) {
+    try {
+      auto path = write_report_from_run_dir(t.run_dir());
+      log_info("report: {}", path.string());
+    } catch (const std::exception& e) {
+      log_warn("could not write the run report: {}", e.what());
+    }
+  }
+}
+
+}  // namespace hwt

@@ -1,0 +1,114 @@
+// Trainer: the optimization loop. It executes a Plan (it never decides precision, batch size or
+// kernels itself): for each step it draws the global batch, runs micro-batches under autocast,
+// synchronizes gradients (data parallel), unscales and clips, steps AdamW on the schedule, and
+// hands metrics to callbacks, which do the logging, evaluation sinks, checkpointing and stopping.
+// An out-of-memory error in a step halves the micro-batch, doubles accumulation and redoes the
+// step on the same data, so no sample is lost or used twice.
+#pragma once
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "hwtrain/config/run_config.h"
+#include "hwtrain/data/token_file.h"
+#include "hwtrain/data/window_sampler.h"
+#include "hwtrain/dist/gradient_sync.h"
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/plan/plan.h"
+#include "hwtrain/train/adamw.h"
+#include "hwtrain/train/callback.h"
+#include "hwtrain/train/grad_scaler.h"
+
+namespace hwt {
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_loss = 0;         // last training loss
+  double final_val_loss = 0;     // last validation loss (NaN if none)
+  double elapsed_seconds = 0;
+  int64_t tokens_seen = 0;
+  int64_t oom_recoveries = 0;
+  std::string stop_reason;
+  std::optional<std::filesystem::path> last_checkpoint;
+};
+
+class Trainer : public TrainerControl {
+ public:
+  Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const TokenFile> data,
+          std::filesystem::path run_dir, int rank = 0, int world_size = 1);
+
+  void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
+  void set_gradient_sync(std::shared_ptr<GradientSync> sync) { grad_sync_ = std::move(sync); }
+  // Restores weights, optimizer, scaler, RNG, sampler and counters from a checkpoint directory.
+  void resume_from(const std::filesystem::path& checkpoint);
+  // Test hook: the forward of step `step` (0-based) throws OutOfMemoryError once.
+  void inject_oom_at_step(int64_t step) { inject_oom_step_ = step; }
+
+  TrainResult fit();
+  double evaluate();  // mean validation loss over the fixed evaluation batches
+
+  GPT& model() { return model_; }
+  AdamW& optimizer() { return *optimizer_; }
+  const GradScaler& scaler() const { return *scaler_; }
+  int64_t micro_batch_size() const { return micro_batch_size_; }
+  int64_t grad_accum_steps() const { return grad_accum_steps_; }
+  const std::vector<double>& loss_history() const { return loss_history_; }
+
+  // TrainerControl
+  int64_t step() const override { return step_; }
+  double elapsed_seconds() const override;
+  const RunConfig& config() const override { return config_; }
+  const Plan& plan() const override { return plan_; }
+  const std::filesystem::path& run_dir() const override { return run_dir_; }
+  void request_stop(const std::string& reason) override;
+  bool stop_requested() const override { return stop_requested_; }
+  double lr_scale() const override { return lr_scale_; }
+  void set_lr_scale(double scale) override { lr_scale_ = scale; }
+  std::filesystem::path save_checkpoint() override;
+  NamedTensors snapshot_weights() const override;
+  void restore_weights(const NamedTensors& weights) override;
+
+ private:
+  StepMetrics train_step();
+  // Runs forward/backward over the global batch; returns the mean loss. Throws on OOM.
+  double run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m);
+  torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
+  std::vector<torch::Tensor> parameters() const;
+
+  RunConfig config_;
+  Plan plan_;
+  GPT model_;
+  std::shared_ptr<const TokenFile> data_;
+  std::filesystem::path run_dir_;
+  int rank_, world_size_;
+  torch::Device device_;
+  c10::ScalarType autocast_dtype_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<WindowSampler> train_sampler_;
+  std::unique_ptr<WindowSampler> val_sampler_;
+  std::shared_ptr<GradientSync> grad_sync_;
+  CallbackList callbacks_;
+
+  int64_t step_ = 0;
+  int64_t tokens_seen_ = 0;
+  int64_t micro_batch_size_, grad_accum_steps_;
+  int64_t oom_recoveries_ = 0;
+  int64_t inject_oom_step_ = -1;
+  double lr_scale_ = 1.0;
+  double elapsed_before_ = 0;  // seconds trained before a resume
+  std::chrono::steady_clock::time_point start_;
+  bool stop_requested_ = false;
+  std::string stop_reason_;
+  double flops_per_token_ = 0;
+  std::vector<double> loss_history_;
+  std::optional<std::filesystem::path> last_checkpoint_;
+};
+
+// Model FLOPs per trained token: 6 N plus attention's 12 L C T (PaLM appendix B / nanoGPT).
+double training_flops_per_token(const ModelConfig& model, int64_t num_params);
+
+}  // namespace hwt

@@ -1,0 +1,41 @@
+#include "hwtrain/train/training_checkpoint.h"
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/io/safetensors.h"
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+void write_training_checkpoint(const fs::path& dir, const TrainingCheckpoint& ckpt) {
+  save_safetensors(dir / "model.safetensors", ckpt.model, {{"format", "hwtrain-gpt"}});
+  save_safetensors(dir / "optimizer.safetensors", ckpt.optimizer);
+  write_file_atomic(dir / "trainer_state.json", ckpt.state.dump(2));
+  write_file_atomic(dir / "config.toml", ckpt.config_toml);
+  write_file_atomic(dir / "plan.json", ckpt.plan_json);
+}
+
+std::string read_checkpoint_config(const fs::path& dir) {
+  if (!fs::exists(dir / "config.toml")) {
+    throw IoError(dir.string() + " is not a hwtrain checkpoint: config.toml is missing");
+  }
+  return read_file(dir / "config.toml");
+}
+
+TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
+  TrainingCheckpoint ckpt;
+  ckpt.config_toml = read_checkpoint_config(dir);
+  ckpt.model = load_safetensors(dir / "model.safetensors").tensors;
+  ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
+  const fs::path state_path = dir / "trainer_state.json";
+  try {
+    ckpt.state = nlohmann::json::parse(read_file(state_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(state_path.string() + " is corrupt: " + e.what());
+  }
+  if (fs::exists(dir / "plan.json")) ckpt.plan_json = read_file(dir / "plan.json");
+  return ckpt;
+}
+
+}  // namespace hwt

@@ -1,0 +1,33 @@
+// The contents of a training checkpoint directory:
+//   model.safetensors      weights (names as GPT's named_parameters)
+//   optimizer.safetensors  AdamW moments and step counts, GradScaler state, RNG state
+//   trainer_state.json     step, tokens seen, elapsed time, sampler position, LR scale, batch
+//                          geometry, dataset identity (tokenizer, vocabulary, fingerprint)
+//   config.toml, plan.json the resolved config and the plan the run used
+// Writing goes through CheckpointStore (staging directory, fsync, rename).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "hwtrain/train/callback.h"
+
+namespace hwt {
+
+struct TrainingCheckpoint {
+  NamedTensors model;
+  NamedTensors optimizer;  // includes "scaler.*" and "rng.*" entries
+  nlohmann::json state;
+  std::string config_toml;
+  std::string plan_json;
+};
+
+// Writes the files into `dir` (a staging directory).
+void write_training_checkpoint(const std::filesystem::path& dir, const TrainingCheckpoint& ckpt);
+// Reads and validates a checkpoint directory; throws IoError naming the file at fault.
+TrainingCheckpoint read_training_checkpoint(const std::filesystem::path& dir);
+// Reads just the resolved config of a checkpoint (for --resume and generate/eval).
+std::string read_checkpoint_config(const std::filesystem::path& dir);
+
+}  // namespace hwt

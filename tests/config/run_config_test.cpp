@@ -1,0 +1,142 @@
+#include "hwtrain/config/run_config.h"
+
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/error.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunConfig, DefaultsValidate) {
+  RunConfig c;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_TRUE(c.explicit_keys.empty());
+}
+
+TEST(RunConfig, TomlFileSetsValuesAndRemembersExplicitKeys) {
+  RunConfig c;
+  c.apply_toml("[model]\nn_layer = 3\n[train]\nlr = 0.01\nmax_steps = 7\n[optimization]\nmixed_precision_dtype = \"fp32\"\n",
+               "run.toml");
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
+  EXPECT_EQ(c.train.max_steps, 7);
+  EXPECT_EQ(c.optimization.mixed_precision_dtype, "fp32");
+  EXPECT_TRUE(c.is_set("train.lr"));
+  EXPECT_FALSE(c.is_set("train.seed"));
+}
+
+TEST(RunConfig, IntegerAcceptedForFloatKey) {
+  RunConfig c;
+  c.apply_toml("[train]\nlr = 1\n", "f.toml");
+  EXPECT_DOUBLE_EQ(c.train.lr, 1.0);
+}
+
+TEST(RunConfig, OverridesParseByFieldType) {
+  RunConfig c;
+  c.apply_override("model.n_layer=4");
+  c.apply_override("train.lr=3e-4");
+  c.apply_override("model.bias=false");
+  c.apply_override("train.sample_prompt=Hello world");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_FALSE(c.model.bias);
+  EXPECT_EQ(c.train.sample_prompt, "Hello world");
+}
+
+TEST(RunConfig, UnknownKeySuggestsClosest) {
+  RunConfig c;
+  std::string msg = error_of([&] { c.apply_override("train.max_step=5"); });
+  EXPECT_NE(msg.find("unknown key 'train.max_step'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.max_steps"), std::string::npos) << msg;
+  msg = error_of([&] { c.apply_toml("[model]\nn_layers = 2\n", "x.toml"); });
+  EXPECT_NE(msg.find("x.toml"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.n_layer"), std::string::npos) << msg;
+}
+
+TEST(RunConfig, WrongTypesNameKeyAndExpectedType) {
+  RunConfig c;
+  std::string msg = error_of([&] { c.apply_override("train.max_steps=abc"); });
+  EXPECT_NE(msg.find("train.max_steps"), std::string::npos);
+  EXPECT_NE(msg.find("integer"), std::string::npos);
+  msg = error_of([&] { c.apply_toml("[train]\nmax_steps = \"ten\"\n", "t.toml"); });
+  EXPECT_NE(msg.find("train.max_steps"), std::string::npos);
+  msg = error_of([&] { c.apply_override("model.bias=maybe"); });
+  EXPECT_NE(msg.find("true or false"), std::string::npos);
+  msg = error_of([&] { c.apply_override("noequals"); });
+  EXPECT_NE(msg.find("key=value"), std::string::npos);
+}
+
+TEST(RunConfig, ChoicesAreChecked) {
+  RunConfig c;
+  std::string msg = error_of([&] { c.apply_override("optimization.mixed_precision_dtype=bf61"); });
+  EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+  EXPECT_EQ(c.optimization.mixed_precision_dtype, "auto");
+}
+
+TEST(RunConfig, SyntaxErrorNamesFileAndLine) {
+  RunConfig c;
+  std::string msg = error_of([&] { c.apply_toml("[train]\nlr = = 3\n", "bad.toml"); });
+  EXPECT_NE(msg.find("bad.toml:2"), std::string::npos) << msg;
+}
+
+TEST(RunConfig, OutOfRangeValuesAreRejected) {
+  for (const char* o : {"train.micro_batch_size=0", "model.n_layer=-1", "model.dropout=1.5", "train.lr=0",
+                        "optimization.memory_threshold=1.2", "checkpoint.keep_last=0", "train.device=tpu"}) {
+    RunConfig c;
+    c.apply_override(o);
+    std::string key = std::string(o).substr(0, std::string(o).find('='));
+    std::string msg = error_of([&] { c.validate(); });
+    EXPECT_NE(msg.find(key), std::string::npos) << o << " -> " << msg;
+  }
+  RunConfig c;
+  c.apply_override("model.n_embd=100");
+  c.apply_override("model.n_head=3");
+  std::string msg = error_of([&] { c.validate(); });
+  EXPECT_NE(msg.find("not divisible"), std::string::npos) << msg;
+}
+
+TEST(RunConfig, PresetAppliesFirstAndExplicitKeysWin) {
+  RunConfig c;
+  // The preset comes after n_layer in the file but is applied first.
+  c.apply_toml("[model]\nn_layer = 2\npreset = \"gpt2\"\n", "p.toml");
+  EXPECT_EQ(c.model.n_layer, 2);
+  EXPECT_EQ(c.model.n_embd, 768);
+  EXPECT_EQ(c.model.block_size, 1024);
+  std::string msg = error_of([&] { c.apply_override("model.preset=gpt3"); });
+  EXPECT_NE(msg.find("gpt2"), std::string::npos) << msg;
+}
+
+TEST(RunConfig, TomlRoundTrip) {
+  RunConfig a;
+  a.apply_override("model.n_layer=5");
+  a.apply_override("train.sample_prompt=say \"hi\"\n");
+  a.apply_override("optimization.memory_threshold=0.5");
+  RunConfig b;
+  b.apply_toml(a.to_toml(), "saved.toml");
+  EXPECT_EQ(a.to_toml(), b.to_toml());
+  EXPECT_EQ(b.model.n_layer, 5);
+  EXPECT_EQ(b.train.sample_prompt, "say \"hi\"\n");
+  EXPECT_NE(a.to_json().find("\"n_layer\": 5"), std::string::npos);
+}
+
+TEST(RunConfig, LoadRunConfigReportsUnreadableFile) {
+  testing::TempDir dir;
+  std::string msg = error_of([&] { load_run_config((dir / "missing.toml").string(), {}); });
+  EXPECT_NE(msg.find("missing.toml"), std::string::npos) << msg;
+  auto f = dir.write("ok.toml", "[train]\nmax_steps = 9\n");
+  RunConfig c = load_run_config(f.string(), {"train.max_steps=11"});
+  EXPECT_EQ(c.train.max_steps, 11);  // command line wins over the file
+}
+
+}  // namespace
+}  // namespace hwt
