@@ -1,0 +1,327 @@
+#include "hwtrain/io/checkpoint_store.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/crc32c.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+
+namespace hwt {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kFormat = "hwtrain-checkpoint";
+constexpr int kVersion = 1;
+// Hidden prefixes: staging (being written), set aside (being replaced), being deleted.
+constexpr const char* kStaging = ".tmp-";
+constexpr const char* kAside = ".old-";
+constexpr const char* kDeleting = ".del-";
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string pid_suffix() { return "-" + std::to_string(::getpid()); }
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// A leftover "<prefix>step_X-<pid>" may be cleaned if its writer is this process or is gone.
+bool owner_is_gone(const std::string& name) {
+  const auto dash = name.rfind('-');
+  if (dash == std::string::npos || dash + 1 >= name.size()) return false;
+  const std::string digits = name.substr(dash + 1);
+  if (!all_digits(digits) || digits.size() > 9) return false;
+  const pid_t pid = static_cast<pid_t>(std::stol(digits));
+  if (pid == ::getpid()) return true;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// "<prefix>step_X-<pid>" -> "step_X"
+std::string leftover_target(const std::string& name, const std::string& prefix) {
+  return name.substr(prefix.size(), name.rfind('-') - prefix.size());
+}
+
+bool is_complete(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kCheckpointMarker, ec);
+}
+
+uint32_t file_crc32c(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read " + path.string() + " to checksum it");
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    crc = crc32c_extend(crc, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw IoError("error while reading " + path.string());
+  return crc;
+}
+
+// Lists, checksums and fsyncs everything write_contents left in `staging`.
+std::vector<CheckpointFile> seal_contents(const fs::path& staging) {
+  std::vector<CheckpointFile> files;
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::recursive_directory_iterator(staging)) entries.push_back(entry.path());
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    const std::string rel = p.lexically_relative(staging).generic_string();
+    const auto status = fs::symlink_status(p);
+    if (rel == kCheckpointMarker) {
+      throw IoError("checkpoint contents may not include a file named COMPLETE (" + p.string() + ")");
+    }
+    if (fs::is_regular_file(status)) {
+      files.push_back({rel, static_cast<uint64_t>(fs::file_size(p)), file_crc32c(p)});
+    } else if (!fs::is_directory(status)) {
+      throw IoError("checkpoint contents must be plain files and directories; " + p.string() +
+                    " is neither");
+    }
+    fsync_path(p);
+  }
+  return files;
+}
+
+std::string manifest_json(int64_t step, const std::vector<CheckpointFile>& files) {
+  json j = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"files", json::array()}};
+  for (const auto& f : files) j["files"].push_back({{"path", f.path}, {"size", f.size}, {"crc32c", f.crc32c}});
+  return j.dump(2) + "\n";
+}
+
+void remove_quietly(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
+}  // namespace
+
+std::optional<int64_t> checkpoint_step_from_name(const std::string& name) {
+  if (!starts_with(name, "step_") || name.size() > 5 + 18) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (!all_digits(digits)) return std::nullopt;
+  return std::stoll(digits);
+}
+
+CheckpointStore::CheckpointStore(fs::path dir, int64_t keep_last)
+    : dir_(std::move(dir)), keep_last_(keep_last) {
+  if (keep_last_ < 1) {
+    throw ConfigError("checkpoint.keep_last must be at least 1, got " + std::to_string(keep_last_));
+  }
+}
+
+std::vector<fs::path> CheckpointStore::list() const {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return {};
+  try {
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const auto step = checkpoint_step_from_name(entry.path().filename().string());
+      if (step && entry.is_directory() && is_complete(entry.path())) found.emplace_back(*step, entry.path());
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw IoError("cannot list checkpoints in " + dir_.string() + ": " + e.code().message());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+std::optional<fs::path> CheckpointStore::latest() const {
+  auto all = list();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+void CheckpointStore::clean_leftovers() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (starts_with(name, kStaging) || starts_with(name, kDeleting)) {
+      if (owner_is_gone(name)) remove_quietly(entry.path());
+    } else if (starts_with(name, kAside) && owner_is_gone(name)) {
+      // A replace crashed between its two renames: the set-aside copy is the good checkpoint.
+      const fs::path target = dir_ / leftover_target(name, kAside);
+      if (!fs::exists(target) && is_complete(entry.path())) {
+        rename_durable(entry.path(), target);
+      } else {
+        remove_quietly(entry.path());
+      }
+    }
+  }
+}
+
+fs::path CheckpointStore::save(int64_t step,
+                               const std::function<void(const fs::path& staging_dir)>& write_contents) {
+  if (step < 0) throw IoError("checkpoint step must be >= 0, got " + std::to_string(step));
+  ensure_writable_dir(dir_);
+  clean_leftovers();
+
+  const std::string name = step_name(step);
+  const fs::path staging = dir_ / (kStaging + name + pid_suffix());
+  const fs::path final_dir = dir_ / name;
+  remove_quietly(staging);
+  std::error_code ec;
+  fs::create_directory(staging, ec);
+  if (ec) throw IoError("cannot create " + staging.string() + ": " + ec.message());
+
+  try {
+    write_contents(staging);
+    const std::vector<CheckpointFile> files = seal_contents(staging);
+    write_file_atomic(staging / kCheckpointMarker, manifest_json(step, files));
+    fsync_path(staging);
+    if (fs::exists(final_dir)) {
+      // Never lose a good checkpoint: the old one is deleted only once the new one is in place.
+      const fs::path aside = dir_ / (kAside + name + pid_suffix());
+      rename_durable(final_dir, aside);
+      try {
+        rename_durable(staging, final_dir);
+      } catch (...) {
+        if (!fs::exists(final_dir, ec)) fs::rename(aside, final_dir, ec);
+        throw;
+      }
+      remove_quietly(aside);
+    } else {
+      rename_durable(staging, final_dir);
+    }
+  } catch (const fs::filesystem_error& e) {
+    remove_quietly(staging);
+    throw IoError("cannot write checkpoint " + final_dir.string() + ": " + e.what());
+  } catch (...) {
+    remove_quietly(staging);
+    throw;
+  }
+  prune(final_dir);
+  return final_dir;
+}
+
+void CheckpointStore::prune(const fs::path& keep) const {
+  const std::vector<fs::path> all = list();
+  if (static_cast<int64_t>(all.size()) <= keep_last_) return;
+  int64_t excess = static_cast<int64_t>(all.size()) - keep_last_;
+  for (const auto& ckpt : all) {  // oldest first
+    if (excess == 0) break;
+    if (ckpt == keep) continue;
+    // Renamed out of sight first, so a crash mid-delete never leaves a half-deleted step_ dir.
+    const fs::path doomed = dir_ / (kDeleting + ckpt.filename().string() + pid_suffix());
+    rename_durable(ckpt, doomed);
+    remove_quietly(doomed);
+    --excess;
+  }
+}
+
+fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir) {
+  if (spec == "latest") {
+    if (auto latest = CheckpointStore(default_dir, 1).latest()) return *latest;
+    throw IoError("no checkpoint found in " + default_dir.string() +
+                  "; train first or pass --resume <checkpoint dir>");
+  }
+  if (spec.empty()) throw IoError("empty checkpoint path; pass --resume <checkpoint dir> or 'latest'");
+  const fs::path p(spec);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw IoError("checkpoint " + p.string() + " does not exist");
+  if (!fs::is_directory(p, ec)) {
+    throw IoError(p.string() + " is not a directory; expected a checkpoint directory, a directory "
+                  "of checkpoints, a run directory, or 'latest'");
+  }
+  if (is_complete(p)) return p;
+  if (auto latest = CheckpointStore(p, 1).latest()) return *latest;
+  const fs::path nested = p / "checkpoints";
+  if (fs::is_directory(nested, ec)) {
+    if (auto latest = CheckpointStore(nested, 1).latest()) return *latest;
+    throw IoError("no complete checkpoint found in " + nested.string() +
+                  "; train first or pass --resume <checkpoint dir>");
+  }
+  for (const auto& entry : fs::directory_iterator(p, ec)) {
+    if (checkpoint_step_from_name(entry.path().filename().string())) {
+      throw IoError("no complete checkpoint in " + p.string() + " (" +
+                    entry.path().filename().string() +
+                    " and any others lack the COMPLETE marker: their writes were interrupted)");
+    }
+  }
+  throw IoError(p.string() + " is not a complete checkpoint (missing COMPLETE marker)");
+}
+
+CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
+  const fs::path marker = ckpt / kCheckpointMarker;
+  if (!is_complete(ckpt)) {
+    throw IoError(ckpt.string() + " is not a complete checkpoint (missing COMPLETE marker)");
+  }
+  const std::string text = read_file(marker);
+  auto bad = [&](const std::string& why) {
+    return IoError(marker.string() + " is malformed: " + why + " (the checkpoint is corrupt; use an earlier one)");
+  };
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw bad(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object() || j.value("format", "") != kFormat) throw bad("no \"format\": \"" + std::string(kFormat) + "\"");
+  if (!j.contains("version") || j["version"] != kVersion) {
+    throw bad("unsupported version " + (j.contains("version") ? j["version"].dump() : "(none)") +
+              " (this build reads version " + std::to_string(kVersion) + ")");
+  }
+  if (!j.contains("step") || !j["step"].is_number_integer()) throw bad("no integer \"step\"");
+  if (!j.contains("files") || !j["files"].is_array()) throw bad("no \"files\" list");
+  CheckpointManifest m;
+  m.step = j["step"].get<int64_t>();
+  for (const auto& f : j["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned() || !f.contains("crc32c") || !f["crc32c"].is_number_unsigned() ||
+        f["crc32c"].get<uint64_t>() > UINT32_MAX) {
+      throw bad("file entry " + f.dump() + " lacks path, size or crc32c");
+    }
+    const std::string path = f["path"].get<std::string>();
+    const fs::path rel(path);
+    if (path.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
+      throw bad("file path '" + path + "' is not inside the checkpoint");
+    }
+    m.files.push_back({path, f["size"].get<uint64_t>(), f["crc32c"].get<uint32_t>()});
+  }
+  return m;
+}
+
+void verify_checkpoint(const fs::path& ckpt) {
+  const CheckpointManifest m = read_checkpoint_manifest(ckpt);
+  for (const auto& f : m.files) {
+    const fs::path p = ckpt / f.path;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + f.path +
+                    " (listed in COMPLETE) is missing; use an earlier checkpoint");
+    }
+    const uint64_t size = fs::file_size(p, ec);
+    if (ec || size != f.size) {
+      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + p.string() + " has " +
+                    std::to_string(size) + " bytes, COMPLETE records " + std::to_string(f.size) +
+                    " (truncated or modified); use an earlier checkpoint");
+    }
+    if (file_crc32c(p) != f.crc32c) {
+      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + p.string() +
+                    " fails its CRC32C check (modified or damaged); use an earlier checkpoint");
+    }
+  }
+}
+
+}  // namespace hwt

@@ -1,0 +1,81 @@
+// CheckpointStore: a directory of checkpoints, each a subdirectory `step_<8-digit step>` holding
+// whatever files the caller writes plus a `COMPLETE` marker (JSON: format, version, step, and each
+// file's size and CRC32C). A checkpoint becomes visible only once complete: it is written into a
+// hidden staging directory, fsynced, and renamed into place; a crash at any point leaves either
+// the old set of checkpoints or the new one, never a partial checkpoint and never fewer good ones.
+// Also resolves `--resume` specs ("latest" or a path) and verifies a checkpoint against its
+// marker. What goes inside a checkpoint (weights, optimizer state, config) is the trainer's.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+// The name of the marker file that makes a checkpoint directory complete.
+inline constexpr const char* kCheckpointMarker = "COMPLETE";
+
+class CheckpointStore {
+ public:
+  // `dir` need not exist until the first save(). keep_last >= 1 (ConfigError otherwise).
+  CheckpointStore(fs::path dir, int64_t keep_last);
+
+  // Writes checkpoint `step` (>= 0): calls write_contents(staging_dir), which writes files (and
+  // subdirectories) into staging_dir; then writes the COMPLETE marker, fsyncs everything, renames
+  // the staging dir to step_XXXXXXXX (replacing an existing checkpoint of that step only after the
+  // new one is in place), and prunes to the newest keep_last checkpoints (never the one just
+  // written). Returns the checkpoint's path. If write_contents throws, the staging dir is removed,
+  // the exception propagates, and no existing checkpoint is touched.
+  fs::path save(int64_t step, const std::function<void(const fs::path& staging_dir)>& write_contents);
+
+  // Complete checkpoints (step_<digits> directories with a COMPLETE marker), sorted by step.
+  std::vector<fs::path> list() const;
+  // The complete checkpoint with the highest step, if any.
+  std::optional<fs::path> latest() const;
+  const fs::path& dir() const { return dir_; }
+  int64_t keep_last() const { return keep_last_; }
+
+ private:
+  // Removes staging and deleted-checkpoint leftovers of dead processes; restores a checkpoint set
+  // aside by a replace that crashed before the new one was in place.
+  void clean_leftovers() const;
+  void prune(const fs::path& keep) const;
+
+  fs::path dir_;
+  int64_t keep_last_;
+};
+
+// The step a checkpoint directory name encodes ("step_00000100" -> 100), or nullopt.
+std::optional<int64_t> checkpoint_step_from_name(const std::string& name);
+
+// Resolves a --resume spec. "latest": the newest complete checkpoint under default_dir. A path:
+// a checkpoint directory (with COMPLETE), a directory of checkpoints (its latest), or a run
+// directory containing checkpoints/ (its latest). Throws IoError naming the path when it does not
+// exist, holds no complete checkpoint, or is a directory without a COMPLETE marker.
+fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir);
+
+// One file recorded in a COMPLETE marker; `path` is relative to the checkpoint directory.
+struct CheckpointFile {
+  std::string path;
+  uint64_t size = 0;
+  uint32_t crc32c = 0;
+};
+
+struct CheckpointManifest {
+  int64_t step = 0;
+  std::vector<CheckpointFile> files;
+};
+
+// Parses ckpt/COMPLETE; throws IoError naming the marker if it is missing or malformed.
+CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt);
+
+// Checks that every file the COMPLETE marker lists exists with the recorded size and CRC32C;
+// throws IoError naming the file and what differs otherwise.
+void verify_checkpoint(const fs::path& ckpt);
+
+}  // namespace hwt
