@@ -1,0 +1,79 @@
+// Causal multi-head self-attention for the GPT blocks, with two kernels: LibTorch's fused
+// scaled-dot-product attention (flash / memory-efficient on CPU and GPU) and the reference math
+// path (softmax(q k^T / sqrt(D)) v with a causal mask), which the fused one is tested against.
+// The math path's masks live in a CausalMaskCache shared by all blocks of a model: one mask per
+// (sequence length, device), built on first use. Choosing the kernel ("auto") is the planner's job.
+//
+// Shape letters: B batch, T sequence length, C n_embd, H heads, D head size (C / H).
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace hwt {
+
+enum class AttentionKernel {
+  Sdpa,  // at::scaled_dot_product_attention(..., is_causal=true): fused kernels where available
+  Math,  // the reference: explicit scores, cached causal mask, softmax, dropout, @ v
+};
+
+const char* to_string(AttentionKernel kernel);
+// "sdpa" | "math"; anything else (including "auto", which the planner resolves) is a ConfigError.
+AttentionKernel parse_attention_kernel(const std::string& name);
+
+// Causal masks for the math path: future_TT[i][j] is true where j > i (positions to hide).
+// Thread-safe; shared by the blocks of one model so each (T, device) is built once.
+class CausalMaskCache {
+ public:
+  torch::Tensor future_mask(int64_t T, const torch::Device& device);
+  void clear();
+  int64_t size() const;        // masks held now
+  int64_t num_builds() const;  // masks built since construction (a rebuild after clear() counts)
+
+ private:
+  using Key = std::tuple<int64_t, int, int>;  // (T, device type, device index)
+  mutable std::mutex mutex_;
+  std::map<Key, torch::Tensor> masks_;
+  int64_t num_builds_ = 0;
+};
+
+struct CausalSelfAttentionOptions {
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  double dropout = 0.0;
+  bool bias = true;
+};
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  CausalSelfAttentionImpl(const CausalSelfAttentionOptions& options,
+                          std::shared_ptr<CausalMaskCache> mask_cache,
+                          AttentionKernel kernel = AttentionKernel::Sdpa);
+
+  torch::Tensor forward(const torch::Tensor& x_BTC);
+
+  void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
+  AttentionKernel kernel() const { return kernel_; }
+
+  // Public so that GPT can find them for the scaled residual init; names follow GPT-2's.
+  torch::nn::Linear c_attn{nullptr};  // fused q, k, v projection: C -> 3C
+  torch::nn::Linear c_proj{nullptr};  // output projection, a residual branch: C -> C
+
+ private:
+  torch::Tensor math_attention(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,
+                               const torch::Tensor& v_BHTD);
+
+  CausalSelfAttentionOptions options_;
+  std::shared_ptr<CausalMaskCache> mask_cache_;
+  AttentionKernel kernel_;
+  torch::nn::Dropout attn_dropout_{nullptr};
+  torch::nn::Dropout resid_dropout_{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+}  // namespace hwt

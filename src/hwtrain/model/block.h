@@ -1,0 +1,63 @@
+// The pieces of one GPT-2 transformer block: LayerNorm with an optional bias (LibTorch's
+// LayerNormOptions has no bias switch), the GELU MLP (4x wide), and the pre-LayerNorm Block
+//   x = x + attn(ln_1(x));  x = x + mlp(ln_2(x)).
+// Module and parameter names follow GPT-2 (ln_1, attn.c_attn, mlp.c_fc, mlp.c_proj, ...).
+//
+// Shape letters: B batch, T sequence length, C n_embd.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "hwtrain/model/attention.h"
+
+namespace hwt {
+
+class LayerNormImpl : public torch::nn::Module {
+ public:
+  LayerNormImpl(int64_t n_embd, bool with_bias);
+  torch::Tensor forward(const torch::Tensor& x_BTC);
+
+  torch::Tensor weight;  // ones
+  torch::Tensor bias;    // zeros; undefined when bias = false
+
+ private:
+  int64_t n_embd_;
+};
+TORCH_MODULE(LayerNorm);
+
+class MLPImpl : public torch::nn::Module {
+ public:
+  MLPImpl(int64_t n_embd, double dropout, bool bias);
+  torch::Tensor forward(const torch::Tensor& x_BTC);
+
+  torch::nn::Linear c_fc{nullptr};    // C -> 4C
+  torch::nn::Linear c_proj{nullptr};  // 4C -> C, a residual branch
+
+ private:
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(MLP);
+
+struct BlockOptions {
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  double dropout = 0.0;
+  bool bias = true;
+};
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,
+            AttentionKernel kernel = AttentionKernel::Sdpa);
+  torch::Tensor forward(const torch::Tensor& x_BTC);
+
+  LayerNorm ln_1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  LayerNorm ln_2{nullptr};
+  MLP mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+}  // namespace hwt

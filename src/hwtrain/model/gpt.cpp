@@ -1,0 +1,207 @@
+// GPT-2-style decoder: construction and init, forward with optional activation checkpointing,
+// loss, parameter accounting, weight-decay groups and sampling.
+#include "hwtrain/model/gpt.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_set>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/model/activation_checkpoint.h"
+
+namespace hwt {
+namespace {
+
+void require_positive(const char* key, int64_t value) {
+  if (value <= 0) {
+    throw ConfigError(std::string("model.") + key + " = " + std::to_string(value) +
+                      " must be a positive integer");
+  }
+}
+
+void validate(const ModelConfig& cfg, int64_t vocab_size) {
+  require_positive("n_layer", cfg.n_layer);
+  require_positive("n_head", cfg.n_head);
+  require_positive("n_embd", cfg.n_embd);
+  require_positive("block_size", cfg.block_size);
+  require_positive("vocab_size", vocab_size);
+  if (cfg.n_embd % cfg.n_head != 0) {
+    throw ConfigError("model.n_embd = " + std::to_string(cfg.n_embd) +
+                      " is not divisible by model.n_head = " + std::to_string(cfg.n_head) +
+                      "; choose n_head dividing n_embd (each head gets n_embd / n_head channels)");
+  }
+  if (!(cfg.dropout >= 0.0 && cfg.dropout < 1.0)) {
+    throw ConfigError("model.dropout = " + std::to_string(cfg.dropout) + " must be in [0, 1)");
+  }
+}
+
+// Puts a module back into the training mode it had, however the scope is left.
+class TrainingModeGuard {
+ public:
+  explicit TrainingModeGuard(torch::nn::Module& module)
+      : module_(module), was_training_(module.is_training()) {}
+  ~TrainingModeGuard() { module_.train(was_training_); }
+  TrainingModeGuard(const TrainingModeGuard&) = delete;
+  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+}  // namespace
+
+GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel kernel)
+    : cfg_(cfg), vocab_size_(vocab_size), kernel_(kernel),
+      mask_cache_(std::make_shared<CausalMaskCache>()) {
+  validate(cfg_, vocab_size_);
+  const int64_t C = cfg_.n_embd;
+  wte = register_module("wte", torch::nn::Embedding(vocab_size_, C));
+  wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, C));
+  drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
+  h = register_module("h", torch::nn::ModuleList());
+  const BlockOptions block_options{C, cfg_.n_head, cfg_.dropout, cfg_.bias};
+  for (int64_t i = 0; i < cfg_.n_layer; ++i) {
+    blocks_.emplace_back(block_options, mask_cache_, kernel_);
+    h->push_back(blocks_.back());
+  }
+  ln_f = register_module("ln_f", LayerNorm(C, cfg_.bias));
+  init_weights();
+}
+
+void GPTImpl::init_weights() {
+  torch::NoGradGuard no_grad;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, 0.02);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, 0.02);
+    }
+  }
+  // GPT-2: each block adds two residual branches, so their output projections are scaled down
+  // by 1/sqrt(2 n_layer) to keep the residual stream's variance from growing with depth.
+  const double residual_std = 0.02 / std::sqrt(2.0 * double(cfg_.n_layer));
+  for (auto& block : blocks_) {
+    block->attn->c_proj->weight.normal_(0.0, residual_std);
+    block->mlp->c_proj->weight.normal_(0.0, residual_std);
+  }
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
+  TORCH_CHECK(idx_BT.dim() == 2, "GPT::forward expects token ids (B, T), got ", idx_BT.sizes());
+  TORCH_CHECK(idx_BT.scalar_type() == torch::kLong, "GPT::forward expects int64 token ids, got ",
+              idx_BT.scalar_type());
+  const int64_t T = idx_BT.size(1);
+  TORCH_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length ", T,
+              " exceeds model.block_size = ", cfg_.block_size);
+
+  auto pos_T = torch::arange(T, idx_BT.options());
+  auto x_BTC = drop_(wte(idx_BT) + wpe(pos_T));
+  const bool checkpoint = checkpoint_every_ > 0 && is_training() && torch::GradMode::is_enabled();
+  for (int64_t i = 0; i < static_cast<int64_t>(blocks_.size()); ++i) {
+    Block& block = blocks_[i];
+    if (checkpoint && is_block_checkpointed(i)) {
+      std::shared_ptr<BlockImpl> impl = block.ptr();
+      x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->forward(x); }, x_BTC,
+                           impl->parameters());
+    } else {
+      x_BTC = block->forward(x_BTC);
+    }
+  }
+  x_BTC = ln_f(x_BTC);
+  return torch::linear(x_BTC, wte->weight);  // tied LM head
+}
+
+torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,
+                            const torch::Tensor& targets_BT) const {
+  const int64_t V = logits_BTV.size(-1);
+  return torch::nn::functional::cross_entropy(
+      logits_BTV.reshape({-1, V}).to(torch::kFloat), targets_BT.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+int64_t GPTImpl::num_parameters(bool exclude_position_embedding) const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  if (exclude_position_embedding) n -= wpe->weight.numel();
+  return n;
+}
+
+int64_t GPTImpl::count_parameters(const ModelConfig& cfg, int64_t vocab_size,
+                                  bool exclude_position_embedding) {
+  const int64_t C = cfg.n_embd, b = cfg.bias ? 1 : 0;
+  const int64_t layer_norm = C + b * C;
+  const int64_t attention = (C * 3 * C + b * 3 * C) + (C * C + b * C);
+  const int64_t mlp = (C * 4 * C + b * 4 * C) + (4 * C * C + b * C);
+  const int64_t block = 2 * layer_norm + attention + mlp;
+  int64_t n = vocab_size * C + cfg.n_layer * block + layer_norm;
+  if (!exclude_position_embedding) n += cfg.block_size * C;
+  return n;
+}
+
+void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay,
+                                 std::vector<torch::Tensor>& no_decay) {
+  std::unordered_set<const c10::TensorImpl*> linear_weights, seen;
+  for (auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear_weights.insert(linear->weight.unsafeGetTensorImpl());
+    }
+  }
+  for (auto& p : parameters()) {
+    const auto* impl = p.unsafeGetTensorImpl();
+    if (!seen.insert(impl).second) continue;
+    (linear_weights.count(impl) ? decay : no_decay).push_back(p);
+  }
+}
+
+torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature,
+                                int64_t top_k, std::optional<at::Generator> gen) {
+  TORCH_CHECK(idx_BT.dim() == 2 && idx_BT.size(1) > 0,
+              "GPT::generate expects a non-empty prompt (B, T), got ", idx_BT.sizes());
+  TORCH_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got ",
+              max_new_tokens);
+  TORCH_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
+  TrainingModeGuard mode(*this);
+  eval();
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    const int64_t T = idx_BT.size(1);
+    auto context_BT = T <= cfg_.block_size ? idx_BT : idx_BT.slice(1, T - cfg_.block_size);
+    auto logits_BV = forward(context_BT).select(1, -1).to(torch::kFloat);
+    torch::Tensor next_B1;
+    if (temperature == 0.0) {
+      next_B1 = logits_BV.argmax(-1, /*keepdim=*/true);
+    } else {
+      logits_BV = logits_BV / temperature;
+      if (top_k > 0 && top_k < logits_BV.size(-1)) {
+        auto kth_B1 = std::get<0>(logits_BV.topk(top_k, -1)).select(1, -1).unsqueeze(1);
+        logits_BV = logits_BV.masked_fill(logits_BV < kth_B1,
+                                          -std::numeric_limits<double>::infinity());
+      }
+      next_B1 = torch::multinomial(torch::softmax(logits_BV, -1), 1, /*replacement=*/false, gen);
+    }
+    idx_BT = torch::cat({idx_BT, next_B1}, 1);
+  }
+  return idx_BT;
+}
+
+void GPTImpl::set_attention_kernel(AttentionKernel kernel) {
+  kernel_ = kernel;
+  for (auto& block : blocks_) block->attn->set_kernel(kernel);
+}
+
+void GPTImpl::set_activation_checkpointing(int64_t every_k) {
+  if (every_k < 0) {
+    throw ConfigError("optimization.checkpoint_every = " + std::to_string(every_k) +
+                      " must be >= 0 (0 = none, 1 = every block, k = every k-th block)");
+  }
+  checkpoint_every_ = every_k;
+}
+
+bool GPTImpl::is_block_checkpointed(int64_t layer) const {
+  return checkpoint_every_ > 0 && layer % checkpoint_every_ == 0;
+}
+
+}  // namespace hwt

@@ -1,0 +1,86 @@
+// GPT: the GPT-2-style decoder that hwtrain trains. Token + learned position embeddings, dropout,
+// n_layer pre-LayerNorm blocks (causal self-attention, GELU MLP), a final LayerNorm and an LM head
+// tied to the token embedding; GPT-2 initialization. Also: cross-entropy loss in fp32, the
+// parameter count (from a built model or from the config alone), the weight-decay split, the
+// attention kernel switch, activation checkpointing of every k-th block, and sampling.
+// It does not resolve "auto" settings or the vocabulary: the planner and the caller do.
+//
+// Shape letters: B batch, T sequence length, C n_embd, V vocab_size.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "hwtrain/model/attention.h"
+#include "hwtrain/model/block.h"
+#include "hwtrain/model/model_config.h"
+
+namespace hwt {
+
+class GPTImpl : public torch::nn::Module {
+ public:
+  // vocab_size is the resolved one (cfg.vocab_size may be 0 = "from the tokenizer"). Throws
+  // ConfigError for non-positive sizes, n_embd not divisible by n_head, dropout outside [0, 1).
+  GPTImpl(const ModelConfig& cfg, int64_t vocab_size,
+          AttentionKernel kernel = AttentionKernel::Sdpa);
+
+  // idx_BT: int64 token ids, T <= block_size. Returns logits_BTV in the dtype the matmul produced
+  // (fp32, or the autocast dtype under autocast).
+  torch::Tensor forward(const torch::Tensor& idx_BT);
+  // Mean cross entropy, computed in fp32; targets equal to -1 are ignored (padding).
+  torch::Tensor loss(const torch::Tensor& logits_BTV, const torch::Tensor& targets_BT) const;
+
+  // Parameters (the tied head counted once); position embeddings excluded by default, as GPT-2's
+  // "124M" and nanoGPT's report do.
+  int64_t num_parameters(bool exclude_position_embedding = true) const;
+  // The same number from the shape alone, for planning before a model is built.
+  static int64_t count_parameters(const ModelConfig& cfg, int64_t vocab_size,
+                                  bool exclude_position_embedding = true);
+
+  // Weight decay applies to Linear weights only; biases, LayerNorms and embeddings (the tied LM
+  // head included) go to no_decay. Every parameter lands in exactly one list.
+  void decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<torch::Tensor>& no_decay);
+
+  // Appends max_new_tokens sampled tokens to idx_BT (cropped to the last block_size tokens for
+  // each step). temperature 0 = greedy; top_k <= 0 = no top-k filter. Runs in eval mode under
+  // NoGradGuard and restores the previous mode. gen: the generator to sample with (default: the
+  // global one).
+  torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0,
+                         int64_t top_k = 0, std::optional<at::Generator> gen = std::nullopt);
+
+  void set_attention_kernel(AttentionKernel kernel);
+  AttentionKernel attention_kernel() const { return kernel_; }
+  void clear_mask_cache() { mask_cache_->clear(); }
+  const CausalMaskCache& mask_cache() const { return *mask_cache_; }
+
+  // 0 = none, 1 = every block, k = blocks 0, k, 2k, ... Applied only when training with grad mode
+  // on; eval and no-grad passes run plainly. Throws ConfigError for k < 0.
+  void set_activation_checkpointing(int64_t every_k);
+  int64_t activation_checkpointing() const { return checkpoint_every_; }
+  bool is_block_checkpointed(int64_t layer) const;
+
+  const ModelConfig& config() const { return cfg_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+  torch::nn::Embedding wte{nullptr};  // token embedding, also the LM head (tied)
+  torch::nn::Embedding wpe{nullptr};  // learned position embedding
+  torch::nn::ModuleList h{nullptr};   // the blocks
+  LayerNorm ln_f{nullptr};
+
+ private:
+  void init_weights();
+
+  ModelConfig cfg_;
+  int64_t vocab_size_;
+  AttentionKernel kernel_;
+  int64_t checkpoint_every_ = 0;
+  std::shared_ptr<CausalMaskCache> mask_cache_;
+  torch::nn::Dropout drop_{nullptr};
+  std::vector<Block> blocks_;  // the same modules as h, typed
+};
+TORCH_MODULE(GPT);
+
+}  // namespace hwt
