@@ -13,9 +13,14 @@ struct DataConfig {
   std::string tokenizer = "byte";  // byte, or the path of a SentencePiece .model file
   double val_fraction = 0.05;      // share of documents held out for validation
   int64_t split_seed = 1337;       // seed of the document-level train/validation choice
-  // A line that separates documents inside a file ("%" in fortune files); "" = one file, one document.
+  // A line that separates documents inside a file; "" = one file, one document (the default
+  // corpus, fortune files, then uses "%").
   std::string document_separator = "";
-  std::string cache_dir = "";  // prepared default corpus lives here; "" = ~/.cache/hwtrain/data
+  std::string cache_dir = "";  // token files prepared from text corpora are cached here; "" = ~/.cache/hwtrain/data
+  // Documents longer than this are cut into pieces of about this size before the split, so that
+  // one large text file still gets a validation split; 0 = never cut. 64 KiB rarely cuts an
+  // ordinary document and gives tiny-shakespeare (1.1 MB, one file) 17 pieces.
+  int64_t max_document_bytes = 65536;
 
   template <class V>
   void visit(V& v) {
@@ -24,7 +29,8 @@ struct DataConfig {
     v("val_fraction", val_fraction, "fraction of documents held out for validation");
     v("split_seed", split_seed, "seed of the train/validation split");
     v("document_separator", document_separator, "line separating documents inside a file");
-    v("cache_dir", cache_dir, "where prepared default-corpus token files are cached");
+    v("cache_dir", cache_dir, "where token files prepared from text corpora are cached (empty = ~/.cache/hwtrain/data)");
+    v("max_document_bytes", max_document_bytes, "longer documents are cut into pieces this big before the split (0 = never)");
   }
 };
 
