@@ -1,0 +1,21 @@
+// A GEMM microbenchmark through LibTorch (so it measures whatever BLAS / oneDNN kernels LibTorch
+// really dispatches to), fp32 and bf16 on the same square size at the current intra-op thread
+// count. The size grows from 256 to at most 1024 while one product stays short, so a reference
+// BLAS at 1 GFLOP/s still finishes quickly; the rate is the best of several timed rounds, which
+// is robust to a neighbour process stealing a core for a moment.
+#pragma once
+#include "hwtrain/hw/hardware_profile.h"
+
+namespace hwt {
+
+struct GemmBenchResult {
+  int n = 0;  // size of the n x n x n products
+  int threads = 0;
+  double fp32_gflops = 0;
+  double bf16_gflops = 0;  // 0 when bf16 matmul is unsupported
+};
+
+// Runs for about 2 x budget_s plus warm-up (well under 1 s at the default 0.15 s).
+GemmBenchResult run_gemm_bench(double budget_s);
+
+}  // namespace hwt

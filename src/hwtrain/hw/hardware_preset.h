@@ -1,0 +1,19 @@
+// Named hardware presets for planning on paper: "h100-80gb" with 64 GPUs describes 8 nodes of
+// 8 H100s (host CPU and memory of a DGX node) without having one. Figures come from gpu_specs.h.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hwtrain/hw/hardware_profile.h"
+
+namespace hwt {
+
+// The profile of `num_gpus` accelerators of model `name` (nodes = ceil(num_gpus / per node)),
+// or nullopt when `name` is not a preset. Throws HardwareError when num_gpus < 1.
+std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus = 1);
+
+// The preset names, for messages and `--help`: "a100-40gb", "a100-80gb", "h100-80gb", ...
+std::vector<std::string> hardware_preset_names();
+
+}  // namespace hwt

@@ -1,0 +1,139 @@
+// Hardware detection on the machine running the tests: values must be sane and agree with what
+// the kernel reports in /proc/cpuinfo (never hard-coded for one machine).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "hwtrain/hw/cpu_info.h"
+#include "hwtrain/hw/env_info.h"
+#include "hwtrain/hw/gemm_bench.h"
+#include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/hw/memory_info.h"
+
+namespace hwt {
+namespace {
+
+std::set<std::string> proc_cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    std::string w;
+    while (words >> w) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+HardwareProfile quick_profile() {
+  DetectOptions o;
+  o.run_gemm_benchmark = false;
+  return detect_hardware(o);
+}
+
+TEST(Detect, CountsAreSane) {
+  HardwareProfile p = quick_profile();
+  EXPECT_EQ(p.source, "detected");
+  EXPECT_GE(p.cpu.num_physical_cores, 1);
+  EXPECT_GE(p.cpu.num_logical_threads, p.cpu.num_physical_cores);
+  EXPECT_GE(p.cpu.num_online_threads, p.cpu.num_logical_threads);
+  EXPECT_FALSE(p.cpu.arch.empty());
+  EXPECT_GT(p.cpu.frequency_mhz, 0) << p.cpu.frequency_source;
+  EXPECT_GT(p.memory.total_bytes, 0);
+  EXPECT_GT(p.memory.available_bytes, 0);
+  EXPECT_LE(p.memory.available_bytes, p.memory.total_bytes);
+  EXPECT_LE(p.memory.effective_total_bytes, p.memory.total_bytes);
+  EXPECT_LE(p.memory.effective_available_bytes, p.memory.available_bytes);
+  EXPECT_GE(p.env.torch_intra_op_threads, 1);
+  EXPECT_FALSE(p.software.torch_version.empty());
+  EXPECT_FALSE(p.math.gemm_measured);
+}
+
+TEST(Detect, IsaFlagsMatchProcCpuinfo) {
+  std::set<std::string> flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo (not x86)";
+  HardwareProfile p = quick_profile();
+  const CpuIsa& isa = p.cpu.isa;
+  // The kernel lists a flag only when it enabled the state, as detection does with xgetbv.
+  std::vector<std::pair<std::string, bool>> checks = {
+      {"sse4_2", isa.sse4_2},        {"avx2", isa.avx2},
+      {"fma", isa.fma},              {"f16c", isa.f16c},
+      {"avx512f", isa.avx512f},      {"avx512bw", isa.avx512bw},
+      {"avx512vl", isa.avx512vl},    {"avx512_vnni", isa.avx512_vnni},
+      {"avx512_bf16", isa.avx512_bf16}, {"amx_tile", isa.amx_tile},
+      {"amx_bf16", isa.amx_bf16}};
+  for (const auto& [name, detected] : checks)
+    EXPECT_EQ(detected, flags.count(name) == 1) << "flag " << name;
+}
+
+TEST(Detect, VendorAndModelMatchProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor;
+  while (std::getline(in, line))
+    if (line.rfind("vendor_id", 0) == 0) {
+      vendor = line.substr(line.find(':') + 2);
+      break;
+    }
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+  HardwareProfile p = quick_profile();
+  EXPECT_EQ(p.cpu.vendor, vendor);
+  EXPECT_FALSE(p.cpu.model_name.empty());
+}
+
+TEST(Detect, MathLibrariesIdentified) {
+  HardwareProfile p = quick_profile();
+  EXPECT_FALSE(p.math.blas.empty());
+  EXPECT_NE(p.math.blas, "unknown");
+  if (p.software.torch_mkldnn) {
+    EXPECT_FALSE(p.math.onednn_version.empty());
+  }
+  EXPECT_FALSE(p.math.cpu_capability.empty());
+}
+
+TEST(Detect, AllocatorOfThisTestIsKnown) {
+  // The test binary does not link jemalloc, so unless one is preloaded malloc is glibc's.
+  EnvInfo e = detect_env();
+  if (!e.ld_preload.empty()) GTEST_SKIP() << "LD_PRELOAD set: " << e.ld_preload;
+  EXPECT_EQ(e.allocator, Allocator::Glibc) << e.allocator_detail;
+}
+
+TEST(Detect, GemmBenchmarkMeasuresBothDtypes) {
+  GemmBenchResult r = run_gemm_bench(0.01);
+  EXPECT_GE(r.n, 256);
+  EXPECT_GE(r.threads, 1);
+  EXPECT_GT(r.fp32_gflops, 0);
+  EXPECT_GT(r.bf16_gflops, 0);
+}
+
+TEST(Detect, GemmBenchmarkLeavesGlobalRngAlone) {
+  torch::manual_seed(7);
+  torch::Tensor expected = torch::rand({4});
+  torch::manual_seed(7);
+  run_gemm_bench(0.005);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+}
+
+TEST(Detect, SummaryNamesTheParts) {
+  HardwareProfile p = quick_profile();
+  std::string s = hardware_summary(p);
+  for (const char* part : {"CPU", "Memory", "BLAS", "GEMM", "Allocator", "Threads", "GPUs",
+                           "Software"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing in\n" << s;
+  EXPECT_NE(s.find(p.cpu.model_name), std::string::npos);
+}
+
+TEST(Detect, NoGpuMeansEmptyListNotCrash) {
+  HardwareProfile p = quick_profile();
+  for (const GpuInfo& g : p.gpus) {
+    EXPECT_FALSE(g.name.empty());
+    EXPECT_GT(g.total_memory_bytes, 0);
+  }
+}
+
+}  // namespace
+}  // namespace hwt
