@@ -23,3 +23,12 @@ hwtrain_area_glob(data   DEPS hwtrain_config hwtrain_obs PkgConfig::SENTENCEPIEC
 hwtrain_area_glob(plan   DEPS hwtrain_hw hwtrain_config hwtrain_model)  # planner, memory model
 hwtrain_area_glob(dist   DEPS hwtrain_config hwtrain_obs)  # c10d process groups, DDP, ZeRO-1, launcher
 hwtrain_area_glob(train  DEPS hwtrain_plan hwtrain_data hwtrain_io hwtrain_dist hwtrain_obs)  # precision, trainer, callbacks
+
+# The torch wheel ships ProcessGroupGloo.hpp but not the gloo headers it includes; dist/gloo_shim
+# declares the few gloo types that header names (see its README).
+if(TARGET hwtrain_dist AND EXISTS ${CMAKE_SOURCE_DIR}/src/hwtrain/dist/gloo_shim)
+  get_target_property(_dist_type hwtrain_dist TYPE)
+  if(NOT _dist_type STREQUAL "INTERFACE_LIBRARY")
+    target_include_directories(hwtrain_dist PRIVATE ${CMAKE_SOURCE_DIR}/src/hwtrain/dist/gloo_shim)
+  endif()
+endif()

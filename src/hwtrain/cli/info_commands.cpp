@@ -9,7 +9,7 @@
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/hw/doctor.h"
-#include "hwtrain/hw/presets.h"
+#include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/report.h"
 #include "hwtrain/plan/planner.h"

@@ -72,7 +72,7 @@ int run_generate(const GenerateArgs& a) {
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
-  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, &gen)[0].to(torch::kCPU).to(torch::kInt32);
+  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen)[0].to(torch::kCPU).to(torch::kInt32);
   std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
   std::cout << tokenizer->decode(ids) << "\n";
   return 0;

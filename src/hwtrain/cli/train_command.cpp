@@ -30,7 +30,7 @@ std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& to
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), torch::kInt64).unsqueeze(0).to(device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config.train.seed));
   auto out = model->generate(idx, config.train.sample_tokens, config.train.sample_temperature,
-                             config.train.sample_top_k, &gen);
+                             config.train.sample_top_k, gen);
   auto ids_tensor = out[0].to(torch::kCPU).to(torch::kInt32).contiguous();
   std::vector<int32_t> ids(ids_tensor.data_ptr<int32_t>(), ids_tensor.data_ptr<int32_t>() + ids_tensor.numel());
   return tokenizer.decode(ids);

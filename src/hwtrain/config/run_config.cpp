@@ -312,6 +312,7 @@ void RunConfig::validate() const {
                       str((model.n_embd / model.n_head + 1) * model.n_head) + ")");
   }
   in_range("model.dropout", model.dropout, 0.0, 1.0, false);
+  at_least("data.max_document_bytes", data.max_document_bytes, 0);
   in_range("data.val_fraction", data.val_fraction, 0.0, 0.5, true);
   if (data.val_fraction <= 0.0) range_error("data.val_fraction", str(data.val_fraction), "must be in (0, 0.5]");
   at_least("train.max_steps", train.max_steps, 1);

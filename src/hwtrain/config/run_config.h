@@ -14,6 +14,7 @@
 #include "hwtrain/model/model_config.h"
 #include "hwtrain/obs/obs_config.h"
 #include "hwtrain/plan/optimization_config.h"
+#include "hwtrain/train/callback_config.h"
 #include "hwtrain/train/train_config.h"
 
 namespace hwt {
@@ -26,6 +27,9 @@ struct RunConfig {
   OptimizationConfig optimization;
   ObsConfig log;
   DistConfig dist;
+  EarlyStoppingConfig early_stopping;
+  LrPlateauConfig lr_plateau;
+  LrMonitorConfig lr_monitor;
 
   // Keys ("train.micro_batch_size") given by the user in a file or on the command line.
   std::set<std::string> explicit_keys;
@@ -41,6 +45,9 @@ struct RunConfig {
     v.table("optimization", optimization);
     v.table("log", log);
     v.table("dist", dist);
+    v.table("early_stopping", early_stopping);
+    v.table("lr_plateau", lr_plateau);
+    v.table("lr_monitor", lr_monitor);
   }
 
   // Applies the TOML text `toml_text` (from `source`, used in messages).

@@ -67,7 +67,7 @@ std::string Plan::to_json() const {
   j["predicted_peak_bytes"] = predicted_peak_bytes;
   j["peak_flops"] = peak_flops;
   auto& ds = j["decisions"] = nlohmann::ordered_json::array();
-  for (const auto& d : decisions) ds.push_back({{"name", d.name}, {"value", d.value}, {"reason", d.reason}});
+  for (const auto& d : decisions) ds.push_back({{"decision", d.name}, {"value", d.value}, {"reason", d.reason}});
   j["warnings"] = warnings;
   return j.dump(2);
 }
@@ -98,7 +98,7 @@ Plan Plan::from_json(const std::string& text) {
     p.memory_budget_bytes = j.value("memory_budget_bytes", 0.0);
     p.predicted_peak_bytes = j.value("predicted_peak_bytes", 0.0);
     p.peak_flops = j.value("peak_flops", 0.0);
-    for (const auto& d : j.at("decisions")) p.decisions.push_back({d.at("name"), d.at("value"), d.at("reason")});
+    for (const auto& d : j.at("decisions")) p.decisions.push_back({d.at("decision"), d.at("value"), d.at("reason")});
     p.warnings = j.value("warnings", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(std::string("plan.json is malformed: ") + e.what());

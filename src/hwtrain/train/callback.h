@@ -11,14 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "hwtrain/io/safetensors.h"
 #include "hwtrain/obs/metrics.h"
 
 namespace hwt {
 
 struct RunConfig;
 struct Plan;
-
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 class TrainerControl {
  public:

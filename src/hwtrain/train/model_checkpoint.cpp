@@ -1,52 +1,119 @@
 #include "hwtrain/train/model_checkpoint.h"
 
+#include <unistd.h>
+
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
 
+namespace fs = std::filesystem;
+
+ModelCheckpointOptions checkpoint_options(const CheckpointConfig& config) {
+  ModelCheckpointOptions o;
+  o.every_steps = config.interval;
+  o.every_minutes = config.every_minutes;
+  o.save_final = config.save_final;
+  o.monitor = config.monitor;
+  o.mode = config.mode;
+  return o;
+}
+
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
-  if (!options_.monitor.empty()) check_metric_name(options_.monitor, "checkpoint monitor");
-  if (options_.mode != "min" && options_.mode != "max") {
-    throw ConfigError("ModelCheckpoint mode = '" + options_.mode + "' is not valid: expected min or max");
+  const MonitorMode mode = parse_monitor_mode(options_.mode, "checkpoint.mode");
+  if (options_.every_steps < 0) {
+    throw ConfigError("config: checkpoint.interval = " + std::to_string(options_.every_steps) + " must be >= 0");
   }
+  if (!(options_.every_minutes >= 0)) {
+    throw ConfigError("config: checkpoint.every_minutes = " + std::to_string(options_.every_minutes) +
+                      " must be >= 0 (0 = off)");
+  }
+  if (!options_.monitor.empty()) watch_.emplace(options_.monitor, mode, 0.0, "checkpoint.monitor");
 }
 
 void ModelCheckpoint::on_train_begin(TrainerControl& t) { last_save_time_ = t.elapsed_seconds(); }
 
-void ModelCheckpoint::save(TrainerControl& t) {
-  if (last_saved_step_ == t.step()) return;
-  auto path = t.save_checkpoint();
+fs::path ModelCheckpoint::save(TrainerControl& t) {
+  if (last_saved_step_ == t.step()) return last_saved_path_;
+  last_saved_path_ = t.save_checkpoint();
   last_saved_step_ = t.step();
   last_save_time_ = t.elapsed_seconds();
-  if (!path.empty()) log_info("checkpoint: {}", path.string());
+  if (!last_saved_path_.empty()) log_info("checkpoint: {}", last_saved_path_.string());
+  return last_saved_path_;
+}
+
+void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
+  if (checkpoint.empty()) return;  // ranks other than 0 write no checkpoints
+  try {
+    best_path_ = link_checkpoint_as(checkpoint, "best_" + options_.monitor);
+    log_info("checkpoint: best {} = {:.6g} at step {} -> {}", options_.monitor, watch_->best().value_or(kUnknown),
+             watch_->best_step(), best_path_.string());
+  } catch (const std::exception& e) {
+    log_warn("checkpoint: could not keep {} as the best checkpoint: {}", checkpoint.string(), e.what());
+  }
 }
 
 void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
   bool due = options_.every_steps > 0 && t.step() % options_.every_steps == 0;
   due = due || (options_.every_minutes > 0 && t.elapsed_seconds() - last_save_time_ >= 60.0 * options_.every_minutes);
-  if (!options_.monitor.empty() && !is_eval_metric(options_.monitor)) {
-    if (auto v = metric_value(options_.monitor, m)) {
-      const bool better = !best_ || (options_.mode == "min" ? *v < *best_ : *v > *best_);
-      if (better) best_ = v;
-    }
+  if (!due) return;
+  const fs::path path = save(t);
+  if (watch_ && !watch_->watches_evaluations()) {
+    auto v = watch_->value_in(m);
+    if (v && watch_->update(*v, m.step)) keep_as_best(path);
   }
-  if (due) save(t);
 }
 
 void ModelCheckpoint::on_evaluation_end(TrainerControl& t, const EvalMetrics& m) {
-  if (options_.monitor.empty() || !is_eval_metric(options_.monitor)) return;
-  auto v = metric_value(options_.monitor, m);
-  if (!v) return;
-  const bool better = !best_ || (options_.mode == "min" ? *v < *best_ : *v > *best_);
-  if (better) {
-    best_ = v;
-    save(t);
-  }
+  if (!watch_ || !watch_->watches_evaluations()) return;
+  auto v = watch_->value_in(m);
+  if (v && watch_->update(*v, m.step)) keep_as_best(save(t));
 }
 
 void ModelCheckpoint::on_train_end(TrainerControl& t) {
   if (options_.save_final) save(t);
+}
+
+fs::path link_checkpoint_as(const fs::path& checkpoint, const std::string& name) {
+  const fs::path dir = checkpoint.parent_path();
+  const fs::path target = dir / name;
+  // The prefixes and pid suffix of CheckpointStore's leftovers, so its cleanup handles a crash here.
+  const std::string suffix = "-" + std::to_string(::getpid());
+  const fs::path staging = dir / (".tmp-" + name + suffix);
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  try {
+    fs::create_directory(staging);
+    for (const auto& entry : fs::recursive_directory_iterator(checkpoint)) {
+      const fs::path to = staging / entry.path().lexically_relative(checkpoint);
+      if (entry.is_directory()) {
+        fs::create_directories(to);
+        continue;
+      }
+      // Checkpoint files are never modified in place (each save writes new files), so sharing
+      // their inodes is safe; a copy is the fallback on filesystems without hard links.
+      fs::create_hard_link(entry.path(), to, ec);
+      if (ec) fs::copy_file(entry.path(), to);
+    }
+    fsync_path(staging);
+    if (fs::exists(target)) {
+      const fs::path aside = dir / (".old-" + name + suffix);
+      fs::remove_all(aside, ec);
+      rename_durable(target, aside);
+      rename_durable(staging, target);
+      fs::remove_all(aside, ec);
+    } else {
+      rename_durable(staging, target);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(staging, ec);
+    throw IoError("cannot keep checkpoint " + checkpoint.string() + " as " + target.string() + ": " + e.what());
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  return target;
 }
 
 void TimeBudgetStopper::on_step_end(TrainerControl& t, const StepMetrics&) {

@@ -1,11 +1,17 @@
 // ModelCheckpoint: saves checkpoints every N steps and/or every M minutes, at the end of
-// training, and optionally when a monitored metric improves (best_<metric> kept beside the
-// rotating ones). The store keeps the last checkpoint.keep_last.
+// training, and, with a monitored metric, keeps the best one as <checkpoint dir>/best_<metric>
+// beside the rotating step_* ones (hard links where the filesystem allows, so it costs no space
+// while the step checkpoint still exists; the store's keep_last never removes it).
+// An evaluation metric (val_loss) saves a checkpoint whenever it improves; a per-step metric
+// (loss) is compared at each scheduled save, and the best of those is kept.
+// Also TimeBudgetStopper, which stops training after a number of seconds.
 #pragma once
 #include <optional>
 #include <string>
 
+#include "hwtrain/io/checkpoint_config.h"
 #include "hwtrain/train/callback.h"
+#include "hwtrain/train/metric_watch.h"
 
 namespace hwt {
 
@@ -17,23 +23,37 @@ struct ModelCheckpointOptions {
   std::string mode = "min";    // min | max
 };
 
+// The options of the [checkpoint] table.
+ModelCheckpointOptions checkpoint_options(const CheckpointConfig& config);
+
 class ModelCheckpoint : public Callback {
  public:
+  // ConfigError for an unknown monitor, a bad mode, or negative intervals.
   explicit ModelCheckpoint(ModelCheckpointOptions options);
   std::string name() const override { return "model_checkpoint"; }
   void on_train_begin(TrainerControl& t) override;
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
   void on_train_end(TrainerControl& t) override;
-  std::optional<double> best() const { return best_; }
+  std::optional<double> best() const { return watch_ ? watch_->best() : std::nullopt; }
+  // The best checkpoint's directory (empty until one is kept, and on ranks other than 0).
+  const std::filesystem::path& best_path() const { return best_path_; }
 
  private:
-  void save(TrainerControl& t);
+  std::filesystem::path save(TrainerControl& t);
+  void keep_as_best(const std::filesystem::path& checkpoint);
+
   ModelCheckpointOptions options_;
+  std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;
-  std::optional<double> best_;
+  std::filesystem::path last_saved_path_;
+  std::filesystem::path best_path_;
 };
+
+// Copies (hard-links) checkpoint directory `checkpoint` to `<its parent>/<name>`, replacing an
+// earlier one only once the new copy is complete. Returns the new directory.
+std::filesystem::path link_checkpoint_as(const std::filesystem::path& checkpoint, const std::string& name);
 
 // Stops training once the elapsed time reaches `seconds` (0 = no limit).
 class TimeBudgetStopper : public Callback {

@@ -214,11 +214,10 @@ double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   const bool was_training = model_->is_training();
   model_->eval();
-  val_sampler_->set_position(0);  // the same batches every evaluation
   double sum = 0;
   torch::Tensor x_BT, y_BT;
   for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
-    val_sampler_->next_batch(micro_batch_size_, x_BT, y_BT);
+    val_sampler_->batch_at(i, micro_batch_size_, x_BT, y_BT);  // the same batches every evaluation
     sum += forward_loss(x_BT.to(device_), y_BT.to(device_)).item<double>();
   }
   if (was_training) model_->train();

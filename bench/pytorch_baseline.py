@@ -1,0 +1,120 @@
+"""Plain PyTorch (Python) training of the same GPT as hwtrain, for side-by-side speed comparisons.
+
+A nanoGPT-style model and loop, hand-tunable from the command line (precision, threads, fused
+AdamW), reading the same .hwt token file hwtrain trains on. Prints one line:
+    pytorch <mode> tokens/s <median> step_ms <median> loss <last>
+Usage: python3 bench/pytorch_baseline.py --data FILE.hwt --n-layer 6 --n-head 6 --n-embd 384 \
+           --block 256 --batch 12 --steps 30 --warmup 5 --dtype bf16 --threads 2
+"""
+import argparse
+import math
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HEADER = 256
+
+
+def load_tokens(path):
+    raw = np.fromfile(path, dtype=np.uint8, count=HEADER)
+    dtype_bytes = int(raw[20]) | (int(raw[21]) << 8)
+    n_train = int(np.frombuffer(raw[32:40].tobytes(), dtype=np.int64)[0])
+    dtype = np.uint16 if dtype_bytes == 2 else np.uint32
+    data = np.memmap(path, dtype=dtype, mode="r", offset=HEADER)
+    return data[:n_train]
+
+
+class Block(nn.Module):
+    def __init__(self, c, h):
+        super().__init__()
+        self.h = h
+        self.ln_1 = nn.LayerNorm(c)
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+        self.ln_2 = nn.LayerNorm(c)
+        self.fc = nn.Linear(c, 4 * c)
+        self.proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.apply(self._init)
+
+    def _init(self, m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.h:
+            x = b(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True)
+    p.add_argument("--n-layer", type=int, default=6)
+    p.add_argument("--n-head", type=int, default=6)
+    p.add_argument("--n-embd", type=int, default=384)
+    p.add_argument("--block", type=int, default=256)
+    p.add_argument("--batch", type=int, default=12)
+    p.add_argument("--vocab", type=int, default=320)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--threads", type=int, default=0, help="0 = PyTorch's default")
+    p.add_argument("--fused", action="store_true", help="fused AdamW")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    a = p.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(1337)
+    tokens = load_tokens(a.data)
+    model = GPT(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd)
+    if a.compile:
+        model = torch.compile(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=a.fused or None)
+    rng = np.random.default_rng(0)
+    times, loss = [], float("nan")
+    for step in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        ix = rng.integers(0, len(tokens) - a.block - 1, size=a.batch)
+        x = torch.from_numpy(np.stack([tokens[i:i + a.block] for i in ix]).astype(np.int64))
+        y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + a.block] for i in ix]).astype(np.int64))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            l = model(x, y)
+        l.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = l.item()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    mode = f"{a.dtype}{'-fused' if a.fused else ''}{'-compile' if a.compile else ''}-t{torch.get_num_threads()}"
+    print(f"pytorch {mode} tokens/s {a.batch * a.block / med:.0f} step_ms {med * 1000:.1f} loss {loss:.4f}")
+
+
+if __name__ == "__main__":
+    main()

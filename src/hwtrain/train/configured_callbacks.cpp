@@ -1,0 +1,48 @@
+#include "hwtrain/train/configured_callbacks.h"
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/train/early_stopping.h"
+#include "hwtrain/train/interrupt.h"
+#include "hwtrain/train/lr_monitor.h"
+#include "hwtrain/train/lr_plateau.h"
+#include "hwtrain/train/profiler_callback.h"
+
+namespace hwt {
+
+void check_monitor(const RunConfig& config, const std::string& key, const std::string& metric) {
+  check_metric_name(metric, "config: " + key);
+  if (is_eval_metric(metric) && config.train.eval_interval <= 0) {
+    throw ConfigError("config: " + key + " = '" + metric +
+                      "' needs evaluations, but train.eval_interval = 0 turns them off; set train.eval_interval "
+                      "(e.g. 250) or monitor a per-step metric such as loss");
+  }
+}
+
+std::vector<std::shared_ptr<Callback>> make_configured_callbacks(const RunConfig& config, int rank) {
+  std::vector<std::shared_ptr<Callback>> out;
+  out.push_back(std::make_shared<InterruptStopper>());
+  if (config.early_stopping.enabled) {
+    check_monitor(config, "early_stopping.monitor", config.early_stopping.monitor);
+    out.push_back(std::make_shared<EarlyStopping>(config.early_stopping));
+  }
+  if (config.lr_plateau.enabled) {
+    check_monitor(config, "lr_plateau.monitor", config.lr_plateau.monitor);
+    if (config.lr_plateau.min_lr >= config.train.lr) {
+      throw ConfigError("config: lr_plateau.min_lr = " + std::to_string(config.lr_plateau.min_lr) +
+                        " is not below train.lr = " + std::to_string(config.train.lr) +
+                        ", so the learning rate could never be reduced; lower lr_plateau.min_lr");
+    }
+    out.push_back(std::make_shared<ReduceLROnPlateau>(config.lr_plateau));
+  }
+  if (config.lr_monitor.enabled) out.push_back(std::make_shared<LearningRateMonitor>(config.lr_monitor));
+  if (!config.log.profile_steps.empty()) {
+    ProfilerOptions options;
+    options.steps = parse_profile_steps(config.log.profile_steps);
+    options.rank = rank;
+    out.push_back(std::make_shared<ProfilerCallback>(options));
+  }
+  if (!config.checkpoint.monitor.empty()) check_monitor(config, "checkpoint.monitor", config.checkpoint.monitor);
+  return out;
+}
+
+}  // namespace hwt

@@ -1,0 +1,22 @@
+// The built-in callbacks a run's config asks for, built and validated in one place, in the order
+// they must run: interrupt (Ctrl-C), early stopping, LR on plateau, LR monitor (after the plateau,
+// so it sees the change in the same step), profiler. Metric sinks, checkpointing and the time
+// budget are added by the train command itself.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "hwtrain/config/run_config.h"
+#include "hwtrain/train/callback.h"
+
+namespace hwt {
+
+// ConfigError for an unknown `monitor` metric (listing the available ones), a bad range, or a
+// monitored evaluation metric in a run without evaluations (train.eval_interval = 0).
+// `rank` names the profiler's files on ranks other than 0.
+std::vector<std::shared_ptr<Callback>> make_configured_callbacks(const RunConfig& config, int rank = 0);
+
+// Checks that `metric` (the value of config key `key`) names a metric this run produces.
+void check_monitor(const RunConfig& config, const std::string& key, const std::string& metric);
+
+}  // namespace hwt

@@ -1,0 +1,172 @@
+#include "hwtrain/plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/error.h"
+
+namespace hwt {
+namespace {
+
+HardwareProfile cpu_machine(bool bf16_isa, double fp32_gflops, double bf16_gflops) {
+  HardwareProfile hw;
+  hw.cpu.num_physical_cores = 2;
+  hw.cpu.num_logical_threads = 2;
+  hw.cpu.isa.avx512f = true;
+  hw.cpu.isa.avx512_bf16 = bf16_isa;
+  hw.memory.total_bytes = hw.memory.effective_total_bytes = 24ll << 30;
+  hw.memory.available_bytes = hw.memory.effective_available_bytes = 20ll << 30;
+  hw.math.gemm_measured = true;
+  hw.math.fp32_gemm_gflops = fp32_gflops;
+  hw.math.bf16_gemm_gflops = bf16_gflops;
+  hw.math.gemm_threads = 2;
+  return hw;
+}
+
+HardwareProfile gpu_machine(int cc_major, int64_t memory_bytes = 80ll << 30) {
+  HardwareProfile hw = cpu_machine(false, 100, 0);
+  GpuInfo g;
+  g.name = "Test GPU";
+  g.cc_major = cc_major;
+  g.total_memory_bytes = memory_bytes;
+  g.bf16 = g.tf32 = cc_major >= 8;
+  g.usable_by_torch = true;
+  g.peak_bf16_tflops = 100;
+  hw.gpus.push_back(g);
+  return hw;
+}
+
+RunConfig small_config() {
+  RunConfig c;
+  c.model.vocab_size = 320;
+  return c;
+}
+
+const Decision& decision(const Plan& p, const std::string& name) {
+  for (const auto& d : p.decisions) {
+    if (d.name == name) return d;
+  }
+  throw std::runtime_error("no decision " + name);
+}
+
+TEST(Planner, Bf16OnCpuWithAvx512Bf16WhenMeasuredFaster) {
+  Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
+  EXPECT_EQ(p.precision, Precision::Bf16);
+  EXPECT_EQ(p.device, "cpu");
+  EXPECT_NE(decision(p, "precision").reason.find("AVX512_BF16"), std::string::npos);
+  EXPECT_DOUBLE_EQ(p.peak_flops, 900e9);
+  EXPECT_EQ(p.intra_op_threads, 2);
+}
+
+TEST(Planner, Fp32WhenBf16IsNotFasterOrMissing) {
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 200), small_config()).precision, Precision::Fp32);
+  Plan p = make_plan(cpu_machine(false, 300, 50), small_config());
+  EXPECT_EQ(p.precision, Precision::Fp32);
+  EXPECT_NE(decision(p, "precision").reason.find("lacks"), std::string::npos);
+}
+
+TEST(Planner, UserChoiceWins) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.mixed_precision_dtype=fp32");
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), c).precision, Precision::Fp32);
+  c = small_config();
+  c.apply_override("train.micro_batch_size=3");
+  c.apply_override("optimization.intra_op_threads=1");
+  Plan p = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_EQ(p.micro_batch_size, 3);
+  EXPECT_EQ(p.intra_op_threads, 1);
+}
+
+TEST(Planner, Fp16OnCpuFallsBackWithWarning) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.mixed_precision_dtype=fp16");
+  Plan p = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_EQ(p.precision, Precision::Bf16);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("fp16"), std::string::npos);
+}
+
+TEST(Planner, GpuPrecisionByComputeCapability) {
+  EXPECT_EQ(make_plan(gpu_machine(9), small_config()).precision, Precision::Bf16);
+  EXPECT_EQ(make_plan(gpu_machine(7), small_config()).precision, Precision::Fp16);
+  EXPECT_EQ(make_plan(gpu_machine(6), small_config()).precision, Precision::Fp32);
+  Plan p = make_plan(gpu_machine(9), small_config());
+  EXPECT_EQ(p.device, "cuda:0");
+  EXPECT_TRUE(p.allow_tf32);
+  EXPECT_TRUE(p.pin_memory);
+}
+
+TEST(Planner, CudaRequestedWithoutGpuIsAnError) {
+  RunConfig c = small_config();
+  c.apply_override("train.device=cuda");
+  EXPECT_THROW(make_plan(cpu_machine(true, 1, 1), c), HardwareError);
+}
+
+TEST(Planner, TargetBatchSetsAccumulation) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.target_batch_size=64");
+  c.apply_override("optimization.max_batch_size=16");
+  Plan p = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_EQ(p.micro_batch_size, 16);
+  EXPECT_EQ(p.grad_accum_steps, 4);
+  EXPECT_EQ(p.global_batch_size(), 64);
+}
+
+TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
+  RunConfig c;
+  c.apply_override("model.preset=gpt2");
+  c.model.vocab_size = 50304;
+  c.apply_override("optimization.target_batch_size=32");
+  HardwareProfile hw = gpu_machine(9, 8ll << 30);
+  Plan p = make_plan(hw, c);
+  EXPECT_LE(p.predicted_peak_bytes, p.memory_budget_bytes);
+  EXPECT_EQ(p.global_batch_size() >= 32, true);
+  EXPECT_LT(p.micro_batch_size, 32);
+}
+
+TEST(Planner, ModelThatCannotFitSaysHowMuchItNeeds) {
+  RunConfig c;
+  c.apply_override("model.n_layer=80");
+  c.apply_override("model.n_embd=8192");
+  c.apply_override("model.n_head=64");
+  c.model.vocab_size = 32000;
+  try {
+    make_plan(gpu_machine(9, 80ll << 30), c);
+    FAIL() << "expected HardwareError";
+  } catch (const HardwareError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("zero1"), std::string::npos) << msg;
+  }
+}
+
+TEST(MemoryModel, Gpt2ParameterCount) {
+  ModelConfig m;
+  m.n_layer = 12;
+  m.n_head = 12;
+  m.n_embd = 768;
+  m.block_size = 1024;
+  m.vocab_size = 50257;
+  EXPECT_EQ(gpt_num_parameters(m), 124439808);
+}
+
+TEST(MemoryModel, CheckpointingAndBf16ShrinkActivations) {
+  MemoryQuery q;
+  q.model.vocab_size = 320;
+  q.micro_batch_size = 16;
+  const double full = estimate_memory(q).activations;
+  q.checkpoint_every = 1;
+  EXPECT_LT(estimate_memory(q).activations, 0.6 * full);
+  q.checkpoint_every = 0;
+  q.precision = Precision::Bf16;
+  EXPECT_LT(estimate_memory(q).activations, full);
+}
+
+TEST(Plan, JsonRoundTrip) {
+  Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
+  Plan q = Plan::from_json(p.to_json());
+  EXPECT_EQ(q.to_json(), p.to_json());
+  EXPECT_THROW(Plan::from_json("{\"device\": 3}"), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt

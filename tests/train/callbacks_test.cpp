@@ -1,0 +1,388 @@
+// The built-in callbacks on scripted metric sequences, through a fake TrainerControl: early
+// stopping, LR on plateau, LR monitor, Ctrl-C, best-checkpoint keeping, and the config factory.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/train/configured_callbacks.h"
+#include "hwtrain/train/early_stopping.h"
+#include "hwtrain/train/interrupt.h"
+#include "hwtrain/train/lr_monitor.h"
+#include "hwtrain/train/lr_plateau.h"
+#include "hwtrain/train/model_checkpoint.h"
+#include "support/temp_dir.h"
+#include "train/fake_control.h"
+
+namespace hwt {
+namespace {
+
+using testing::eval_record;
+using testing::FakeTrainerControl;
+using testing::step_record;
+
+// Feeds val_loss values as evaluations at steps 1, 2, ...; the fake's weight is set to the step
+// before each evaluation. Returns the number of evaluations fed before a stop was requested.
+size_t feed_evals(Callback& cb, FakeTrainerControl& t, const std::vector<double>& values) {
+  cb.on_train_begin(t);
+  for (size_t i = 0; i < values.size(); ++i) {
+    t.current_step = static_cast<int64_t>(i + 1);
+    t.weight.fill_(static_cast<double>(i + 1));
+    cb.on_evaluation_end(t, eval_record(t.current_step, values[i]));
+    if (t.stop_requested()) return i + 1;
+  }
+  return values.size();
+}
+
+EarlyStoppingConfig early(int64_t patience, double min_delta = 0, const std::string& monitor = "val_loss",
+                          const std::string& mode = "min") {
+  EarlyStoppingConfig c;
+  c.enabled = true;
+  c.patience = patience;
+  c.min_delta = min_delta;
+  c.monitor = monitor;
+  c.mode = mode;
+  return c;
+}
+
+TEST(EarlyStopping, StopsAfterPatienceChecksWithoutImprovement) {
+  FakeTrainerControl t;
+  EarlyStopping cb(early(3));
+  EXPECT_EQ(feed_evals(cb, t, {3.0, 2.5, 2.6, 2.55, 2.7, 2.0}), 5u);
+  EXPECT_NE(t.stop_reason.find("early stopping: val_loss"), std::string::npos) << t.stop_reason;
+  EXPECT_NE(t.stop_reason.find("best 2.5 at step 2"), std::string::npos) << t.stop_reason;
+  EXPECT_EQ(cb.watch().best(), 2.5);
+}
+
+TEST(EarlyStopping, ImprovementResetsPatience) {
+  FakeTrainerControl t;
+  EarlyStopping cb(early(2));
+  EXPECT_EQ(feed_evals(cb, t, {3.0, 3.1, 2.9, 3.0, 2.8, 2.7}), 6u);
+  EXPECT_FALSE(t.stop_requested());
+}
+
+TEST(EarlyStopping, MinDeltaIgnoresSmallImprovements) {
+  FakeTrainerControl with_delta, without_delta;
+  EarlyStopping a(early(2, 0.1)), b(early(2, 0.0));
+  const std::vector<double> slow = {1.0, 0.95, 0.91, 0.88};
+  EXPECT_EQ(feed_evals(a, with_delta, slow), 3u);
+  EXPECT_TRUE(with_delta.stop_requested());
+  feed_evals(b, without_delta, slow);
+  EXPECT_FALSE(without_delta.stop_requested());
+}
+
+TEST(EarlyStopping, ModeMaxOnAStepMetric) {
+  FakeTrainerControl rising, falling;
+  EarlyStopping a(early(2, 0, "tokens_per_second", "max")), b(early(2, 0, "tokens_per_second", "max"));
+  for (EarlyStopping* cb : {&a, &b}) {
+    FakeTrainerControl& t = cb == &a ? rising : falling;
+    cb->on_train_begin(t);
+    for (int s = 1; s <= 5; ++s) {
+      StepMetrics m = step_record(s, 1.0);
+      m.tokens_per_second = cb == &a ? 100.0 * s : 1000.0 - 100.0 * s;
+      cb->on_step_end(t, m);
+      cb->on_evaluation_end(t, eval_record(s, 99.0));  // other metric kinds are ignored
+    }
+  }
+  EXPECT_FALSE(rising.stop_requested());
+  EXPECT_TRUE(falling.stop_requested());
+  EXPECT_NE(falling.stop_reason.find("2 steps"), std::string::npos) << falling.stop_reason;
+}
+
+TEST(EarlyStopping, RestoresTheBestWeightsWhenStopping) {
+  FakeTrainerControl t;
+  auto c = early(2);
+  c.restore_best_weights = true;
+  EarlyStopping cb(c);
+  EXPECT_EQ(feed_evals(cb, t, {2.0, 1.0, 1.5, 1.2}), 4u);
+  EXPECT_TRUE(cb.restored());
+  EXPECT_EQ(t.num_restores, 1);
+  EXPECT_EQ(t.weight[0].item<double>(), 2.0);  // the weights of step 2, where val_loss was 1.0
+}
+
+TEST(EarlyStopping, WithoutRestoreKeepsTheLastWeights) {
+  FakeTrainerControl t;
+  EarlyStopping cb(early(2));
+  feed_evals(cb, t, {2.0, 1.0, 1.5, 1.2});
+  EXPECT_EQ(t.num_snapshots, 0);
+  EXPECT_EQ(t.num_restores, 0);
+  EXPECT_EQ(t.weight[0].item<double>(), 4.0);
+}
+
+TEST(EarlyStopping, RejectsBadOptions) {
+  EXPECT_THROW(EarlyStopping{early(0)}, ConfigError);
+  EXPECT_THROW(EarlyStopping{early(2, -1)}, ConfigError);
+  EXPECT_THROW(EarlyStopping{early(2, 0, "val_loss", "up")}, ConfigError);
+  EXPECT_THROW(EarlyStopping{early(2, 0, "accuracy")}, ConfigError);
+}
+
+LrPlateauConfig plateau(int64_t patience, double factor, int64_t cooldown = 0, double min_lr = 0) {
+  LrPlateauConfig c;
+  c.enabled = true;
+  c.patience = patience;
+  c.factor = factor;
+  c.cooldown = cooldown;
+  c.min_lr = min_lr;
+  return c;
+}
+
+// Feeds val_loss values; returns the LR scale after each.
+std::vector<double> scales_after(ReduceLROnPlateau& cb, FakeTrainerControl& t, const std::vector<double>& values) {
+  std::vector<double> out;
+  cb.on_train_begin(t);
+  for (size_t i = 0; i < values.size(); ++i) {
+    t.current_step = static_cast<int64_t>(i + 1);
+    cb.on_evaluation_end(t, eval_record(t.current_step, values[i]));
+    out.push_back(t.scale);
+  }
+  return out;
+}
+
+TEST(ReduceLROnPlateau, ReducesAfterPatience) {
+  FakeTrainerControl t;
+  ReduceLROnPlateau cb(plateau(2, 0.5));
+  EXPECT_EQ(scales_after(cb, t, {1.0, 1.1, 1.2, 1.3, 1.4, 0.5, 0.6}),
+            (std::vector<double>{1, 1, 0.5, 0.5, 0.25, 0.25, 0.25}));
+  ASSERT_EQ(cb.reductions().size(), 2u);
+  EXPECT_EQ(cb.reductions()[0].step, 3);
+  EXPECT_EQ(cb.reductions()[1].old_scale, 0.5);
+  EXPECT_FALSE(t.stop_requested());
+}
+
+TEST(ReduceLROnPlateau, CooldownDelaysTheNextReduction) {
+  FakeTrainerControl t;
+  ReduceLROnPlateau cb(plateau(2, 0.5, /*cooldown=*/2));
+  // Reduction at check 3; checks 4 and 5 are the cooldown; 6 and 7 count; reduction at 7.
+  EXPECT_EQ(scales_after(cb, t, {1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6}),
+            (std::vector<double>{1, 1, 0.5, 0.5, 0.5, 0.5, 0.25}));
+}
+
+TEST(ReduceLROnPlateau, NeverGoesBelowMinLr) {
+  FakeTrainerControl t;
+  t.run_config.train.lr = 1e-3;
+  ReduceLROnPlateau cb(plateau(1, 0.5, 0, /*min_lr=*/3e-4));
+  auto s = scales_after(cb, t, {1.0, 2.0, 2.0, 2.0, 2.0});
+  EXPECT_EQ(s[1], 0.5);
+  EXPECT_NEAR(s[2], 0.3, 1e-12);  // 0.25 would put the peak below min_lr
+  EXPECT_NEAR(s[4], 0.3, 1e-12);
+  EXPECT_EQ(cb.reductions().size(), 2u);
+}
+
+TEST(ReduceLROnPlateau, RejectsBadOptions) {
+  EXPECT_THROW(ReduceLROnPlateau{plateau(2, 1.0)}, ConfigError);
+  EXPECT_THROW(ReduceLROnPlateau{plateau(2, 0.0)}, ConfigError);
+  EXPECT_THROW(ReduceLROnPlateau{plateau(0, 0.5)}, ConfigError);
+  EXPECT_THROW(ReduceLROnPlateau{plateau(2, 0.5, -1)}, ConfigError);
+}
+
+TEST(LearningRateMonitor, SamplesEveryIntervalAndRecordsScaleChanges) {
+  FakeTrainerControl t;
+  t.run_config.train.lr = 1e-3;
+  LrMonitorConfig c;
+  c.enabled = true;
+  c.interval = 3;
+  LearningRateMonitor cb(c);
+  cb.on_train_begin(t);
+  for (int s = 1; s <= 9; ++s) {
+    t.current_step = s;
+    StepMetrics m = step_record(s, 1.0);
+    m.lr = 1e-3 * t.scale * (1.0 - 0.01 * s);  // the schedule decays: not a change
+    cb.on_step_end(t, m);
+    if (s == 4) t.set_lr_scale(0.5);            // a callback after the monitor in this step
+    if (s == 6) {
+      t.set_lr_scale(0.25);                     // a callback during an evaluation
+      cb.on_evaluation_end(t, eval_record(s, 1.0));
+    }
+  }
+  cb.on_train_end(t);
+  std::vector<int64_t> sampled;
+  for (const auto& x : cb.samples()) sampled.push_back(x.step);
+  EXPECT_EQ(sampled, (std::vector<int64_t>{1, 3, 6, 9}));
+  ASSERT_EQ(cb.changes().size(), 2u);
+  EXPECT_EQ(cb.changes()[0].step, 5);
+  EXPECT_EQ(cb.changes()[0].old_scale, 1.0);
+  EXPECT_EQ(cb.changes()[0].new_scale, 0.5);
+  EXPECT_EQ(cb.changes()[1].step, 6);
+  EXPECT_DOUBLE_EQ(cb.changes()[1].peak_lr, 2.5e-4);
+  EXPECT_EQ(cb.samples()[2].scale, 0.5);   // step 6, before the evaluation's change
+  EXPECT_EQ(cb.samples()[3].scale, 0.25);
+}
+
+TEST(Interrupt, FlagMakesTheStopperRequestAStop) {
+  FakeTrainerControl t;
+  InterruptStopper cb;
+  set_interrupt_signal(0);
+  cb.on_train_begin(t);
+  cb.on_step_end(t, step_record(1, 1.0));
+  EXPECT_FALSE(t.stop_requested());
+  set_interrupt_signal(SIGINT);
+  cb.on_step_end(t, step_record(2, 1.0));
+  EXPECT_EQ(t.stop_reason, "interrupted by SIGINT");
+  cb.on_step_end(t, step_record(3, 1.0));
+  EXPECT_EQ(t.num_requests, 1);
+  set_interrupt_signal(0);
+}
+
+TEST(Interrupt, FirstSignalOnlySetsTheFlagAndScopeRestoresTheHandler) {
+  struct sigaction before {};
+  ::sigaction(SIGTERM, nullptr, &before);
+  {
+    InterruptScope scope;
+    EXPECT_EQ(interrupt_signal(), 0);
+    ::raise(SIGTERM);  // would end the test process without the handler
+    EXPECT_EQ(interrupt_signal(), SIGTERM);
+    FakeTrainerControl t;
+    InterruptStopper cb;
+    cb.on_evaluation_end(t, eval_record(1, 1.0));
+    EXPECT_EQ(t.stop_reason, "interrupted by SIGTERM");
+    EXPECT_THROW(InterruptScope(), Error);  // scopes do not nest
+  }
+  struct sigaction after {};
+  ::sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+  EXPECT_EQ(interrupt_signal(), SIGTERM);  // readable after the scope (for the exit code)
+  set_interrupt_signal(0);
+}
+
+TEST(InterruptDeathTest, SecondSignalExitsImmediately) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        InterruptScope scope;
+        ::raise(SIGINT);
+        ::raise(SIGINT);
+        std::exit(0);  // not reached
+      },
+      ::testing::KilledBySignal(SIGINT), "");
+}
+
+TEST(ModelCheckpoint, KeepsTheBestEvaluationCheckpointBesideRotatingOnes) {
+  hwt::testing::TempDir dir;
+  FakeTrainerControl t(dir.path());
+  t.run_config.checkpoint.keep_last = 1;
+  ModelCheckpointOptions o;
+  o.every_steps = 1;
+  o.monitor = "val_loss";
+  ModelCheckpoint cb(o);
+  cb.on_train_begin(t);
+  const std::vector<double> val = {2.0, 1.5, 1.8, 1.7};
+  for (int s = 1; s <= 4; ++s) {
+    t.current_step = s;
+    t.weight.fill_(10.0 * s);
+    cb.on_step_end(t, step_record(s, 1.0));
+    cb.on_evaluation_end(t, eval_record(s, val[s - 1]));
+  }
+  EXPECT_EQ(t.num_saves, 4);  // the improving evaluations reuse the step's checkpoint
+  const auto best = dir / "checkpoints" / "best_val_loss";
+  EXPECT_EQ(cb.best_path(), best);
+  EXPECT_EQ(cb.best(), 1.5);
+  EXPECT_EQ(read_checkpoint_manifest(best).step, 2);
+  EXPECT_EQ(read_file(best / "weight.txt"), std::to_string(20.0));
+  EXPECT_NO_THROW(verify_checkpoint(best));
+  // Rotation kept only the newest step checkpoint and did not touch the best one.
+  auto kept = CheckpointStore(dir / "checkpoints", 1).list();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].filename(), "step_00000004");
+  EXPECT_EQ(resolve_checkpoint(best.string(), dir / "checkpoints"), best);
+}
+
+TEST(ModelCheckpoint, StepMetricIsComparedAtScheduledSaves) {
+  hwt::testing::TempDir dir;
+  FakeTrainerControl t(dir.path());
+  ModelCheckpointOptions o;
+  o.every_steps = 2;
+  o.monitor = "loss";
+  o.save_final = false;
+  ModelCheckpoint cb(o);
+  cb.on_train_begin(t);
+  const std::vector<double> loss = {0.1, 3.0, 5.0, 2.0, 2.5, 2.5};  // step 1's 0.1 is never saved
+  for (int s = 1; s <= 6; ++s) {
+    t.current_step = s;
+    cb.on_step_end(t, step_record(s, loss[s - 1]));
+  }
+  EXPECT_EQ(t.num_saves, 3);
+  EXPECT_EQ(read_checkpoint_manifest(dir / "checkpoints" / "best_loss").step, 4);
+}
+
+TEST(ModelCheckpoint, SavesEveryMinutes) {
+  hwt::testing::TempDir dir;
+  FakeTrainerControl t(dir.path());
+  CheckpointConfig c;
+  c.interval = 0;
+  c.every_minutes = 1.0;
+  ModelCheckpoint cb(checkpoint_options(c));
+  cb.on_train_begin(t);
+  for (int s = 1; s <= 10; ++s) {
+    t.current_step = s;
+    t.elapsed = 25.0 * s;  // due at 75 s (step 3), then at the first step 60 s after each save
+    cb.on_step_end(t, step_record(s, 1.0));
+  }
+  EXPECT_EQ(t.num_saves, 3);
+  auto kept = CheckpointStore(dir / "checkpoints", 3).list();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].filename(), "step_00000003");
+  EXPECT_EQ(kept[1].filename(), "step_00000006");
+  EXPECT_EQ(kept[2].filename(), "step_00000009");
+}
+
+TEST(ConfiguredCallbacks, BuildsOnlyTheEnabledOnesInOrder) {
+  RunConfig c;
+  auto names = [](const std::vector<std::shared_ptr<Callback>>& cbs) {
+    std::vector<std::string> out;
+    for (const auto& cb : cbs) out.push_back(cb->name());
+    return out;
+  };
+  EXPECT_EQ(names(make_configured_callbacks(c)), (std::vector<std::string>{"interrupt"}));
+  c.apply_toml(
+      "[early_stopping]\nenabled = true\nmonitor = \"loss\"\npatience = 50\n"
+      "[lr_plateau]\nenabled = true\nfactor = 0.2\n"
+      "[lr_monitor]\nenabled = true\n"
+      "[log]\nprofile_steps = \"3:4\"\n",
+      "run.toml");
+  EXPECT_EQ(c.early_stopping.patience, 50);
+  EXPECT_EQ(c.lr_plateau.factor, 0.2);
+  EXPECT_EQ(names(make_configured_callbacks(c)),
+            (std::vector<std::string>{"interrupt", "early_stopping", "lr_plateau", "lr_monitor", "profiler"}));
+}
+
+TEST(ConfiguredCallbacks, UnknownMonitorListsTheAvailableMetrics) {
+  RunConfig c;
+  c.apply_override("early_stopping.enabled=true");
+  c.apply_override("early_stopping.monitor=val_los");
+  try {
+    make_configured_callbacks(c);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("early_stopping.monitor"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'val_los'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("did you mean"), std::string::npos) << msg;
+    for (const auto& name : available_metric_names()) EXPECT_NE(msg.find(name), std::string::npos) << name;
+  }
+  RunConfig k;
+  k.apply_override("checkpoint.monitor=perplexity");
+  EXPECT_THROW(make_configured_callbacks(k), ConfigError);
+}
+
+TEST(ConfiguredCallbacks, RejectsImpossibleCombinations) {
+  RunConfig no_eval;
+  no_eval.train.eval_interval = 0;
+  no_eval.lr_plateau.enabled = true;  // monitors val_loss by default
+  try {
+    make_configured_callbacks(no_eval);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.eval_interval"), std::string::npos) << e.what();
+  }
+  RunConfig floor;
+  floor.lr_plateau.enabled = true;
+  floor.lr_plateau.min_lr = floor.train.lr;
+  EXPECT_THROW(make_configured_callbacks(floor), ConfigError);
+  RunConfig range;
+  range.log.profile_steps = "0:3";
+  EXPECT_THROW(make_configured_callbacks(range), ConfigError);
+  RunConfig mode;
+  EXPECT_THROW(mode.apply_override("early_stopping.mode=maximum"), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt
