@@ -21,10 +21,12 @@ Command add_eval(CLI::App& app);
 Command add_doctor(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_report(CLI::App& app);
+Command add_launch(CLI::App& app);
+Command add_tokenizer(CLI::App& app);
 
 inline std::vector<Command> all_commands(CLI::App& app) {
-  return {add_train(app), add_prepare(app), add_generate(app), add_eval(app),
-          add_doctor(app), add_plan(app),    add_report(app)};
+  return {add_train(app),  add_prepare(app), add_tokenizer(app), add_generate(app), add_eval(app),
+          add_doctor(app), add_plan(app),    add_report(app),    add_launch(app)};
 }
 
 // Options shared by commands that read a run configuration.

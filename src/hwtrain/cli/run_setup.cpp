@@ -1,5 +1,7 @@
 #include "hwtrain/cli/run_setup.h"
 
+#include <nlohmann/json.hpp>
+
 #include <ctime>
 
 #include "hwtrain/core/error.h"
@@ -23,16 +25,16 @@ RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::p
   if (!options.config_file.empty()) config.apply_toml(read_file(options.config_file), options.config_file);
   for (const auto& o : overrides) config.apply_override(o);
   // The architecture comes from the checkpoint.
-  RunConfig probe = saved;
-  probe.model = config.model;
-  if (probe.to_toml() != saved.to_toml()) {
-    std::string key = "model";
-    for (const auto& k : config.explicit_keys) {
-      if (k.rfind("model.", 0) == 0) key = k;
+  const auto saved_model = nlohmann::json::parse(saved.to_json())["model"];
+  const auto asked_model = nlohmann::json::parse(config.to_json())["model"];
+  for (const auto& [name, value] : asked_model.items()) {
+    if (name != "preset" && value != saved_model[name]) {
+      throw ConfigError("model." + name + " cannot change when resuming from " + checkpoint->string() + " (it has " +
+                        saved_model[name].dump() + ", asked " + value.dump() +
+                        "): the model's shape comes from the checkpoint; start a new run to change it");
     }
-    throw ConfigError(key + " cannot change when resuming from " + checkpoint->string() +
-                      ": the model's shape comes from the checkpoint (start a new run to change it)");
   }
+  config.model = saved.model;  // the preset name as well
   // The planner may re-decide batch geometry only if the user asks; keep the saved user choices.
   for (const auto& key : saved.explicit_keys) config.explicit_keys.insert(key);
   config.validate();
