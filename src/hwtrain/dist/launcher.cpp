@@ -1,0 +1,286 @@
+#include "hwtrain/dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <optional>
+
+#include "hwtrain/core/error.h"
+
+extern char** environ;
+
+namespace hwt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
+int g_signal_pipe[2] = {-1, -1};  // written by the handler, read by the poll loop
+std::mutex g_launch_mutex;        // one launch per process: the handler and pipe are global
+
+void on_signal(int sig) {
+  const unsigned char c = static_cast<unsigned char>(sig);
+  const int saved = errno;
+  (void)!::write(g_signal_pipe[1], &c, 1);
+  errno = saved;
+}
+
+// Installs the forwarding handlers for the duration of a launch.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw IoError(std::string("hwtrain launch: cannot create a pipe: ") + std::strerror(errno));
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &sa, &saved_[i]);
+  }
+  ~SignalForwarding() {
+    for (size_t i = 0; i < std::size(kForwardedSignals); ++i) sigaction(kForwardedSignals[i], &saved_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+
+ private:
+  struct sigaction saved_[std::size(kForwardedSignals)];
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int fds[2] = {-1, -1};  // stdout, stderr read ends
+  std::string partial[2];
+  bool running = true;
+  int status = 0;
+};
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string describe_status(int rank, int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "rank " + std::to_string(rank) + " was killed by signal " + std::to_string(sig) + " (" +
+           ::strsignal(sig) + ")";
+  }
+  return "rank " + std::to_string(rank) + " exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+// Starts one rank. Only async-signal-safe calls happen between fork and exec.
+void start(Child& child, const std::vector<std::string>& command, const std::vector<std::string>& env) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    throw IoError(std::string("hwtrain launch: cannot create a pipe: ") + std::strerror(errno));
+  }
+  std::vector<char*> argv, envp;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw IoError(std::string("hwtrain launch: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);  // the launcher died before the line above
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    for (int sig : kForwardedSignals) ::signal(sig, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "hwtrain launch: cannot execute the command\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
+  ::close(out[1]);
+  ::close(err[1]);
+  child.pid = pid;
+  child.fds[0] = out[0];
+  child.fds[1] = err[0];
+}
+
+void signal_group(const Child& c, int sig) {
+  if (c.pid > 0) ::kill(-c.pid, sig);
+}
+
+}  // namespace
+
+void LaunchOptions::validate() const {
+  auto bad = [](const std::string& what) { throw ConfigError("hwtrain launch: " + what); };
+  if (nproc_per_node < 1) bad("--nproc-per-node " + std::to_string(nproc_per_node) + " must be at least 1");
+  if (nnodes < 1) bad("--nnodes " + std::to_string(nnodes) + " must be at least 1");
+  if (node_rank < 0 || node_rank >= nnodes) {
+    bad("--node-rank " + std::to_string(node_rank) + " must be in [0, " + std::to_string(nnodes - 1) + "]");
+  }
+  if (master_port < 1 || master_port > 65535) bad("--master-port " + std::to_string(master_port) + " must be in [1, 65535]");
+  if (master_addr.empty()) bad("--master-addr must not be empty");
+  if (nnodes > 1 && (master_addr == "localhost" || master_addr.rfind("127.", 0) == 0)) {
+    bad("--nnodes " + std::to_string(nnodes) + " needs --master-addr set to node 0's address (not " + master_addr + ")");
+  }
+  if (grace_seconds < 0) bad("the grace period must not be negative");
+  if (command.empty()) bad("no command to run; put it after '--', e.g. hwtrain launch --nproc-per-node 2 -- train");
+}
+
+std::map<std::string, std::string> rank_environment(const LaunchOptions& o, int local_rank) {
+  return {{"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+          {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
+          {"LOCAL_RANK", std::to_string(local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+          {"GROUP_RANK", std::to_string(o.node_rank)},
+          {"MASTER_ADDR", o.master_addr},
+          {"MASTER_PORT", std::to_string(o.master_port)}};
+}
+
+LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
+  options.validate();
+  std::lock_guard<std::mutex> one_at_a_time(g_launch_mutex);
+  const LineSink sink = sink_arg ? sink_arg : [](bool is_stderr, const std::string& line) {
+    write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, line + "\n");
+  };
+  std::map<std::string, std::string> inherited;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) inherited[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : options.env) inherited[k] = v;
+
+  SignalForwarding forwarding;
+  std::vector<Child> children(options.nproc_per_node);
+  LaunchResult result;
+  std::optional<Clock::time_point> kill_at;  // SIGKILL whoever is left then
+  auto stop_all = [&](int sig) {
+    for (const auto& c : children) {
+      if (c.running) signal_group(c, sig);
+    }
+    if (!kill_at) {
+      kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options.grace_seconds));
+    }
+  };
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    auto env_map = inherited;
+    for (const auto& [k, v] : rank_environment(options, local)) env_map[k] = v;
+    std::vector<std::string> env;
+    for (const auto& [k, v] : env_map) env.push_back(k + "=" + v);
+    children[local].rank = options.node_rank * options.nproc_per_node + local;
+    try {
+      start(children[local], options.command, env);
+    } catch (...) {
+      for (auto& c : children) signal_group(c, SIGKILL);
+      for (auto& c : children) {
+        if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+      }
+      throw;
+    }
+  }
+
+  auto emit = [&](Child& c, int stream, bool final) {
+    std::string& buf = c.partial[stream];
+    size_t start = 0;
+    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+      sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf.substr(start, nl - start));
+    }
+    buf.erase(0, start);
+    if ((final || buf.size() > 65536) && !buf.empty()) {
+      sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf);
+      buf.clear();
+    }
+  };
+  std::optional<Clock::time_point> all_exited_at;
+  for (;;) {
+    std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
+    std::vector<std::pair<size_t, int>> owners{{0, -1}};
+    for (size_t i = 0; i < children.size(); ++i) {
+      for (int s = 0; s < 2; ++s) {
+        if (children[i].fds[s] >= 0) {
+          fds.push_back({children[i].fds[s], POLLIN, 0});
+          owners.emplace_back(i, s);
+        }
+      }
+    }
+    // Done when every rank has exited and its output is drained (or, if something it started
+    // still holds the pipes open, a moment after).
+    if (all_exited_at && (fds.size() == 1 || Clock::now() - *all_exited_at > std::chrono::seconds(1))) break;
+    ::poll(fds.data(), fds.size(), 50);
+    if (fds[0].revents & POLLIN) {
+      unsigned char sig;
+      while (::read(g_signal_pipe[0], &sig, 1) == 1) stop_all(sig);
+    }
+    for (size_t j = 1; j < fds.size(); ++j) {
+      if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = children[owners[j].first];
+      const int s = owners[j].second;
+      char buf[8192];
+      ssize_t n = ::read(c.fds[s], buf, sizeof buf);
+      if (n > 0) {
+        c.partial[s].append(buf, static_cast<size_t>(n));
+        emit(c, s, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        emit(c, s, true);
+        ::close(c.fds[s]);
+        c.fds[s] = -1;
+      }
+    }
+    bool any_running = false;
+    for (auto& c : children) {
+      if (!c.running) continue;
+      if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
+        c.running = false;
+        if (exit_code_of(c.status) != 0 && result.failed_rank < 0) {
+          result.failed_rank = c.rank;
+          result.exit_code = exit_code_of(c.status);
+          result.reason = describe_status(c.rank, c.status);
+          stop_all(SIGTERM);
+        }
+      }
+      any_running = any_running || c.running;
+    }
+    if (any_running && kill_at && Clock::now() >= *kill_at) {
+      for (const auto& c : children) {
+        if (c.running) signal_group(c, SIGKILL);
+      }
+    }
+    if (!any_running && !all_exited_at) all_exited_at = Clock::now();
+  }
+  for (auto& c : children) {
+    for (int s = 0; s < 2; ++s) {
+      if (c.fds[s] >= 0) {
+        emit(c, s, true);
+        ::close(c.fds[s]);
+      }
+    }
+    result.exit_codes.push_back(exit_code_of(c.status));
+  }
+  return result;
+}
+
+}  // namespace hwt

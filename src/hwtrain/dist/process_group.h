@@ -1,0 +1,110 @@
+// ProcessGroup: one rank's membership in a distributed run, on PyTorch's c10d.
+// Construction is the rendezvous: a c10d::TCPStore served by rank 0 at MASTER_ADDR:MASTER_PORT,
+// a join check that names missing ranks, then the collective backend (ProcessGroupGloo on CPU,
+// ProcessGroupNCCL on CUDA builds). A heartbeat thread publishes this rank's liveness and progress
+// through the store, so that when a collective fails or times out the error names the rank to
+// blame (died, stopped, failed with an error, or hung behind the others). Every wait is bounded by
+// dist.timeout. Not here: what is communicated (ddp.h, zero1.h) and starting processes (launcher.h).
+#pragma once
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hwtrain/dist/dist_config.h"
+#include "hwtrain/dist/dist_env.h"
+
+namespace hwt {
+
+class Heartbeat;
+
+class ProcessGroup {
+ public:
+  using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+  // Rendezvous and backend creation. `device` is this rank's device: CUDA selects NCCL under
+  // dist.backend = auto (use rank_device() to pick it from LOCAL_RANK). Throws ConfigError for a
+  // port in use or a bad backend, DistError for an unreachable master or ranks that never join.
+  ProcessGroup(const DistEnv& env, const DistConfig& config, torch::Device device = torch::kCPU);
+  // A clean shutdown(), or, while an exception unwinds or after a failed collective, abandon():
+  // this rank is marked failed and the backend's threads (possibly blocked on a dead peer) are
+  // left to process exit instead of being joined.
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  torch::Device device() const { return device_; }
+  const std::string& backend_name() const { return backend_name_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Asynchronous collectives over tensors on device(); finish them with wait().
+  WorkPtr all_reduce_sum(torch::Tensor& tensor);
+  WorkPtr broadcast(torch::Tensor& tensor, int root);
+  // Blocks until `work` completes, at most dist.timeout. On failure throws DistError:
+  // "<what> failed: <backend error>; <which rank is to blame>".
+  void wait(const WorkPtr& work, const std::string& what);
+  // Blocking point-to-point transfers (gathering sharded state on rank 0).
+  void send(torch::Tensor& tensor, int dst, int tag);
+  void recv(torch::Tensor& tensor, int src, int tag);
+  void barrier(const std::string& what);
+
+  // Start-up check that every rank runs the same thing: each publishes `fingerprint` (lines of
+  // "key=value": model config, seed, dataset fingerprint, world size...) and compares it with
+  // rank 0's. A difference is a ConfigError naming the rank and the first differing line.
+  void check_consistency(const std::string& fingerprint);
+
+  // Small agreements, blocking: the mean of a scalar over the ranks (the global batch's loss
+  // from the ranks' slices), and whether any rank says yes (a stop request, an OOM).
+  double mean_across_ranks(double value, const std::string& what = "averaging a metric");
+  bool any_rank(bool flag, const std::string& what = "agreeing on a decision");
+
+  // Rank 0's `value` on every rank, through the store (e.g. the run directory rank 0 created).
+  // The others wait up to `timeout` (default dist.timeout; longer for work only rank 0 does,
+  // such as preparing a dataset), or until rank 0 is seen gone.
+  std::string share_from_rank0(const std::string& key, const std::string& value,
+                               std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  // A clean end: marks this rank done; rank 0, which serves the store, waits (up to the timeout)
+  // until the other ranks are done before it goes. The group is unusable afterwards.
+  void shutdown();
+  // Marks this rank failed and stops without waiting for anyone (the destructor's error path).
+  void abandon();
+
+  // What the heartbeats say about the other ranks, waiting briefly for evidence (a dead peer is
+  // seen as stale only a few heartbeat intervals after it died): "rank 1 stopped responding ...".
+  std::string blame();
+
+  c10d::Store& store() { return *store_; }  // hwtrain's own keys live under "hwt/"
+  c10d::Backend& backend() { return *backend_; }
+
+ private:
+  void await_ranks(const std::string& master);
+  void create_backend(const DistEnv& env, const std::string& backend);
+  [[noreturn]] void fail(const std::string& what, const std::string& error);
+
+  int rank_, world_size_;
+  torch::Device device_;
+  std::string backend_name_;
+  std::string master_;  // "addr:port", for messages
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::atomic<int64_t> completed_{0};  // collectives this rank has finished (its progress)
+  bool failed_ = false;
+  bool closed_ = false;
+};
+
+// This rank's device for a planned device type: cuda:LOCAL_RANK for CUDA (HardwareError when
+// LOCAL_RANK has no GPU), the CPU otherwise.
+torch::Device rank_device(const DistEnv& env, torch::Device planned);
+
+}  // namespace hwt

@@ -1,0 +1,130 @@
+// DistEnv: the torchrun, Slurm and MPI environments, and the errors for bad values.
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/dist/dist_env.h"
+
+namespace hwt {
+namespace {
+
+TEST(DistEnv, NoVariablesIsASingleProcess) {
+  DistEnv env = parse_dist_env({{"PATH", "/usr/bin"}});
+  EXPECT_EQ(env.source, "single");
+  EXPECT_FALSE(env.distributed());
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.world_size, 1);
+}
+
+TEST(DistEnv, Torchrun) {
+  DistEnv env = parse_dist_env({{"RANK", "3"},
+                                {"WORLD_SIZE", "4"},
+                                {"LOCAL_RANK", "1"},
+                                {"LOCAL_WORLD_SIZE", "2"},
+                                {"MASTER_ADDR", "10.1.2.3"},
+                                {"MASTER_PORT", "29612"}});
+  EXPECT_EQ(env.source, "torchrun");
+  EXPECT_TRUE(env.distributed());
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.node_rank(), 1);
+  EXPECT_EQ(env.master_addr, "10.1.2.3");
+  EXPECT_EQ(env.master_port, 29612);
+}
+
+TEST(DistEnv, TorchrunDefaultsToOneNodeOnLoopback) {
+  DistEnv env = parse_dist_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "127.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+}
+
+TEST(DistEnv, SeveralNodesNeedMasterAddr) {
+  try {
+    parse_dist_env({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistEnv, Slurm) {
+  DistEnv env = parse_dist_env({{"SLURM_PROCID", "5"},
+                                {"SLURM_NTASKS", "8"},
+                                {"SLURM_LOCALID", "1"},
+                                {"SLURM_NTASKS_PER_NODE", "4"},
+                                {"SLURM_NODELIST", "gpu[07-10],login2"},
+                                {"MASTER_PORT", "30000"}});
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.master_addr, "gpu07");
+  EXPECT_EQ(env.master_port, 30000);
+}
+
+TEST(DistEnv, SlurmPortFromJobIdAndTasksPerNodeFormat) {
+  DistEnv env = parse_dist_env({{"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "6"},
+                                {"SLURM_LOCALID", "0"},
+                                {"SLURM_TASKS_PER_NODE", "3(x2)"},
+                                {"SLURM_JOB_ID", "123456"},
+                                {"SLURM_NODELIST", "n1"}});
+  EXPECT_EQ(env.local_world_size, 3);
+  EXPECT_EQ(env.master_port, 29500 + 456);
+  EXPECT_EQ(env.master_addr, "n1");
+}
+
+TEST(DistEnv, TorchrunVariablesWinOverSlurm) {
+  DistEnv env = parse_dist_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(env.source, "torchrun");
+  EXPECT_EQ(env.rank, 1);
+}
+
+TEST(DistEnv, OpenMpi) {
+  DistEnv env = parse_dist_env({{"OMPI_COMM_WORLD_RANK", "2"},
+                                {"OMPI_COMM_WORLD_SIZE", "4"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                {"MASTER_ADDR", "host0"}});
+  EXPECT_EQ(env.source, "mpi");
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "host0");
+}
+
+TEST(DistEnv, FirstSlurmHost) {
+  EXPECT_EQ(first_slurm_host("node01"), "node01");
+  EXPECT_EQ(first_slurm_host("node[01-04]"), "node01");
+  EXPECT_EQ(first_slurm_host("node[3,5-7],other"), "node3");
+  EXPECT_EQ(first_slurm_host("a,b"), "a");
+  EXPECT_EQ(first_slurm_host("rack[2-3]-n[09-12]"), "rack2-n09");
+  EXPECT_THROW(first_slurm_host("node[01-04"), ConfigError);
+}
+
+void expect_error_naming(const std::map<std::string, std::string>& vars, const std::string& name) {
+  try {
+    parse_dist_env(vars);
+    ADD_FAILURE() << "expected a ConfigError naming " << name;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistEnv, BadValuesNameTheVariable) {
+  expect_error_naming({{"RANK", "abc"}, {"WORLD_SIZE", "2"}}, "RANK='abc'");
+  expect_error_naming({{"RANK", "0"}, {"WORLD_SIZE", "2x"}}, "WORLD_SIZE='2x'");
+  expect_error_naming({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK=2");
+  expect_error_naming({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0");
+  expect_error_naming({{"RANK", "0"}}, "WORLD_SIZE");
+  expect_error_naming({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT=70000");
+  expect_error_naming({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}}, "LOCAL_RANK=-1");
+  expect_error_naming({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}}, "SLURM_PROCID='x'");
+  expect_error_naming({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODELIST", "n1"}}, "SLURM_PROCID=4");
+}
+
+}  // namespace
+}  // namespace hwt

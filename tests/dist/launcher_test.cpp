@@ -1,0 +1,135 @@
+// The launcher with a small shell program as the ranks: rank environment, output prefixes, exit
+// codes, stopping the others when one fails or is killed, and forwarding signals.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "hwtrain/core/error.h"
+#include "support/temp_dir.h"
+#include "hwtrain/dist/launcher.h"
+
+namespace hwt {
+namespace {
+
+struct Captured {
+  std::vector<std::string> out, err;
+  bool has(const std::vector<std::string>& lines, const std::string& line) const {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  }
+};
+
+LaunchOptions shell(int nproc, const std::string& script) {
+  LaunchOptions o;
+  o.nproc_per_node = nproc;
+  o.command = {"/bin/sh", "-c", script};
+  o.grace_seconds = 5;
+  return o;
+}
+
+LaunchResult run(const LaunchOptions& o, Captured& c) {
+  return launch(o, [&](bool is_stderr, const std::string& line) { (is_stderr ? c.err : c.out).push_back(line); });
+}
+
+TEST(Launcher, SetsTheRankEnvironmentAndPrefixesOutput) {
+  LaunchOptions o = shell(2, "echo \"r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT\"; "
+                             "echo oops >&2; printf 'no newline'");
+  o.master_port = 29999;
+  Captured c;
+  LaunchResult r = run(o, c);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.failed_rank, -1);
+  EXPECT_EQ(r.exit_codes, std::vector<int>({0, 0}));
+  EXPECT_TRUE(c.has(c.out, "[rank 0] r=0 w=2 l=0 lw=2 127.0.0.1:29999"));
+  EXPECT_TRUE(c.has(c.out, "[rank 1] r=1 w=2 l=1 lw=2 127.0.0.1:29999"));
+  EXPECT_TRUE(c.has(c.out, "[rank 1] no newline"));
+  EXPECT_TRUE(c.has(c.err, "[rank 0] oops"));
+  EXPECT_TRUE(c.has(c.err, "[rank 1] oops"));
+}
+
+TEST(Launcher, GlobalRanksOnOtherNodes) {
+  LaunchOptions o;
+  o.nproc_per_node = 4;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "10.0.0.1";
+  auto env = rank_environment(o, 2);
+  EXPECT_EQ(env["RANK"], "6");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "2");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+}
+
+TEST(Launcher, FirstFailingRanksCodeWinsAndTheOthersAreStopped) {
+  Captured c;
+  LaunchResult r = run(shell(3, "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 60"), c);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_EQ(r.reason, "rank 1 exited with code 3");
+  EXPECT_EQ(r.exit_codes, std::vector<int>({128 + SIGTERM, 3, 128 + SIGTERM}));
+}
+
+TEST(Launcher, KilledRankEndsTheRunNonZeroNamingIt) {
+  Captured c;
+  LaunchResult r = run(shell(2, "if [ \"$RANK\" = 1 ]; then kill -9 $$; fi; sleep 60"), c);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_NE(r.reason.find("rank 1 was killed by signal 9"), std::string::npos) << r.reason;
+}
+
+TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  // Rank 0 fails once rank 1 has set its trap (the flag file says so).
+  testing::TempDir dir;
+  LaunchOptions o = shell(2,
+                          "if [ \"$RANK\" = 0 ]; then while [ ! -e \"$FLAG\" ]; do sleep 0.05; done; exit 2; fi; "
+                          "trap '' TERM; touch \"$FLAG\"; sleep 60");
+  o.env["FLAG"] = (dir / "trapped").string();
+  o.grace_seconds = 0.5;
+  Captured c;
+  LaunchResult r = run(o, c);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_codes[1], 128 + SIGKILL);
+}
+
+TEST(Launcher, ForwardsSigtermToEveryRank) {
+  LaunchOptions o = shell(2, "echo started; sleep 60");
+  bool sent = false;
+  int started = 0;
+  LaunchResult r = launch(o, [&](bool, const std::string& line) {
+    if (line.find("started") != std::string::npos && ++started == 2 && !sent) {
+      sent = true;
+      ::kill(::getpid(), SIGTERM);  // as if someone stopped the launcher
+    }
+  });
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(r.exit_codes, std::vector<int>({128 + SIGTERM, 128 + SIGTERM}));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+}
+
+TEST(Launcher, MissingProgramIsExitCode127) {
+  LaunchOptions o;
+  o.command = {"/nonexistent/program"};
+  Captured c;
+  LaunchResult r = run(o, c);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_TRUE(c.has(c.err, "[rank 0] hwtrain launch: cannot execute the command"));
+}
+
+TEST(Launcher, InvalidOptionsAreConfigErrors) {
+  LaunchOptions o = shell(0, "true");
+  EXPECT_THROW(launch(o), ConfigError);
+  o = shell(1, "true");
+  o.nnodes = 2;
+  EXPECT_THROW(launch(o), ConfigError);  // several nodes need a real master address
+  o.master_addr = "10.0.0.1";
+  o.node_rank = 2;
+  EXPECT_THROW(launch(o), ConfigError);
+  o = shell(1, "true");
+  o.command.clear();
+  EXPECT_THROW(launch(o), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt

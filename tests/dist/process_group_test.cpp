@@ -1,0 +1,198 @@
+// ProcessGroup start-up errors (port in use, unreachable master, missing rank, bad backend),
+// the consistency check, and faults: a rank that is killed, stopped or fails is named by the
+// others, which stop within dist.timeout.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "dist/dist_test_util.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/dist/dist_error.h"
+#include "hwtrain/dist/process_group.h"
+
+namespace hwt {
+namespace {
+
+using testing::free_port;
+using testing::run_workers;
+
+DistEnv loopback_env(int rank, int world, int port) {
+  DistEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  env.local_world_size = world;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  env.source = "torchrun";
+  return env;
+}
+
+DistConfig with_timeout(double seconds) {
+  DistConfig c;
+  c.timeout = seconds;
+  return c;
+}
+
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no exception of the expected type";
+  return "";
+}
+
+TEST(ProcessGroup, PortInUseIsAConfigErrorNamingThePort) {
+  const int port = free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  std::string msg = error_of<ConfigError>([&] { ProcessGroup g(loopback_env(0, 2, port), with_timeout(2)); });
+  ::close(fd);
+  EXPECT_NE(msg.find("MASTER_PORT " + std::to_string(port) + " on 127.0.0.1 is in use"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--master-port"), std::string::npos) << msg;
+}
+
+TEST(ProcessGroup, UnreachableMasterIsNamed) {
+  std::string msg = error_of<DistError>([&] { ProcessGroup g(loopback_env(1, 2, free_port()), with_timeout(1)); });
+  EXPECT_NE(msg.find("cannot reach the master at 127.0.0.1:"), std::string::npos) << msg;
+}
+
+TEST(ProcessGroup, RankThatNeverJoinsIsNamed) {
+  std::string msg = error_of<DistError>([&] { ProcessGroup g(loopback_env(0, 3, free_port()), with_timeout(1)); });
+  EXPECT_NE(msg.find("ranks 1, 2 did not join"), std::string::npos) << msg;
+}
+
+TEST(ProcessGroup, BackendChoicesAreChecked) {
+  DistConfig c = with_timeout(1);
+  c.backend = "glo";
+  std::string msg = error_of<ConfigError>([&] { ProcessGroup g(loopback_env(0, 1, free_port()), c); });
+  EXPECT_NE(msg.find("did you mean 'gloo'"), std::string::npos) << msg;
+  c.backend = "nccl";
+  msg = error_of<ConfigError>([&] { ProcessGroup g(loopback_env(0, 1, free_port()), c); });
+  EXPECT_NE(msg.find("needs CUDA"), std::string::npos) << msg;
+}
+
+TEST(ProcessGroup, SingleRankGroupWorks) {
+  ProcessGroup g(loopback_env(0, 1, free_port()), with_timeout(5));
+  torch::Tensor t = torch::full({3}, 2.0);
+  g.wait(g.all_reduce_sum(t), "all-reduce");
+  EXPECT_TRUE(torch::equal(t, torch::full({3}, 2.0)));
+  EXPECT_EQ(g.share_from_rank0("run_dir", "runs/x"), "runs/x");
+  g.check_consistency("seed=1\n");
+}
+
+// ---- consistency check -----------------------------------------------------------------------
+
+// Worker tests that end in an expected error exit with this code, so that the parent can tell
+// "caught the right error" from a crash or a failed expectation.
+constexpr int kExpected = 42;
+[[noreturn]] void exit_worker() {
+  std::fflush(stdout);
+  std::_Exit(::testing::Test::HasFailure() ? 1 : kExpected);
+}
+
+TEST(DistWorker, MismatchedConfig) {
+  HWT_WORKER_ONLY();
+  ::signal(SIGTERM, SIG_IGN);  // the first rank to exit (with kExpected) makes the launcher stop the other
+  ProcessGroup g(read_dist_env(), with_timeout(20));
+  const std::string fingerprint = "model=gpt 4x128\nseed=" + std::string(g.rank() == 1 ? "2" : "1") + "\nworld=2\n";
+  std::string msg = error_of<ConfigError>([&] { g.check_consistency(fingerprint); });
+  EXPECT_NE(msg.find("rank 1 runs a different configuration than rank 0: 'seed=2' where rank 0 has 'seed=1'"),
+            std::string::npos)
+      << msg;
+  exit_worker();
+}
+
+TEST(ProcessGroup, MismatchedConfigsAreRefusedNamingTheRank) {
+  auto run = run_workers("MismatchedConfig", 2);
+  EXPECT_EQ(run.result.exit_codes, std::vector<int>({kExpected, kExpected})) << run.output();
+}
+
+// ---- faults ----------------------------------------------------------------------------------
+
+// Rank 0 keeps all-reducing until it fails, then reports the error.
+void all_reduce_until_failure(ProcessGroup& g) {
+  std::string msg = error_of<DistError>([&] {
+    for (int i = 0; i < 100000; ++i) {
+      torch::Tensor t = torch::ones({4});
+      g.wait(g.all_reduce_sum(t), "test all-reduce");
+    }
+  });
+  std::printf("error: %s\n", msg.c_str());
+  EXPECT_NE(msg.find("test all-reduce failed on rank 0"), std::string::npos) << msg;
+}
+
+TEST(DistWorker, KilledRank) {
+  HWT_WORKER_ONLY();
+  ::signal(SIGTERM, SIG_IGN);  // outlive the launcher's stop request long enough to report
+  ProcessGroup g(read_dist_env(), with_timeout(10));
+  torch::Tensor t = torch::ones({4});
+  g.wait(g.all_reduce_sum(t), "first all-reduce");
+  if (g.rank() == 1) ::raise(SIGKILL);
+  all_reduce_until_failure(g);
+  exit_worker();
+}
+
+TEST(ProcessGroup, KilledRankIsNamedByTheOthers) {
+  auto run = run_workers("KilledRank", 2, {}, /*grace_seconds=*/30);
+  EXPECT_EQ(run.result.failed_rank, 1) << run.output();
+  EXPECT_EQ(run.result.exit_code, 128 + SIGKILL) << run.output();
+  EXPECT_EQ(run.result.exit_codes[0], kExpected) << run.output();
+  EXPECT_TRUE(run.contains("rank 1 stopped responding")) << run.output();
+}
+
+TEST(DistWorker, StoppedRank) {
+  HWT_WORKER_ONLY();
+  ProcessGroup g(read_dist_env(), with_timeout(3));
+  torch::Tensor t = torch::ones({4});
+  g.wait(g.all_reduce_sum(t), "first all-reduce");
+  if (g.rank() == 1) ::raise(SIGSTOP);  // a hang: alive, connected, silent
+  all_reduce_until_failure(g);
+  exit_worker();
+}
+
+TEST(ProcessGroup, HungRankTimesOutAndIsNamed) {
+  auto run = run_workers("StoppedRank", 2, {}, /*grace_seconds=*/1);
+  EXPECT_EQ(run.result.failed_rank, 0) << run.output();
+  EXPECT_EQ(run.result.exit_code, kExpected) << run.output();
+  EXPECT_EQ(run.result.exit_codes[1], 128 + SIGKILL) << run.output();  // stopped: only SIGKILL ends it
+  EXPECT_TRUE(run.contains("rank 1 stopped responding")) << run.output();
+}
+
+TEST(DistWorker, FailingRank) {
+  HWT_WORKER_ONLY();
+  ::signal(SIGTERM, SIG_IGN);
+  auto g = std::make_unique<ProcessGroup>(read_dist_env(), with_timeout(10));
+  torch::Tensor t = torch::ones({4});
+  g->wait(g->all_reduce_sum(t), "first all-reduce");
+  if (g->rank() == 1) {
+    try {
+      auto doomed = std::move(g);
+      throw std::runtime_error("a data error on rank 1");  // unwinding marks the rank failed
+    } catch (const std::exception&) {
+    }
+    std::_Exit(3);
+  }
+  all_reduce_until_failure(*g);
+  exit_worker();
+}
+
+TEST(ProcessGroup, RankFailingWithAnErrorIsNamed) {
+  auto run = run_workers("FailingRank", 2, {}, /*grace_seconds=*/30);
+  EXPECT_EQ(run.result.failed_rank, 1) << run.output();
+  EXPECT_EQ(run.result.exit_code, 3) << run.output();
+  EXPECT_EQ(run.result.exit_codes[0], kExpected) << run.output();
+  EXPECT_TRUE(run.contains("rank 1 failed")) << run.output();
+}
+
+}  // namespace
+}  // namespace hwt

@@ -1,0 +1,91 @@
+// ZeRO-1: the ownership covers every parameter exactly once and balances elements; after a step,
+// sync_parameters_after_step gives every rank the owners' values; rank 0 gathers the state shards.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "dist/dist_test_util.h"
+#include "hwtrain/dist/zero1.h"
+
+namespace hwt {
+namespace {
+
+NamedTensors named_params() {
+  NamedTensors p;
+  const std::vector<std::vector<int64_t>> shapes = {{100, 10}, {10}, {300}, {7, 7}, {1}, {64, 8}, {3}};
+  for (size_t i = 0; i < shapes.size(); ++i) p.emplace_back("layer" + std::to_string(i), torch::zeros(shapes[i]));
+  return p;
+}
+
+TEST(Zero1, OwnershipCoversEveryParameterOnceAndBalances) {
+  const NamedTensors params = named_params();
+  int64_t total = 0;
+  for (const auto& [n, t] : params) total += t.numel();
+  for (int world : {1, 2, 3, 4}) {
+    Zero1Ownership o = assign_zero1_owners(params, world);
+    std::multiset<std::string> seen;
+    for (int r = 0; r < world; ++r) {
+      for (const auto& name : owned_parameter_names(params, r, world)) seen.insert(name);
+    }
+    EXPECT_EQ(seen.size(), params.size()) << world << " ranks";
+    for (const auto& [name, t] : params) EXPECT_EQ(seen.count(name), 1u) << name;
+    int64_t largest = 0, sum = 0;
+    for (int64_t n : o.numel_per_rank) {
+      largest = std::max(largest, n);
+      sum += n;
+    }
+    EXPECT_EQ(sum, total);
+    // Greedy by size: no rank exceeds the fair share by more than the largest parameter.
+    EXPECT_LE(largest, total / world + 1000) << world << " ranks";
+  }
+  Zero1Ownership two = assign_zero1_owners(params, 2);
+  EXPECT_EQ(two.owner_of("layer0"), 0);  // the largest goes first, to rank 0
+  EXPECT_EQ(two.owner_of("nope"), -1);
+  EXPECT_NE(describe_zero1_memory(two).find("rank 1"), std::string::npos);
+}
+
+TEST(DistWorker, Zero1Sync) {
+  HWT_WORKER_ONLY();
+  DistConfig config;
+  config.timeout = 30;
+  ProcessGroup group(read_dist_env(), config);
+  const int rank = group.rank();
+  NamedTensors params = named_params();
+  Zero1Ownership o = assign_zero1_owners(params, group.world_size());
+  // The "optimizer step": owners write their update, the others hold stale values.
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].second.fill_(o.owner[i] == rank ? 10.0 * static_cast<double>(i + 1) + o.owner[i] : -1.0);
+  }
+  sync_parameters_after_step(params, o, group);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::equal(params[i].second, torch::full_like(params[i].second, 10.0 * (i + 1) + o.owner[i])))
+        << params[i].first;
+  }
+  NamedTensors shard;
+  for (const auto& name : o.owned_by(rank)) {
+    shard.emplace_back("exp_avg." + name, torch::full({2, 3}, rank + 0.5));
+    shard.emplace_back("step." + name, torch::full({}, 7.0f));
+  }
+  NamedTensors all = gather_optimizer_state(shard, group);
+  if (rank == 0) {
+    std::map<std::string, torch::Tensor> by_name(all.begin(), all.end());
+    EXPECT_EQ(all.size(), 2 * params.size());
+    EXPECT_EQ(by_name.size(), all.size());
+    for (const auto& [name, t] : params) {
+      ASSERT_TRUE(by_name.count("exp_avg." + name)) << name;
+      EXPECT_TRUE(torch::equal(by_name["exp_avg." + name], torch::full({2, 3}, o.owner_of(name) + 0.5))) << name;
+      EXPECT_EQ(by_name["step." + name].item<float>(), 7.0f);
+    }
+  } else {
+    EXPECT_TRUE(all.empty());
+  }
+}
+
+TEST(Zero1, SyncMakesAllRanksEqualAndRank0GathersTheState) {
+  auto run = testing::run_workers("Zero1Sync", 2);
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.reason << "\n" << run.output();
+}
+
+}  // namespace
+}  // namespace hwt
