@@ -187,9 +187,9 @@ TEST(LearningRateMonitor, SamplesEveryIntervalAndRecordsScaleChanges) {
     StepMetrics m = step_record(s, 1.0);
     m.lr = 1e-3 * t.scale * (1.0 - 0.01 * s);  // the schedule decays: not a change
     cb.on_step_end(t, m);
-    if (s == 4) t.set_lr_scale(0.5);            // a callback after the monitor in this step
+    if (s == 4) t.set_lr_scale(0.5);  // a callback after the monitor in this step
     if (s == 6) {
-      t.set_lr_scale(0.25);                     // a callback during an evaluation
+      t.set_lr_scale(0.25);  // a callback during an evaluation
       cb.on_evaluation_end(t, eval_record(s, 1.0));
     }
   }
@@ -203,7 +203,7 @@ TEST(LearningRateMonitor, SamplesEveryIntervalAndRecordsScaleChanges) {
   EXPECT_EQ(cb.changes()[0].new_scale, 0.5);
   EXPECT_EQ(cb.changes()[1].step, 6);
   EXPECT_DOUBLE_EQ(cb.changes()[1].peak_lr, 2.5e-4);
-  EXPECT_EQ(cb.samples()[2].scale, 0.5);   // step 6, before the evaluation's change
+  EXPECT_EQ(cb.samples()[2].scale, 0.5);  // step 6, before the evaluation's change
   EXPECT_EQ(cb.samples()[3].scale, 0.25);
 }
 

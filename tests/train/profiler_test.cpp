@@ -63,7 +63,9 @@ TEST(ProfilerCallback, WritesPhasesOfStepsAToB) {
   for (int s = 1; s <= 8; ++s) {
     t.current_step = s;
     cb.on_step_end(t, scripted_step(s));
-    if (s < 5) EXPECT_FALSE(std::filesystem::exists(dir / "trace.json")) << "written early, at step " << s;
+    if (s < 5) {
+      EXPECT_FALSE(std::filesystem::exists(dir / "trace.json")) << "written early, at step " << s;
+    }
   }
   cb.on_train_end(t);
   EXPECT_EQ(cb.phase_trace_path(), dir / "trace.json");
@@ -86,7 +88,8 @@ TEST(ProfilerCallback, WritesPhasesOfStepsAToB) {
     }
   }
   EXPECT_EQ(steps, (std::vector<std::string>{"step 3", "step 4", "step 5"}));
-  EXPECT_EQ(phase_counts, (std::map<std::string, int>{{"data_wait", 3}, {"forward", 3}, {"backward", 3}, {"optimizer", 3}}));
+  EXPECT_EQ(phase_counts,
+            (std::map<std::string, int>{{"data_wait", 3}, {"forward", 3}, {"backward", 3}, {"optimizer", 3}}));
   auto phases = phase_summary(read_file(dir / "trace.json"));
   ASSERT_EQ(phases.size(), 4u);
   EXPECT_EQ(phases[2].name, "backward");
@@ -125,8 +128,13 @@ TEST(ProfilerCallback, RecordsOperatorsWithLibTorchsProfiler) {
   ASSERT_EQ(cb.ops_trace_path(), dir / "ops_trace.json") << "LibTorch's profiler did not write a trace";
   const std::string text = read_file(dir / "ops_trace.json");
   EXPECT_NO_THROW(json::parse(text));
-  EXPECT_NE(text.find("ProfilerStep#2"), std::string::npos);
-  EXPECT_NE(text.find("ProfilerStep#3"), std::string::npos);
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("\"ProfilerStep#2\""), 1u);  // one range per step
+  EXPECT_EQ(count("\"ProfilerStep#3\""), 1u);
   EXPECT_EQ(text.find("ProfilerStep#4"), std::string::npos);
   auto ops = top_operators(text);
   auto has = [&](const std::string& name) {
@@ -163,18 +171,23 @@ TEST(ProfilerCallback, ProfilesARealTrainingRun) {
   o.steps = {2, 3};
   trainer.add_callback(std::make_shared<ProfilerCallback>(o));
   trainer.fit();
-  auto phases = phase_summary(read_file(dir / "run" / "trace.json"));
-  ASSERT_GE(phases.size(), 4u);
-  EXPECT_EQ(phases[1].name, "forward");
-  EXPECT_EQ(phases[1].calls, 2);
-  EXPECT_GT(phases[1].total_ms, 0);
+  const json trace = read_json(dir / "run" / "trace.json");
+  int num_steps = 0;
+  for (const auto& e : trace.at("traceEvents")) num_steps += e.value("cat", "") == "step";
+  EXPECT_EQ(num_steps, 2);
+  // Only the phases the trainer times with finite values appear; data wait always is.
+  auto phases = phase_summary(trace.dump());
+  ASSERT_GE(phases.size(), 1u);
+  EXPECT_EQ(phases[0].name, "data_wait");
+  EXPECT_EQ(phases[0].calls, 2);
   auto ops = top_operators(read_file(dir / "run" / "ops_trace.json"));
   ASSERT_FALSE(ops.empty());
   EXPECT_EQ(ops[0].device, "cpu");
   std::ostringstream report;
   EXPECT_EQ(run_profile_report(dir / "run", 10, report), 0);
   EXPECT_NE(report.str().find("aten::"), std::string::npos) << report.str();
-  EXPECT_NE(report.str().find("backward"), std::string::npos) << report.str();
+  EXPECT_NE(report.str().find("data_wait"), std::string::npos) << report.str();
+  EXPECT_EQ(report.str().find("ProfilerStep"), std::string::npos) << "step ranges are not operators";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "hwtrain/data/corpus.h"
 
+#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -52,7 +53,9 @@ class Fnv64 {
 };
 
 // Adds the files under directory `dir` (input number `index`) to `listing`.
-void walk_directory(const fs::path& dir, size_t index, std::set<fs::path>& seen, CorpusListing& listing) {
+void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filter, std::set<fs::path>& seen,
+                    CorpusListing& listing) {
+  const int64_t filtered_before = listing.num_filtered;
   std::vector<fs::path> regular, links;
   const int64_t skipped_before = listing.num_skipped;
   std::error_code ec;
@@ -75,6 +78,8 @@ void walk_directory(const fs::path& dir, size_t index, std::set<fs::path>& seen,
     } else if (e.is_regular_file(ec)) {
       if (e.path().extension() == ".dat") {
         ++listing.num_skipped;  // fortune's binary index files
+      } else if (!filter.accepts(e.path().lexically_relative(dir))) {
+        ++listing.num_filtered;
       } else {
         regular.push_back(e.path());
       }
@@ -92,6 +97,10 @@ void walk_directory(const fs::path& dir, size_t index, std::set<fs::path>& seen,
         ++listing.num_skipped;
         continue;
       }
+      if (group == &links && !filter.accepts(p.lexically_relative(dir))) {
+        ++listing.num_filtered;
+        continue;
+      }
       CorpusFile f;
       f.path = p;
       f.input_index = index;
@@ -103,10 +112,11 @@ void walk_directory(const fs::path& dir, size_t index, std::set<fs::path>& seen,
     }
   }
   if (found.empty()) {
+    const int64_t filtered = listing.num_filtered - filtered_before;
     throw DataError("directory " + dir.string() + " contains no text files (" +
-                    std::to_string(listing.num_skipped - skipped_before) +
-                    " hidden, .dat, linked or special entries skipped); point data.path at a directory of text "
-                    "files");
+                    std::to_string(listing.num_skipped - skipped_before) + " hidden, .dat, linked or special entries" +
+                    (filtered > 0 ? ", " + std::to_string(filtered) + " left out by --include/--exclude" : std::string()) +
+                    " skipped); point data.path at a directory of text files");
   }
   std::sort(found.begin(), found.end(), [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
   for (auto& f : found) listing.files.push_back(std::move(f));
@@ -114,20 +124,47 @@ void walk_directory(const fs::path& dir, size_t index, std::set<fs::path>& seen,
 
 }  // namespace
 
-CorpusListing list_corpus_files(const std::vector<fs::path>& inputs) {
+bool CorpusFilter::accepts(const fs::path& relative) const {
+  const std::string rel = relative.string(), name = relative.filename().string();
+  auto matches = [&](const std::string& pattern) {
+    const std::string& subject = pattern.find('/') == std::string::npos ? name : rel;
+    return ::fnmatch(pattern.c_str(), subject.c_str(), 0) == 0;
+  };
+  for (const std::string& p : exclude) {
+    if (matches(p)) return false;
+  }
+  if (include.empty()) return true;
+  for (const std::string& p : include) {
+    if (matches(p)) return true;
+  }
+  return false;
+}
+
+CorpusListing list_corpus_files(const std::vector<fs::path>& inputs, const CorpusFilter& filter) {
   if (inputs.empty()) throw DataError("no corpus given: name at least one text file or directory");
   CorpusListing listing;
   listing.inputs = inputs;
   std::set<fs::path> seen;
+  bool stdin_seen = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const fs::path& input = inputs[i];
+    if (input == kStdinInput) {
+      if (stdin_seen) throw DataError("standard input ('-') is named twice among the corpus inputs");
+      stdin_seen = true;
+      CorpusFile f;
+      f.path = input;
+      f.input_index = i;
+      f.explicit_input = true;
+      listing.files.push_back(std::move(f));
+      continue;
+    }
     std::error_code ec;
     fs::file_status st = fs::status(input, ec);
     if (!fs::exists(st)) {
       throw DataError("corpus path " + input.string() + " does not exist; give a text file or a directory");
     }
     if (fs::is_directory(st)) {
-      walk_directory(input, i, seen, listing);
+      walk_directory(input, i, filter, seen, listing);
     } else if (fs::is_regular_file(st)) {
       CorpusFile f;
       f.path = input;
@@ -142,8 +179,15 @@ CorpusListing list_corpus_files(const std::vector<fs::path>& inputs) {
   return listing;
 }
 
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
+  Fnv64 h;
+  h.u64(seed);
+  h.bytes(data, size);
+  return h.value();
+}
+
 uint64_t corpus_fingerprint(const CorpusListing& listing, const PrepareOptions& options,
-                            const std::string& tokenizer_name) {
+                            const std::string& tokenizer_name, uint64_t stdin_hash) {
   Fnv64 h;
   h.str("hwtrain-corpus");
   h.u64(kTokenFileVersion);
@@ -160,10 +204,12 @@ uint64_t corpus_fingerprint(const CorpusListing& listing, const PrepareOptions& 
   h.u64(static_cast<uint64_t>(options.split_seed));
   h.str(options.document_separator);
   h.u64(static_cast<uint64_t>(options.max_document_bytes));
+  // Added with JSONL and stdin inputs; text-only corpora keep their fingerprints but for this.
+  h.u64(static_cast<uint64_t>(options.format));
+  h.str(options.jsonl_field);
+  h.u64(stdin_hash);
   return h.value();
 }
-
-namespace {
 
 bool is_blank(std::string_view s) {
   for (char c : s) {
@@ -172,56 +218,65 @@ bool is_blank(std::string_view s) {
   return true;
 }
 
-// Emits `doc` (non-blank), cut into pieces of about max_bytes when it is longer.
-void emit_document(std::string_view doc, int64_t max_bytes, std::vector<DocumentPiece>& out) {
-  if (is_blank(doc)) return;
+size_t first_piece_length(std::string_view doc, size_t max) {
+  // A line end within the next max bytes keeps lines whole; else a character boundary.
+  size_t window = std::min(doc.size() - max, max);
+  const void* nl = std::memchr(doc.data() + max, '\n', window);
+  if (nl != nullptr) return static_cast<size_t>(static_cast<const char*>(nl) - doc.data()) + 1;
+  size_t cut = max;
+  for (int k = 0; k < 3 && cut > 1 && (static_cast<unsigned char>(doc[cut]) & 0xC0) == 0x80; ++k) --cut;
+  return cut;
+}
+
+void emit_document_pieces(std::string_view doc, int64_t max_bytes, bool continues, std::vector<DocumentPiece>& out) {
+  if (!continues && is_blank(doc)) return;
   const size_t max = max_bytes > 0 ? static_cast<size_t>(max_bytes) : doc.size();
-  bool continues = false;
   while (doc.size() > max) {
-    size_t cut = 0;
-    // A line end within the next max bytes keeps lines whole; else a character boundary.
-    size_t window = std::min(doc.size() - max, max);
-    const void* nl = std::memchr(doc.data() + max, '\n', window);
-    if (nl != nullptr) {
-      cut = static_cast<size_t>(static_cast<const char*>(nl) - doc.data()) + 1;
-    } else {
-      cut = max;
-      for (int k = 0; k < 3 && cut > 1 && (static_cast<unsigned char>(doc[cut]) & 0xC0) == 0x80; ++k) --cut;
-    }
+    size_t cut = first_piece_length(doc, max);
     if (cut >= doc.size()) break;
     out.push_back({doc.substr(0, cut), continues});
     continues = true;
     doc.remove_prefix(cut);
   }
-  out.push_back({doc, continues});
+  if (!doc.empty() || !continues) out.push_back({doc, continues});
 }
 
-}  // namespace
-
-void split_documents(std::string_view text, const std::string& separator, int64_t max_document_bytes,
-                     std::vector<DocumentPiece>& out) {
-  if (separator.empty()) {
-    emit_document(text, max_document_bytes, out);
-    return;
-  }
+LineRange find_separator_line(std::string_view text, const std::string& separator, size_t from, bool at_end,
+                              bool starts_line) {
   // Jump between occurrences of the separator's first character (memchr speed) instead of
   // visiting every line: fortune files have a separator every few lines but "%" is rare elsewhere.
   const size_t n = text.size(), len = separator.size();
-  size_t doc_start = 0, pos = 0;
+  size_t pos = from;
   while (pos < n) {
     const void* hit = std::memchr(text.data() + pos, separator[0], n - pos);
     if (hit == nullptr) break;
     size_t s = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
     pos = s + 1;
-    if (s > 0 && text[s - 1] != '\n') continue;  // not at a line start
+    if (s > 0 ? text[s - 1] != '\n' : !starts_line) continue;  // not at a line start
     if (n - s < len || text.compare(s, len, separator) != 0) continue;
     size_t e = s + len;
     if (e < n && text[e] == '\r') ++e;
     if (e < n && text[e] != '\n') continue;  // the line goes on: not a separator line
-    emit_document(text.substr(doc_start, s - doc_start), max_document_bytes, out);
-    doc_start = pos = (e < n ? e + 1 : n);
+    if (e == n && !at_end) break;             // may go on in the next read
+    return {s, e < n ? e + 1 : n};
   }
-  if (doc_start < n) emit_document(text.substr(doc_start), max_document_bytes, out);
+  return {std::string_view::npos, std::string_view::npos};
+}
+
+void split_documents(std::string_view text, const std::string& separator, int64_t max_document_bytes,
+                     std::vector<DocumentPiece>& out) {
+  if (separator.empty()) {
+    emit_document_pieces(text, max_document_bytes, false, out);
+    return;
+  }
+  size_t doc_start = 0;
+  for (;;) {
+    LineRange line = find_separator_line(text, separator, doc_start);
+    if (line.begin == std::string_view::npos) break;
+    emit_document_pieces(text.substr(doc_start, line.begin - doc_start), max_document_bytes, false, out);
+    doc_start = line.end;
+  }
+  if (doc_start < text.size()) emit_document_pieces(text.substr(doc_start), max_document_bytes, false, out);
 }
 
 bool assign_to_val(int64_t split_seed, int64_t index, double val_fraction) {

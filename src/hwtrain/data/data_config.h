@@ -7,10 +7,13 @@
 namespace hwt {
 
 struct DataConfig {
-  // A text file, a directory of text files, or a prepared token file (.hwt); "" = the default
-  // corpus (Debian's fortunes), prepared once and cached.
+  // A text file, a directory of text files, a prepared token file (.hwt) or dataset directory
+  // (manifest.json, from hwtrain prepare); "" = the default corpus (Debian's fortunes), prepared
+  // once and cached.
   std::string path = "";
-  std::string tokenizer = "byte";  // byte, or the path of a SentencePiece .model file
+  // byte, a SentencePiece .model file, or a directory holding one (tokenizer train's output). A
+  // dataset directory brings its own tokenizer; the default 'byte' then defers to it.
+  std::string tokenizer = "byte";
   double val_fraction = 0.05;      // share of documents held out for validation
   int64_t split_seed = 1337;       // seed of the document-level train/validation choice
   // A line that separates documents inside a file; "" = one file, one document (the default
@@ -21,6 +24,10 @@ struct DataConfig {
   // one large text file still gets a validation split; 0 = never cut. 64 KiB rarely cuts an
   // ordinary document and gives tiny-shakespeare (1.1 MB, one file) 17 pieces.
   int64_t max_document_bytes = 65536;
+  // How training draws windows: random offsets (with replacement, nanoGPT's way: no epoch
+  // boundaries to manage on small corpora) or sequential passes (every window once per epoch,
+  // shards and windows shuffled per epoch; for corpora large enough to count epochs).
+  std::string sampling = "random";
 
   template <class V>
   void visit(V& v) {
@@ -31,6 +38,8 @@ struct DataConfig {
     v("document_separator", document_separator, "line separating documents inside a file");
     v("cache_dir", cache_dir, "where token files prepared from text corpora are cached (empty = ~/.cache/hwtrain/data)");
     v("max_document_bytes", max_document_bytes, "longer documents are cut into pieces this big before the split (0 = never)");
+    v("sampling", sampling, "training windows: random offsets or sequential shuffled passes",
+      std::vector<std::string>{"random", "sequential"});
   }
 };
 

@@ -8,6 +8,8 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/corpus.h"
+#include "hwtrain/data/manifest.h"
+#include "hwtrain/data/sharded_dataset.h"
 #include "hwtrain/data/prepare.h"
 #include "hwtrain/data/token_file.h"
 #include "hwtrain/data/tokenizer.h"
@@ -111,6 +113,21 @@ fs::path resolve_dataset(const DataConfig& cfg, const fs::path& default_corpus_d
   if (!fs::exists(path, ec)) {
     throw DataError("data.path = '" + cfg.path + "' does not exist; give a text file, a directory or a .hwt token file");
   }
+  if (is_dataset_dir(path)) {
+    DatasetManifest m = read_manifest(path);
+    if (cfg.tokenizer != "byte" || m.tokenizer_name == "byte") {
+      std::string wanted = make_tokenizer(cfg.tokenizer)->name();
+      if (m.tokenizer_name != wanted) {
+        throw DataError("dataset " + path.string() + " was prepared with tokenizer '" + m.tokenizer_name +
+                        "' but data.tokenizer = '" + cfg.tokenizer + "' is '" + wanted +
+                        "'; set data.tokenizer to match (or leave it 'byte': a dataset directory brings its own) "
+                        "or re-run hwtrain prepare");
+      }
+    }
+    log_info("data: dataset {} ({} shards, {} train + {} val tokens, tokenizer {})", path.string(), m.shards.size(),
+             m.num_train_tokens, m.num_val_tokens, m.tokenizer_name);
+    return path;
+  }
   if (fs::is_regular_file(path, ec) && is_token_file(path)) {
     TokenFileHeader h = read_token_file_header(path);
     std::string wanted = make_tokenizer(cfg.tokenizer)->name();
@@ -124,6 +141,16 @@ fs::path resolve_dataset(const DataConfig& cfg, const fs::path& default_corpus_d
     return path;
   }
   return prepare_cached({path}, cache_name(path), opts, cfg);
+}
+
+int64_t data_vocab_size(const DataConfig& cfg) {
+  const fs::path path(cfg.path);
+  std::error_code ec;
+  if (!cfg.path.empty() && is_dataset_dir(path)) return read_manifest(path).vocab_size;
+  if (!cfg.path.empty() && fs::is_regular_file(path, ec) && is_token_file(path)) {
+    return read_token_file_header(path).vocab_size;
+  }
+  return make_tokenizer(cfg.tokenizer)->vocab_size();
 }
 
 }  // namespace hwt

@@ -24,10 +24,12 @@ fs::path data_cache_dir(const DataConfig& cfg);
 // "<name>-<16 hex digits>.hwt" in the cache directory.
 fs::path cached_token_file(const fs::path& cache_dir, const std::string& name, uint64_t fingerprint);
 
-// The token file for `cfg`:
+// The dataset for `cfg` (a path ShardedDataset opens):
 //   - data.path empty: the default corpus, prepared into <cache>/fortunes-<fingerprint>.hwt with
 //     separator "%" (unless data.document_separator says otherwise); DataError with the install
 //     hint when the fortunes package is missing.
+//   - a dataset directory (manifest.json): the directory, after its tokenizer is compared with
+//     data.tokenizer (the default 'byte' defers to the dataset's own tokenizer).
 //   - a token file (.hwt, or a file starting with the token file magic): the path itself, after
 //     its header is checked and its tokenizer compared with data.tokenizer.
 //   - a text file or directory: prepared into <cache>/<name>-<fingerprint>.hwt.
@@ -36,5 +38,9 @@ fs::path cached_token_file(const fs::path& cache_dir, const std::string& name, u
 fs::path resolve_dataset(const DataConfig& cfg);
 // The same, looking for the default corpus in `default_corpus_dir` (tests).
 fs::path resolve_dataset(const DataConfig& cfg, const fs::path& default_corpus_dir);
+
+// The vocabulary size the data of `cfg` will have, without preparing anything: a dataset
+// directory's manifest, a token file's header, else data.tokenizer's (for `hwtrain plan`/`info`).
+int64_t data_vocab_size(const DataConfig& cfg);
 
 }  // namespace hwt

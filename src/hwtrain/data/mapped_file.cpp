@@ -50,4 +50,8 @@ void MappedFile::advise_random() const {
   if (data_ != nullptr) ::madvise(const_cast<unsigned char*>(data_), size_, MADV_RANDOM);
 }
 
+void MappedFile::advise_normal() const {
+  if (data_ != nullptr) ::madvise(const_cast<unsigned char*>(data_), size_, MADV_NORMAL);
+}
+
 }  // namespace hwt

@@ -22,6 +22,7 @@ class MappedFile {
   // Hints the kernel about the access pattern (sequential for checksums, random for sampling).
   void advise_sequential() const;
   void advise_random() const;
+  void advise_normal() const;
 
  private:
   std::filesystem::path path_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 
@@ -129,7 +130,8 @@ TokenFileHeader decode_token_file_header(const void* data, size_t size, uint64_t
 
   uint64_t expected = h.expected_file_size();
   if (file_size != expected) {
-    bad(file, std::string(file_size < expected ? "truncated" : "has trailing data") + ": expected " +
+    bad(file, std::string(file_size < expected ? "truncated at byte " : "has trailing data from byte ") +
+                  std::to_string(std::min(file_size, expected)) + ": expected " +
                   std::to_string(expected) + " bytes (" + std::to_string(h.header_size) + "-byte header + " +
                   std::to_string(h.num_tokens()) + " tokens x " + std::to_string(dtype) + " bytes), found " +
                   std::to_string(file_size));
@@ -168,20 +170,45 @@ TokenFile::TokenFile(const fs::path& path, bool verify_checksum) : path_(path) {
   auto map = std::make_shared<const MappedFile>(path);
   header_ = decode_token_file_header(map->data(), map->size(), map->size(), path);
   const unsigned char* payload = map->data() + header_.header_size;
-  size_t payload_bytes = map->size() - header_.header_size;
-  if (verify_checksum) {
-    map->advise_sequential();
-    uint32_t crc = crc32c(payload, payload_bytes);
-    if (crc != header_.payload_crc32c) {
-      throw DataError("checksum mismatch in " + path.string() + ": payload CRC32C is " + hex32(crc) +
-                      ", header says " + hex32(header_.payload_crc32c) +
-                      "; the file is corrupt, re-run hwtrain prepare");
-    }
-  }
   map_ = map;
+  if (verify_checksum) this->verify_checksum();
   int64_t bytes = dtype_bytes(header_.dtype);
   train_ = TokenSpan(payload, header_.num_train_tokens, header_.dtype, map_);
   val_ = TokenSpan(payload + header_.num_train_tokens * bytes, header_.num_val_tokens, header_.dtype, map_);
+}
+
+void TokenFile::verify_checksum(const std::vector<uint32_t>* block_crc32c) const {
+  const unsigned char* payload = map_->data() + header_.header_size;
+  const uint64_t payload_bytes = map_->size() - header_.header_size;
+  map_->advise_sequential();
+  const uint64_t num_blocks = (payload_bytes + kChecksumBlockBytes - 1) / kChecksumBlockBytes;
+  if (block_crc32c != nullptr && block_crc32c->size() != num_blocks) {
+    throw DataError("checksum list for " + path_.string() + " has " + std::to_string(block_crc32c->size()) +
+                    " blocks, the file's " + std::to_string(payload_bytes) + "-byte payload has " +
+                    std::to_string(num_blocks) + "; the manifest does not belong to this shard, re-run hwtrain prepare");
+  }
+  uint32_t crc = 0;
+  for (uint64_t b = 0; b < num_blocks; ++b) {
+    const uint64_t begin = b * kChecksumBlockBytes;
+    const uint64_t n = std::min(kChecksumBlockBytes, payload_bytes - begin);
+    if (block_crc32c != nullptr) {
+      uint32_t block = crc32c(payload + begin, n);
+      if (block != (*block_crc32c)[b]) {
+        const uint64_t at = header_.header_size + begin;
+        throw DataError("checksum mismatch in " + path_.string() + " at bytes [" + std::to_string(at) + ", " +
+                        std::to_string(at + n) + "): CRC32C " + hex32(block) + ", manifest says " +
+                        hex32((*block_crc32c)[b]) + "; the shard is corrupt, re-run hwtrain prepare");
+      }
+    }
+    crc = crc32c_extend(crc, payload + begin, n);
+  }
+  map_->advise_normal();  // sequential was for this pass; training reads windows anywhere
+  if (crc != header_.payload_crc32c) {
+    throw DataError("checksum mismatch in " + path_.string() + " in the payload at bytes [" +
+                    std::to_string(header_.header_size) + ", " + std::to_string(map_->size()) + "): CRC32C " +
+                    hex32(crc) + ", header says " + hex32(header_.payload_crc32c) +
+                    "; the file is corrupt, re-run hwtrain prepare");
+  }
 }
 
 }  // namespace hwt

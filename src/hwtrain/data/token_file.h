@@ -19,7 +19,9 @@
 //      144  112  reserved, zero
 //
 // TokenFileWriter writes one atomically (temporary sibling, fsync, rename); TokenFile maps one
-// read-only and validates everything, checksum included, before handing out spans.
+// read-only and validates everything, checksum included, before handing out spans. A sharded
+// dataset (sharded_dataset.h) is a directory of these, one split per shard, listed by a manifest
+// that also holds a CRC32C per 4 MiB block of each payload, so corruption is located.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -37,6 +39,9 @@ inline constexpr char kTokenFileMagic[8] = {'H', 'W', 'T', 'T', 'O', 'K', 'E', '
 inline constexpr uint32_t kTokenFileVersion = 1;
 inline constexpr uint32_t kTokenFileHeaderSize = 256;
 inline constexpr size_t kTokenizerNameBytes = 64;  // including the terminating NUL
+// Payload bytes per block checksum of a shard (manifest "block_crc32c"): small enough to name
+// where a shard is corrupt, large enough that a 200 MB shard lists 48 values.
+inline constexpr uint64_t kChecksumBlockBytes = uint64_t{4} << 20;
 
 enum class Split { kTrain, kVal };
 inline const char* split_name(Split s) { return s == Split::kTrain ? "train" : "validation"; }
@@ -94,12 +99,29 @@ class TokenFile {
   int64_t num_train_documents() const { return header_.num_train_documents; }
   int64_t num_val_documents() const { return header_.num_val_documents; }
 
+  // Checks the payload against the header's CRC32C and, when given, against one CRC32C per
+  // kChecksumBlockBytes (a manifest's); DataError names the file and the byte range that differs.
+  void verify_checksum(const std::vector<uint32_t>* block_crc32c = nullptr) const;
+
  private:
   fs::path path_;
   std::shared_ptr<const MappedFile> map_;
   TokenFileHeader header_;
   TokenSpan train_, val_;
 };
+
+// A token file whose payload is complete in a temporary sibling (tmp) while its header is still all
+// zeros; commit_sealed() writes the header and renames it to `path`. The shards of a dataset stay
+// sealed until the whole prepare is done, so an interrupted one leaves no shard that looks complete.
+// The owner removes `tmp` if it never commits.
+struct SealedTokenFile {
+  fs::path path, tmp;
+  TokenFileHeader header;              // final but for what the caller sets before committing
+  std::vector<uint32_t> block_crc32c;  // CRC32C of each kChecksumBlockBytes of payload
+  uint64_t payload_bytes() const { return header.expected_file_size() - header.header_size; }
+};
+// Writes sealed.header (fsync), renames tmp to path (fsync of the directory).
+void commit_sealed(const SealedTokenFile& sealed);
 
 // Streams tokens into `path`: train tokens first, then begin_val(), then validation tokens, then
 // commit(). Until commit() everything goes to a temporary sibling whose header is all zeros (so
@@ -123,6 +145,11 @@ class TokenFileWriter {
   void begin_val();
   // Writes the header, fsyncs and renames into place; returns the header written.
   TokenFileHeader commit(int64_t num_train_documents, int64_t num_val_documents);
+  // Finishes the payload (fsync) but leaves the header zero and the file at its temporary path,
+  // now owned by the caller (see SealedTokenFile). Block checksums are filled in.
+  SealedTokenFile seal(int64_t num_train_documents, int64_t num_val_documents);
+  // The fingerprint written by commit() (known only at the end when reading stdin).
+  void set_fingerprint(uint64_t fingerprint) { header_.fingerprint = fingerprint; }
 
   int64_t num_tokens(Split s) const { return s == Split::kTrain ? num_train_ : num_val_; }
 
@@ -132,6 +159,7 @@ class TokenFileWriter {
   void flush();
   void write_all(const void* data, size_t n, uint64_t offset);
   void abort() noexcept;
+  void finish_payload(int64_t num_train_documents, int64_t num_val_documents);
 
   fs::path path_, tmp_;
   int fd_ = -1;
@@ -139,6 +167,8 @@ class TokenFileWriter {
   bool in_val_ = false;
   int64_t num_train_ = 0, num_val_ = 0;
   uint32_t crc_ = 0;
+  uint32_t block_crc_ = 0;             // CRC32C of the current, unfinished block
+  std::vector<uint32_t> block_crcs_;   // of the finished blocks
   uint64_t offset_ = 0;  // file offset of the next flush
   std::vector<unsigned char> buffer_;
   size_t buffered_ = 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "hwtrain/core/crc32c.h"
@@ -69,6 +70,20 @@ void TokenFileWriter::write_all(const void* data, size_t n, uint64_t offset) {
 void TokenFileWriter::flush() {
   if (buffered_ == 0) return;
   crc_ = crc32c_extend(crc_, buffer_.data(), buffered_);
+  // Block checksums: the payload offset of buffer_[0] is offset_ - header size.
+  uint64_t pos = offset_ - kTokenFileHeaderSize;
+  size_t done = 0;
+  while (done < buffered_) {
+    uint64_t room = kChecksumBlockBytes - pos % kChecksumBlockBytes;
+    size_t take = static_cast<size_t>(std::min<uint64_t>(room, buffered_ - done));
+    block_crc_ = crc32c_extend(block_crc_, buffer_.data() + done, take);
+    done += take;
+    pos += take;
+    if (pos % kChecksumBlockBytes == 0) {
+      block_crcs_.push_back(block_crc_);
+      block_crc_ = 0;
+    }
+  }
   write_all(buffer_.data(), buffered_, offset_);
   offset_ += buffered_;
   buffered_ = 0;
@@ -121,26 +136,42 @@ void TokenFileWriter::append_bytes(const void* bytes, size_t n) {
 
 void TokenFileWriter::begin_val() { in_val_ = true; }
 
-TokenFileHeader TokenFileWriter::commit(int64_t num_train_documents, int64_t num_val_documents) {
+void TokenFileWriter::finish_payload(int64_t num_train_documents, int64_t num_val_documents) {
+  if (fd_ < 0) throw DataError("token file writer for " + path_.string() + " is closed");
   flush();
+  if ((offset_ - kTokenFileHeaderSize) % kChecksumBlockBytes != 0) block_crcs_.push_back(block_crc_);
   header_.num_train_tokens = num_train_;
   header_.num_val_tokens = num_val_;
   header_.num_train_documents = num_train_documents;
   header_.num_val_documents = num_val_documents;
   header_.payload_crc32c = crc_;
-  std::string header = encode_token_file_header(header_);
-  write_all(header.data(), header.size(), 0);
-  int rc = ::fsync(fd_);
+}
+
+namespace {
+
+// fsync + close of a token file being written; unlinks `tmp` and throws IoError naming `path` on failure.
+void sync_and_close(int fd, const fs::path& tmp, const fs::path& path) {
+  int rc = ::fsync(fd);
   int saved = errno;
-  if (::close(fd_) != 0 && rc == 0) {
+  if (::close(fd) != 0 && rc == 0) {
     rc = -1;
     saved = errno;
   }
-  fd_ = -1;
   if (rc != 0) {
-    ::unlink(tmp_.c_str());
-    throw IoError("cannot flush " + path_.string() + ": " + std::strerror(saved));
+    ::unlink(tmp.c_str());
+    throw IoError("cannot flush " + path.string() + ": " + std::strerror(saved));
   }
+}
+
+}  // namespace
+
+TokenFileHeader TokenFileWriter::commit(int64_t num_train_documents, int64_t num_val_documents) {
+  finish_payload(num_train_documents, num_val_documents);
+  std::string header = encode_token_file_header(header_);
+  write_all(header.data(), header.size(), 0);
+  int fd = fd_;
+  fd_ = -1;
+  sync_and_close(fd, tmp_, path_);
   try {
     rename_durable(tmp_, path_);
   } catch (...) {
@@ -148,6 +179,42 @@ TokenFileHeader TokenFileWriter::commit(int64_t num_train_documents, int64_t num
     throw;
   }
   return header_;
+}
+
+SealedTokenFile TokenFileWriter::seal(int64_t num_train_documents, int64_t num_val_documents) {
+  finish_payload(num_train_documents, num_val_documents);
+  int fd = fd_;
+  fd_ = -1;
+  sync_and_close(fd, tmp_, path_);
+  SealedTokenFile sealed;
+  sealed.path = path_;
+  sealed.tmp = tmp_;
+  sealed.header = header_;
+  sealed.block_crc32c = std::move(block_crcs_);
+  return sealed;
+}
+
+void commit_sealed(const SealedTokenFile& sealed) {
+  std::string header = encode_token_file_header(sealed.header);
+  int fd = ::open(sealed.tmp.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot write " + sealed.tmp.string() + ": " + std::strerror(errno));
+  const char* p = header.data();
+  size_t n = header.size();
+  off_t off = 0;
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, p, n, off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      throw IoError("cannot write " + sealed.path.string() + ": " + why);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    off += w;
+  }
+  sync_and_close(fd, sealed.tmp, sealed.path);
+  rename_durable(sealed.tmp, sealed.path);
 }
 
 TokenFileHeader write_token_file(const fs::path& path, int64_t vocab_size, const std::string& tokenizer_name,

@@ -1,5 +1,6 @@
-// Tokenizer: the interface every tokenizer of hwtrain implements (byte-level now, SentencePiece
-// later), and make_tokenizer(), which builds one from the data.tokenizer spec.
+// Tokenizer: the interface every tokenizer of hwtrain implements (byte-level, SentencePiece), and
+// make_tokenizer(), which builds one from the data.tokenizer spec. Implementations are immutable
+// after construction: encode/decode may run on several threads at once.
 // A tokenizer maps text to ids in [0, vocab_size()) and back; eot_id() is the end-of-text id
 // placed between documents, never produced by encode().
 #pragma once
@@ -28,14 +29,16 @@ class Tokenizer {
 
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eot_id() const = 0;
-  // Stored in token files and checkpoints: "byte".
+  // Stored in token files and checkpoints: "byte", or "spm:<hash of the model file>".
   virtual std::string name() const = 0;
   // True when id == byte value for every byte and encode is the identity: prepare then skips the
   // id vector and converts bytes straight into the token file.
   virtual bool is_byte_level() const { return false; }
 };
 
-// "byte" -> ByteTokenizer. Anything else is a ConfigError naming data.tokenizer and the valid specs.
+// "byte" -> ByteTokenizer; a file -> SentencePieceTokenizer of that model; a directory -> the
+// tokenizer saved there (tokenizer_files.h: `hwtrain tokenizer train` output, a dataset, a
+// checkpoint). Anything else is a ConfigError naming data.tokenizer and the valid specs.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 }  // namespace hwt

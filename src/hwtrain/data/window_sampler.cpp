@@ -2,6 +2,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/corpus.h"
+#include "hwtrain/data/sharded_dataset.h"
 
 namespace hwt {
 
@@ -15,7 +16,7 @@ void ensure_batch_tensor(torch::Tensor& t, int64_t batch_size, int64_t block_siz
 
 }  // namespace
 
-WindowSampler::WindowSampler(TokenSpan tokens, int64_t block_size, uint64_t seed, std::string what, std::string hint)
+WindowSampler::WindowSampler(TokenSequence tokens, int64_t block_size, uint64_t seed, std::string what, std::string hint)
     : tokens_(std::move(tokens)), block_size_(block_size), seed_(seed) {
   if (block_size < 1) {
     throw ConfigError("model.block_size = " + std::to_string(block_size) + " is out of range; valid: >= 1");
@@ -28,6 +29,12 @@ WindowSampler::WindowSampler(TokenSpan tokens, int64_t block_size, uint64_t seed
 
 WindowSampler::WindowSampler(const TokenFile& file, Split split, int64_t block_size, uint64_t seed)
     : WindowSampler(file.split(split), block_size, seed, std::string(split_name(split)) + " split of " + file.path().string(),
+                    split == Split::kVal ? "lower model.block_size or raise data.val_fraction"
+                                         : "lower model.block_size or use a larger corpus") {}
+
+WindowSampler::WindowSampler(const ShardedDataset& dataset, Split split, int64_t block_size, uint64_t seed)
+    : WindowSampler(dataset.split(split), block_size, seed,
+                    std::string(split_name(split)) + " split of " + dataset.path().string(),
                     split == Split::kVal ? "lower model.block_size or raise data.val_fraction"
                                          : "lower model.block_size or use a larger corpus") {}
 

@@ -1,4 +1,5 @@
-// WindowSampler: random windows of block_size + 1 tokens from a TokenSpan, as (x, y) batches for
+// WindowSampler: random windows of block_size + 1 tokens from a TokenSequence (a token file's split,
+// or the shards of a sharded dataset's split), as (x, y) batches for
 // next-token prediction. The generator is counter-based (splitmix64 of (seed, draw index)), so
 // the whole sampler state is position() = the number of windows drawn: a checkpoint stores it and
 // set_position() resumes the exact stream. batch_at() gives fixed batches for evaluation that do
@@ -11,9 +12,11 @@
 #include <string>
 
 #include "hwtrain/data/token_file.h"
-#include "hwtrain/data/token_span.h"
+#include "hwtrain/data/token_sequence.h"
 
 namespace hwt {
+
+class ShardedDataset;
 
 struct Batch {
   torch::Tensor x_BT;  // int64 token ids
@@ -24,10 +27,12 @@ class WindowSampler {
  public:
   // `what` names the tokens in errors ("validation split of data/x.hwt"), `hint` says what to
   // change. DataError when the span has fewer than block_size + 1 tokens.
-  WindowSampler(TokenSpan tokens, int64_t block_size, uint64_t seed, std::string what = "token span",
+  WindowSampler(TokenSequence tokens, int64_t block_size, uint64_t seed, std::string what = "token span",
                 std::string hint = "lower model.block_size");
   // A sampler over one split of `file`, with the matching message and hint.
   WindowSampler(const TokenFile& file, Split split, int64_t block_size, uint64_t seed);
+  // A sampler over one split of a dataset (all its shards), with the matching message and hint.
+  WindowSampler(const ShardedDataset& dataset, Split split, int64_t block_size, uint64_t seed);
 
   // Fills x_BT, y_BT (CPU int64, [batch_size, block_size]) with the next batch_size windows and
   // advances position() by batch_size. The tensors are reused when they already have that shape,
@@ -48,12 +53,12 @@ class WindowSampler {
   int64_t block_size() const { return block_size_; }
   uint64_t seed() const { return seed_; }
   int64_t num_start_offsets() const { return tokens_.size() - block_size_; }
-  const TokenSpan& tokens() const { return tokens_; }
+  const TokenSequence& tokens() const { return tokens_; }
 
  private:
   void fill(int64_t first_draw, int64_t batch_size, torch::Tensor& x_BT, torch::Tensor& y_BT) const;
 
-  TokenSpan tokens_;
+  TokenSequence tokens_;
   int64_t block_size_;
   uint64_t seed_;
   int64_t position_ = 0;

@@ -56,8 +56,8 @@ struct LrPlateauConfig {
   double factor = 0.5;       // halving: gentler than PyTorch's 0.1 for runs of a few thousand steps
   int64_t patience = 2;      // checks without improvement before reducing
   double min_delta = 0.0;
-  double min_lr = 1e-5;      // floor of the effective learning rate (train.lr x scale)
-  int64_t cooldown = 0;      // checks after a reduction during which no new reduction is counted
+  double min_lr = 1e-5;  // floor of the effective learning rate (train.lr x scale)
+  int64_t cooldown = 0;  // checks after a reduction during which no new reduction is counted
 
   template <class V>
   void visit(V& v) {
@@ -75,7 +75,8 @@ struct LrPlateauConfig {
     if (!(factor > 0 && factor < 1)) {
       throw ConfigError("config: lr_plateau.factor = " + std::to_string(factor) + " must be in (0, 1), e.g. 0.5");
     }
-    if (patience < 1) throw ConfigError("config: lr_plateau.patience = " + std::to_string(patience) + " must be at least 1");
+    if (patience < 1)
+      throw ConfigError("config: lr_plateau.patience = " + std::to_string(patience) + " must be at least 1");
     if (!(min_delta >= 0)) throw ConfigError("config: lr_plateau.min_delta must be >= 0");
     if (!(min_lr >= 0)) throw ConfigError("config: lr_plateau.min_lr must be >= 0");
     if (cooldown < 0) throw ConfigError("config: lr_plateau.cooldown = " + std::to_string(cooldown) + " must be >= 0");

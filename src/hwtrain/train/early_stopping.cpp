@@ -33,10 +33,10 @@ void EarlyStopping::check(TrainerControl& t, double value, int64_t step) {
   }
   if (watch_.checks_without_improvement() < options_.patience) return;
   stopped_ = true;
-  const std::string reason =
-      fmt::format("early stopping: {} did not improve by more than {} for {} {} (best {:.6g} at step {})",
-                  watch_.monitor(), options_.min_delta, options_.patience,
-                  watch_.watches_evaluations() ? "evaluations" : "steps", watch_.best().value_or(kUnknown), watch_.best_step());
+  const std::string reason = fmt::format(
+      "early stopping: {} did not improve by more than {} for {} {} (best {:.6g} at step {})", watch_.monitor(),
+      options_.min_delta, options_.patience, watch_.watches_evaluations() ? "evaluations" : "steps",
+      watch_.best().value_or(kUnknown), watch_.best_step());
   if (options_.restore_best_weights && !best_weights_.empty()) {
     t.restore_weights(best_weights_);
     best_weights_.clear();

@@ -53,7 +53,8 @@ void ReduceLROnPlateau::check(TrainerControl& t, double value, int64_t step) {
   reductions_.push_back({step, old_scale, new_scale});
   cooldown_left_ = options_.cooldown;
   log_info("lr_plateau: {} did not improve for {} checks (best {:.6g} at step {}); learning rate x{:g} -> scale {:.4g}",
-           watch_.monitor(), options_.patience, watch_.best().value_or(kUnknown), watch_.best_step(), options_.factor, new_scale);
+           watch_.monitor(), options_.patience, watch_.best().value_or(kUnknown), watch_.best_step(), options_.factor,
+           new_scale);
 }
 
 }  // namespace hwt

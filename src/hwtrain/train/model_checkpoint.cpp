@@ -117,7 +117,10 @@ fs::path link_checkpoint_as(const fs::path& checkpoint, const std::string& name)
 }
 
 void TimeBudgetStopper::on_step_end(TrainerControl& t, const StepMetrics&) {
-  if (seconds_ > 0 && t.elapsed_seconds() >= seconds_) {
+  if (seconds_ <= 0) return;
+  bool over = t.elapsed_seconds() >= seconds_;
+  if (agree_) over = agree_(over);
+  if (over) {
     t.request_stop("time budget of " + std::to_string(static_cast<int64_t>(seconds_)) + " s reached");
   }
 }

@@ -6,6 +6,7 @@
 // (loss) is compared at each scheduled save, and the best of those is kept.
 // Also TimeBudgetStopper, which stops training after a number of seconds.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -16,11 +17,11 @@
 namespace hwt {
 
 struct ModelCheckpointOptions {
-  int64_t every_steps = 0;     // 0 = off
-  double every_minutes = 0;    // 0 = off
+  int64_t every_steps = 0;   // 0 = off
+  double every_minutes = 0;  // 0 = off
   bool save_final = true;
-  std::string monitor;         // "" = no best tracking; else a metric name such as val_loss
-  std::string mode = "min";    // min | max
+  std::string monitor;       // "" = no best tracking; else a metric name such as val_loss
+  std::string mode = "min";  // min | max
 };
 
 // The options of the [checkpoint] table.
@@ -58,12 +59,16 @@ std::filesystem::path link_checkpoint_as(const std::filesystem::path& checkpoint
 // Stops training once the elapsed time reaches `seconds` (0 = no limit).
 class TimeBudgetStopper : public Callback {
  public:
-  explicit TimeBudgetStopper(double seconds) : seconds_(seconds) {}
+  // `agree` (data-parallel runs) turns each rank's verdict into one all ranks share, so that
+  // they stop at the same step rather than leave the others waiting in a collective.
+  explicit TimeBudgetStopper(double seconds, std::function<bool(bool)> agree = {})
+      : seconds_(seconds), agree_(std::move(agree)) {}
   std::string name() const override { return "time_budget"; }
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
 
  private:
   double seconds_;
+  std::function<bool(bool)> agree_;
 };
 
 }  // namespace hwt

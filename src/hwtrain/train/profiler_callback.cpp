@@ -62,11 +62,15 @@ void ProfilerCallback::start_operators(int64_t first_step) {
 void ProfilerCallback::on_step_end(TrainerControl&, const StepMetrics& m) {
   if (finished_) return;
   if (options_.steps.contains(m.step)) add_step(m);
-  if (m.step + 1 == options_.steps.first) start_operators(m.step + 1);
   if (m.step >= options_.steps.last) {
     finish();
-  } else if (profiler_ && options_.steps.contains(m.step + 1)) {
-    profiler_->begin_step(m.step + 1);
+    return;
+  }
+  const int64_t next = m.step + 1;
+  if (next == options_.steps.first) {
+    start_operators(next);  // begins step `next` too
+  } else if (profiler_ && options_.steps.contains(next)) {
+    profiler_->begin_step(next);
   }
 }
 
@@ -95,7 +99,8 @@ void ProfilerCallback::add_step(const StepMetrics& m) {
   trace_.add_counter("loss", end, {{"loss", m.loss}});
   trace_.add_counter("tokens/s", end, {{"tokens_per_second", m.tokens_per_second}});
   trace_.add_counter("memory", end,
-                     {{"rss_bytes", m.rss_bytes}, {"device_allocated_bytes", m.device_allocated_bytes},
+                     {{"rss_bytes", m.rss_bytes},
+                      {"device_allocated_bytes", m.device_allocated_bytes},
                       {"device_reserved_bytes", m.device_reserved_bytes}});
 }
 
@@ -116,10 +121,10 @@ void ProfilerCallback::finish() {
   }
   const auto path = run_dir_ / rank_file_name(kPhaseTraceFile, options_.rank);
   try {
+    std::filesystem::create_directories(run_dir_);
     trace_.write(path);
     phase_trace_path_ = path;
-    log_info("profiler: step-phase trace {} ({} steps); open it in https://ui.perfetto.dev", path.string(),
-             num_steps_);
+    log_info("profiler: step-phase trace {} ({} steps); open it in https://ui.perfetto.dev", path.string(), num_steps_);
   } catch (const std::exception& e) {
     log_warn("profiler: could not write {}: {}", path.string(), e.what());
   }

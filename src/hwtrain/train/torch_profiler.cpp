@@ -70,8 +70,14 @@ bool TorchProfiler::stop_and_save(const std::filesystem::path& path) {
       return false;
     }
     // Kineto writes the file itself; a temporary name and a rename keep readers from a partial one.
+    std::filesystem::create_directories(path.parent_path());
     const auto tmp = temp_sibling(path);
     result->save(tmp.string());
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(tmp, ec)) {  // Kineto logs its own failures, throws none
+      log_warn("profiler: LibTorch could not write the operator trace {}", path.string());
+      return false;
+    }
     std::filesystem::rename(tmp, path);
     log_info("profiler: operator trace {} ({} events)", path.string(), result->events().size());
     return true;

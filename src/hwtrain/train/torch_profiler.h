@@ -16,9 +16,9 @@ class RecordFunction;
 namespace hwt {
 
 struct TorchProfilerOptions {
-  bool record_memory = true;  // allocation events ([memory] in the trace; peaks in the report)
-  bool record_shapes = false; // input shapes per operator: larger traces, slower profiling
-  bool cuda = true;           // also GPU kernels when CUDA is available
+  bool record_memory = true;   // allocation events ([memory] in the trace; peaks in the report)
+  bool record_shapes = false;  // input shapes per operator: larger traces, slower profiling
+  bool cuda = true;            // also GPU kernels when CUDA is available
 };
 
 class TorchProfiler {

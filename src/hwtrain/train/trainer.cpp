@@ -149,6 +149,7 @@ StepMetrics Trainer::train_step() {
   y_NT = y_NT.narrow(0, rank_ * per_rank, per_rank);
   m.data_wait_seconds = seconds_since(step_start);
 
+  m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const torch::Tensor rng_at_start = cpu_rng_state();
   double loss = 0;
   for (;;) {
@@ -195,6 +196,7 @@ StepMetrics Trainer::train_step() {
   ++step_;
   const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
   tokens_seen_ += tokens;
+  if (loss_mean_) loss = loss_mean_(loss);
   m.loss = loss;
   m.lr = lr;
   m.grad_norm = grad_norm;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -42,6 +43,8 @@ class Trainer : public TrainerControl {
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
   void set_gradient_sync(std::shared_ptr<GradientSync> sync) { grad_sync_ = std::move(sync); }
+  // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
+  void set_loss_reducer(std::function<double(double)> mean) { loss_mean_ = std::move(mean); }
   // Restores weights, optimizer, scaler, RNG, sampler and counters from a checkpoint directory.
   void resume_from(const std::filesystem::path& checkpoint);
   // Test hook: the forward of step `step` (0-based) throws OutOfMemoryError once.
@@ -91,6 +94,7 @@ class Trainer : public TrainerControl {
   std::unique_ptr<WindowSampler> train_sampler_;
   std::unique_ptr<WindowSampler> val_sampler_;
   std::shared_ptr<GradientSync> grad_sync_;
+  std::function<double(double)> loss_mean_;
   CallbackList callbacks_;
 
   int64_t step_ = 0;

@@ -1,0 +1,172 @@
+#include "hwtrain/data/manifest.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+[[noreturn]] void bad(const fs::path& file, const std::string& what) {
+  throw DataError("manifest " + file.string() + ": " + what + "; re-run hwtrain prepare");
+}
+
+template <class T>
+T field(const json& j, const char* key, const fs::path& file) {
+  auto it = j.find(key);
+  if (it == j.end()) bad(file, std::string("missing field '") + key + "'");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    bad(file, std::string("field '") + key + "' has the wrong type (" + it->type_name() + ")");
+  }
+}
+
+}  // namespace
+
+json DatasetManifest::to_json() const {
+  json shard_list = json::array();
+  for (const ShardRecord& s : shards) {
+    shard_list.push_back({{"file", s.file},
+                          {"split", s.split == Split::kTrain ? "train" : "val"},
+                          {"index", s.index},
+                          {"tokens", s.num_tokens},
+                          {"documents", s.num_documents},
+                          {"bytes", s.bytes},
+                          {"crc32c", s.crc32c},
+                          {"block_crc32c", s.block_crc32c}});
+  }
+  return {{"format", "hwtrain-dataset"},
+          {"version", version},
+          {"created_by", created_by},
+          {"fingerprint", hex64(fingerprint)},
+          {"tokenizer", tokenizer},
+          {"tokenizer_name", tokenizer_name},
+          {"vocab_size", vocab_size},
+          {"dtype", dtype_name(dtype)},
+          {"shard_tokens", shard_tokens},
+          {"checksum_block_bytes", kChecksumBlockBytes},
+          {"split",
+           {{"val_fraction", val_fraction},
+            {"seed", split_seed},
+            {"train_tokens", num_train_tokens},
+            {"val_tokens", num_val_tokens},
+            {"train_documents", num_train_documents},
+            {"val_documents", num_val_documents}}},
+          {"shards", shard_list},
+          {"sources", sources},
+          {"options", options}};
+}
+
+DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) {
+  if (!j.is_object() || j.value("format", "") != "hwtrain-dataset") bad(file, "not an hwtrain dataset manifest");
+  DatasetManifest m;
+  m.version = field<int64_t>(j, "version", file);
+  if (m.version != kManifestVersion) {
+    throw DataError("manifest " + file.string() + " has version " + std::to_string(m.version) +
+                    "; this hwtrain reads version " + std::to_string(kManifestVersion) + "; re-run hwtrain prepare");
+  }
+  m.created_by = j.value("created_by", "");
+  std::string fp = field<std::string>(j, "fingerprint", file);
+  try {
+    m.fingerprint = std::stoull(fp, nullptr, 16);
+  } catch (const std::exception&) {
+    bad(file, "fingerprint '" + fp + "' is not hexadecimal");
+  }
+  m.tokenizer = field<json>(j, "tokenizer", file);
+  m.tokenizer_name = field<std::string>(j, "tokenizer_name", file);
+  m.vocab_size = field<int64_t>(j, "vocab_size", file);
+  std::string dtype = field<std::string>(j, "dtype", file);
+  if (dtype == "uint16") {
+    m.dtype = TokenDtype::kUInt16;
+  } else if (dtype == "uint32") {
+    m.dtype = TokenDtype::kUInt32;
+  } else {
+    bad(file, "dtype '" + dtype + "'; valid: uint16, uint32");
+  }
+  if (m.vocab_size < 1 || m.vocab_size > (int64_t{1} << 32)) bad(file, "vocab_size " + std::to_string(m.vocab_size));
+  if (m.dtype == TokenDtype::kUInt16 && m.vocab_size > 65536) {
+    bad(file, "a vocabulary of " + std::to_string(m.vocab_size) + " does not fit its uint16 tokens (at most 65536)");
+  }
+  if (field<uint64_t>(j, "checksum_block_bytes", file) != kChecksumBlockBytes) {
+    bad(file, "checksum_block_bytes is not " + std::to_string(kChecksumBlockBytes));
+  }
+  m.shard_tokens = j.value("shard_tokens", int64_t{0});
+  json split = field<json>(j, "split", file);
+  m.val_fraction = field<double>(split, "val_fraction", file);
+  m.split_seed = field<int64_t>(split, "seed", file);
+  m.num_train_tokens = field<int64_t>(split, "train_tokens", file);
+  m.num_val_tokens = field<int64_t>(split, "val_tokens", file);
+  m.num_train_documents = field<int64_t>(split, "train_documents", file);
+  m.num_val_documents = field<int64_t>(split, "val_documents", file);
+  json shard_list = field<json>(j, "shards", file);
+  if (!shard_list.is_array() || shard_list.empty()) bad(file, "no shards listed");
+  int64_t tokens[2] = {0, 0};
+  bool seen_val = false;
+  for (const json& s : shard_list) {
+    ShardRecord r;
+    r.file = field<std::string>(s, "file", file);
+    if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.') {
+      bad(file, "shard file name '" + r.file + "' is not a plain file name in the dataset directory");
+    }
+    std::string sp = field<std::string>(s, "split", file);
+    if (sp != "train" && sp != "val") bad(file, "shard " + r.file + " has split '" + sp + "'; valid: train, val");
+    r.split = sp == "train" ? Split::kTrain : Split::kVal;
+    if (r.split == Split::kTrain && seen_val) bad(file, "train shard " + r.file + " listed after validation shards");
+    seen_val = seen_val || r.split == Split::kVal;
+    r.index = field<uint32_t>(s, "index", file);
+    if (r.index != m.shards.size()) bad(file, "shard " + r.file + " has index " + std::to_string(r.index) + " at position " + std::to_string(m.shards.size()));
+    r.num_tokens = field<int64_t>(s, "tokens", file);
+    r.num_documents = field<int64_t>(s, "documents", file);
+    r.bytes = field<uint64_t>(s, "bytes", file);
+    r.crc32c = field<uint32_t>(s, "crc32c", file);
+    r.block_crc32c = field<std::vector<uint32_t>>(s, "block_crc32c", file);
+    if (r.num_tokens < 1) bad(file, "shard " + r.file + " has " + std::to_string(r.num_tokens) + " tokens");
+    tokens[r.split == Split::kTrain ? 0 : 1] += r.num_tokens;
+    m.shards.push_back(std::move(r));
+  }
+  if (tokens[0] != m.num_train_tokens || tokens[1] != m.num_val_tokens) {
+    bad(file, "shards hold " + std::to_string(tokens[0]) + " train + " + std::to_string(tokens[1]) +
+                  " validation tokens, the split says " + std::to_string(m.num_train_tokens) + " + " +
+                  std::to_string(m.num_val_tokens));
+  }
+  m.sources = j.value("sources", json::array());
+  m.options = j.value("options", json::object());
+  return m;
+}
+
+bool has_manifest(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::is_regular_file(dir / kManifestFile, ec);
+}
+
+void write_manifest(const fs::path& dir, const DatasetManifest& manifest) {
+  write_file_atomic(dir / kManifestFile, manifest.to_json().dump(1) + "\n");
+}
+
+DatasetManifest read_manifest(const fs::path& dir) {
+  const fs::path file = dir / kManifestFile;
+  std::string text;
+  try {
+    text = read_file(file);
+  } catch (const IoError& e) {
+    throw DataError(std::string(e.what()) + "; a dataset directory needs the manifest.json hwtrain prepare writes last");
+  }
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad(file, "not valid JSON (" + std::to_string(text.size()) + " bytes)");
+  return DatasetManifest::from_json(j, file);
+}
+
+}  // namespace hwt

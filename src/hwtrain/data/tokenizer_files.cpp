@@ -1,0 +1,91 @@
+#include "hwtrain/data/tokenizer_files.h"
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/data/byte_tokenizer.h"
+#include "hwtrain/data/sentencepiece_tokenizer.h"
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+nlohmann::json describe_tokenizer(const Tokenizer& tok) {
+  nlohmann::json j = {{"name", tok.name()}, {"vocab_size", tok.vocab_size()}, {"eot_id", tok.eot_id()}};
+  if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
+    j["type"] = "sentencepiece";
+    j["file"] = kTokenizerModelFile;
+    j["num_pieces"] = spm->num_pieces();
+  } else {
+    j["type"] = tok.is_byte_level() ? "byte" : "unknown";
+  }
+  return j;
+}
+
+void save_tokenizer(const Tokenizer& tok, const fs::path& dir, const nlohmann::json& extra) {
+  nlohmann::json j = describe_tokenizer(tok);
+  if (j["type"] == "unknown") {
+    throw ConfigError("tokenizer '" + tok.name() + "' cannot be saved: only byte and SentencePiece tokenizers can");
+  }
+  for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
+  ensure_writable_dir(dir);
+  if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
+    write_file_atomic(dir / kTokenizerModelFile, spm->model_bytes());
+  }
+  write_file_atomic(dir / kTokenizerJsonFile, j.dump(2) + "\n");
+}
+
+bool has_tokenizer_files(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kTokenizerJsonFile, ec);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
+  const fs::path json_path = dir / kTokenizerJsonFile;
+  std::string text;
+  try {
+    text = read_file(json_path);
+  } catch (const IoError& e) {
+    throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.contains("type") || !j["name"].is_string() ||
+      !j["type"].is_string()) {
+    throw DataError(json_path.string() + " is not a tokenizer description (it needs string fields name and type)");
+  }
+  const std::string type = j["type"], name = j["name"];
+  std::unique_ptr<Tokenizer> tok;
+  if (type == "byte") {
+    tok = std::make_unique<ByteTokenizer>();
+  } else if (type == "sentencepiece") {
+    const fs::path model = dir / j.value("file", std::string(kTokenizerModelFile));
+    std::string bytes;
+    try {
+      bytes = read_file(model);
+    } catch (const IoError& e) {
+      throw DataError(json_path.string() + " names the SentencePiece model " + model.string() +
+                      ", which cannot be read (" + e.what() + ")");
+    }
+    try {
+      tok = std::make_unique<SentencePieceTokenizer>(std::move(bytes), model.string());
+    } catch (const ConfigError& e) {
+      throw DataError(e.what());
+    }
+  } else {
+    throw DataError(json_path.string() + ": tokenizer type '" + type + "' is unknown; valid: byte, sentencepiece");
+  }
+  if (tok->name() != name) {
+    throw DataError(json_path.string() + " describes tokenizer '" + name + "' but its model file is '" + tok->name() +
+                    "' (the model was replaced); copy the matching tokenizer.model back or re-run hwtrain prepare");
+  }
+  if (j.contains("vocab_size") && j["vocab_size"] != tok->vocab_size()) {
+    throw DataError(json_path.string() + " says vocab_size " + j["vocab_size"].dump() + " but the tokenizer has " +
+                    std::to_string(tok->vocab_size()));
+  }
+  if (j.contains("eot_id") && j["eot_id"] != tok->eot_id()) {
+    throw DataError(json_path.string() + " says eot_id " + j["eot_id"].dump() + " but the tokenizer has " +
+                    std::to_string(tok->eot_id()));
+  }
+  return tok;
+}
+
+}  // namespace hwt

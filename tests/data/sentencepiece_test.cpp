@@ -1,0 +1,157 @@
+// SentencePiece: training, encoding round trips, tokenizer files, and datasets that carry them.
+#include <gtest/gtest.h>
+
+#include "data_test_util.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/data/prepare.h"
+#include "hwtrain/data/sentencepiece_tokenizer.h"
+#include "hwtrain/data/sharded_dataset.h"
+#include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/data/tokenizer_trainer.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+using testing::TempDir;
+
+// A tiny model: 100 pieces, trained in well under a second.
+TokenizerTrainStats train_tiny(const TempDir& dir, const std::string& out, const std::string& type = "bpe",
+                               uint64_t corpus_seed = 1) {
+  fs::path corpus = dir.write("corpus-" + std::to_string(corpus_seed) + ".txt", testing::generated_corpus(400, true, corpus_seed));
+  TokenizerTrainOptions o;
+  o.vocab_size = 100;
+  o.model_type = type;
+  o.character_coverage = 1.0;
+  o.read.document_separator = "%";
+  o.num_threads = 1;
+  return train_tokenizer({corpus}, dir / out, o);
+}
+
+TEST(SentencePiece, TrainsAndRoundTripsText) {
+  TempDir dir;
+  TokenizerTrainStats st = train_tiny(dir, "tok");
+  EXPECT_TRUE(fs::exists(dir / "tok" / kTokenizerModelFile));
+  EXPECT_TRUE(fs::exists(dir / "tok" / kTokenizerJsonFile));
+  EXPECT_EQ(st.name.rfind("spm:", 0), 0u);
+  EXPECT_EQ(st.name.size(), 4u + 16u);
+  EXPECT_EQ(st.num_documents, 400);
+  auto tok = make_tokenizer((dir / "tok" / kTokenizerModelFile).string());
+  EXPECT_EQ(tok->name(), st.name);
+  EXPECT_EQ(tok->vocab_size(), 100);
+  EXPECT_EQ(tok->eot_id(), 1);
+  EXPECT_FALSE(tok->is_byte_level());
+  const std::string text = "The lazy dog runs far away.\nA small town  of stone.\n";
+  std::vector<int32_t> ids = tok->encode(text);
+  EXPECT_LT(ids.size(), text.size()) << "BPE merges must shorten the text";
+  for (int32_t id : ids) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, tok->vocab_size());
+    EXPECT_NE(id, tok->eot_id()) << "encode never produces end-of-text";
+  }
+  EXPECT_EQ(tok->decode(ids), text);
+  ids.push_back(tok->eot_id());
+  ids.push_back(5000);  // a padded-vocabulary id a model may sample
+  EXPECT_EQ(tok->decode(ids), text + "\n\xEF\xBF\xBD");
+}
+
+TEST(SentencePiece, DirectoriesLoadAndTheNameFollowsTheModel) {
+  TempDir dir;
+  TokenizerTrainStats bpe = train_tiny(dir, "bpe");
+  TokenizerTrainStats uni = train_tiny(dir, "uni", "unigram");
+  EXPECT_NE(bpe.name, uni.name);
+  auto a = make_tokenizer((dir / "bpe").string());
+  EXPECT_EQ(a->name(), bpe.name);
+  auto b = load_tokenizer(dir / "uni");
+  EXPECT_EQ(b->name(), uni.name);
+  EXPECT_EQ(b->decode(b->encode("Glass houses.\n")), "Glass houses.\n");
+  // A model swapped under its tokenizer.json is caught.
+  fs::copy_file(dir / "uni" / kTokenizerModelFile, dir / "bpe" / kTokenizerModelFile, fs::copy_options::overwrite_existing);
+  testing::expect_data_error([&] { load_tokenizer(dir / "bpe"); }, {"was replaced"});
+  EXPECT_THROW(make_tokenizer((dir / "missing.model").string()), ConfigError);
+  dir.write("junk.model", "not a model");
+  EXPECT_THROW(make_tokenizer((dir / "junk.model").string()), ConfigError);
+}
+
+TEST(SentencePiece, InvalidUtf8IsReportedNotMangled) {
+  TempDir dir;
+  train_tiny(dir, "tok");
+  auto tok = make_tokenizer((dir / "tok").string());
+  testing::expect_data_error([&] { tok->encode("ok \xC3\x28 bad"); }, {"invalid UTF-8 at byte offset 3"});
+  std::string text = testing::generated_corpus(30);
+  const size_t at = text.size();
+  text += "bad \xFF byte\n%\n";
+  dir.write("bad.txt", text);
+  PrepareOptions o;
+  o.tokenizer = (dir / "tok").string();
+  o.document_separator = "%";
+  o.progress = false;
+  testing::expect_data_error([&] { prepare({dir / "bad.txt"}, dir / "ds", o); },
+                             {"invalid UTF-8 in " + (dir / "bad.txt").string() + " at byte offset " + std::to_string(at + 4),
+                              "--tokenizer byte"});
+}
+
+TEST(SentencePiece, DatasetCarriesItsTokenizerAndRefusesOthers) {
+  TempDir dir;
+  TokenizerTrainStats st = train_tiny(dir, "tok");
+  train_tiny(dir, "other", "bpe", 2);
+  const std::string text = testing::generated_corpus(100);
+  dir.write("c.txt", text);
+  PrepareOptions o;
+  o.tokenizer = (dir / "tok").string();
+  o.document_separator = "%";
+  o.val_fraction = 0.2;
+  o.shard_tokens = 300;
+  o.progress = false;
+  prepare({dir / "c.txt"}, dir / "ds", o);
+  EXPECT_EQ(read_file(dir / "ds" / kTokenizerModelFile), read_file(dir / "tok" / kTokenizerModelFile));
+  ShardedDataset ds(dir / "ds");
+  EXPECT_EQ(ds.tokenizer_name(), st.name);
+  EXPECT_EQ(ds.vocab_size(), 100);
+  EXPECT_GT(ds.num_shards(), 2u);
+  // The dataset's own tokenizer decodes its tokens back to the documents.
+  auto tok = dataset_tokenizer(ds, "byte");  // the default spec defers to the dataset's tokenizer
+  EXPECT_EQ(tok->name(), st.name);
+  std::vector<int64_t> all = testing::to_vector(ds.train());
+  std::string decoded = tok->decode(std::vector<int32_t>(all.begin(), all.end()));
+  EXPECT_NE(decoded.find("\n"), std::string::npos);
+  EXPECT_EQ(decoded.find("%"), std::string::npos);
+  EXPECT_NE(text.find(decoded.substr(0, 40)), std::string::npos) << decoded.substr(0, 40);
+  EXPECT_EQ(dataset_tokenizer(ds, (dir / "tok").string())->name(), st.name);
+  testing::expect_data_error([&] { dataset_tokenizer(ds, (dir / "other").string()); },
+                             {"was prepared with tokenizer '" + st.name + "'"});
+  // A checkpoint gets the same files.
+  copy_tokenizer_files(ds, "byte", dir / "ckpt");
+  EXPECT_EQ(load_tokenizer(dir / "ckpt")->name(), st.name);
+  // A single token file names its tokenizer; the spec must match it.
+  o.shard_tokens = 0;
+  prepare({dir / "c.txt"}, dir / "one.hwt", o);
+  ShardedDataset one(dir / "one.hwt");
+  EXPECT_EQ(one.tokenizer_name(), st.name);
+  EXPECT_THROW(dataset_tokenizer(one, "byte"), DataError);
+  EXPECT_EQ(dataset_tokenizer(one, (dir / "tok" / kTokenizerModelFile).string())->name(), st.name);
+}
+
+TEST(SentencePiece, ByteTokenizerFilesRoundTrip) {
+  TempDir dir;
+  save_tokenizer(*make_tokenizer("byte"), dir / "t");
+  EXPECT_FALSE(fs::exists(dir / "t" / kTokenizerModelFile));
+  auto tok = load_tokenizer(dir / "t");
+  EXPECT_EQ(tok->name(), "byte");
+  EXPECT_EQ(tok->vocab_size(), 257);
+  testing::expect_data_error([&] { load_tokenizer(dir / "none"); }, {"no tokenizer in"});
+}
+
+TEST(SentencePiece, TrainingErrorsAreClear) {
+  TempDir dir;
+  dir.write("empty.txt", "");
+  TokenizerTrainOptions o;
+  o.vocab_size = 100;
+  testing::expect_data_error([&] { train_tokenizer({dir / "empty.txt"}, dir / "t", o); }, {"is empty"});
+  o.model_type = "wordpiece";
+  EXPECT_THROW(train_tokenizer({dir / "empty.txt"}, dir / "t", o), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt
