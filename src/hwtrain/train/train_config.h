@@ -8,7 +8,8 @@ namespace hwt {
 
 struct TrainConfig {
   int64_t max_steps = 3000;      // optimizer steps; the run also stops at time_budget
-  double time_budget = 240.0;    // seconds of training (evaluation included); 0 = no limit
+  double time_budget = 285.0;    // seconds of training (evaluation included); 0 = no limit. 285 s: the
+                                 // default run then reaches val_loss < 2.0 within 5 minutes on 2 cores
   int64_t micro_batch_size = 16; // sequences per forward/backward (the planner may change it unless set)
   int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
   double lr = 2e-3;              // peak learning rate (small models tolerate a high one)
