@@ -66,6 +66,7 @@ TEST_F(Cli, TrainResumeGenerateEval) {
   EXPECT_NE(r.output.find("checkpoint written to"), std::string::npos);
   EXPECT_NE(r.output.find("[model]"), std::string::npos);  // the resolved config is printed
   EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004" / "tokenizer.json"));
   EXPECT_TRUE(fs::exists(dir / "run1" / "report.html"));
   EXPECT_TRUE(fs::exists(dir / "run1" / "metrics.jsonl"));
 
@@ -151,8 +152,23 @@ TEST_F(Cli, BadResumeAndOutputLeaveCheckpointsIntact) {
   expect_error(run("train --data corpus " + common() + " --out afile/sub", dir.path()), "afile");
 }
 
+TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {
+  Result r = run("profile --data corpus " + common() + " --steps 5 --top 5 --out prof", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "prof" / "trace.json"));
+  EXPECT_NE(r.output.find("forward"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("aten::"), std::string::npos) << r.output;  // operator-level events
+  // The profile of an existing run directory, and one without a profile.
+  r = run("profile prof --top 3", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("aten::"), std::string::npos) << r.output;
+  fs::create_directories(dir / "noprof");
+  expect_error(run("profile noprof", dir.path()), "--profile-steps");
+}
+
 TEST_F(Cli, HelpForEverySubcommand) {
-  for (const char* sub : {"train", "prepare", "generate", "eval", "doctor", "plan", "report"}) {
+  for (const char* sub : {"train", "prepare", "tokenizer", "generate", "eval", "doctor", "plan", "report", "profile",
+                          "launch"}) {
     Result r = run(std::string(sub) + " --help", dir.path());
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
   }

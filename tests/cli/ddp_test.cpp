@@ -1,5 +1,6 @@
 // Data parallelism end to end through `hwtrain launch`: 2 ranks with micro-batch B give the same
-// losses over 20 steps as 1 rank with micro-batch 2B (fp32, gradient accumulation on).
+// losses over 20 steps as 1 rank with micro-batch 2B (fp32, gradient accumulation on), with plain
+// DDP and with ZeRO-1 (whose checkpoint, gathered on rank 0, must resume in a single process).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 
 #include "support/temp_dir.h"
 
@@ -31,26 +33,84 @@ int run(const std::string& args, const std::filesystem::path& cwd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(DataParallel, TwoRanksMatchOneRankWithTwiceTheBatch) {
+struct TwoRanks : ::testing::TestWithParam<bool> {};  // ZeRO-1 on or off
+
+TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
+  const bool zero1 = GetParam();
   testing::TempDir dir;
   std::string text;
   for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
   dir.write("corpus/a.txt", text);
   const std::string common =
       "--data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
-      "--set train.max_steps=20 --set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
+      "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
       "--set train.time_budget=0 --set optimization.mixed_precision_dtype=fp32 --set train.grad_accum_steps=2 "
       "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
-      "--set checkpoint.save_final=false --set optimization.intra_op_threads=1";
-  ASSERT_EQ(run("train " + common + " --set train.micro_batch_size=4 --out one", dir.path()), 0);
-  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port 29617 -- train " + common +
-                    " --set train.micro_batch_size=2 --out two",
+      "--set optimization.intra_op_threads=1";
+  const std::string steps = " --set train.max_steps=20 --set checkpoint.save_final=" + std::string(zero1 ? "true" : "false");
+  ASSERT_EQ(run("train " + common + steps + " --set train.micro_batch_size=4 --out one", dir.path()), 0);
+  const int port = zero1 ? 29619 : 29617;
+  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common + steps +
+                    " --set train.micro_batch_size=2 --set dist.zero1=" + (zero1 ? "true" : "false") + " --out two",
                 dir.path()),
             0);
   auto a = losses(dir / "one" / "metrics.jsonl"), b = losses(dir / "two" / "metrics.jsonl");
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  if (!zero1) return;
+  // Rank 0 gathered both shards: one process resumes and continues like the single-rank run.
+  ASSERT_EQ(run("train " + common + " --set train.max_steps=22 --set checkpoint.save_final=false"
+                    " --set train.micro_batch_size=4 --resume two",
+                dir.path()),
+            0);
+  ASSERT_EQ(run("train " + common + " --set train.max_steps=22 --set checkpoint.save_final=false"
+                    " --set train.micro_batch_size=4 --resume one",
+                dir.path()),
+            0);
+  auto a2 = losses(dir / "one" / "metrics.jsonl"), b2 = losses(dir / "two" / "metrics.jsonl");
+  ASSERT_EQ(a2.size(), 22u);
+  ASSERT_EQ(b2.size(), 22u);
+  for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(DataParallel, TwoRanks, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Zero1" : "Ddp"; });
+
+// A rank of a real training run killed mid-run, as under torchrun (no launcher to notice): the
+// survivor must stop non-zero within dist.timeout, naming the dead rank.
+TEST(DataParallel, KilledRankStopsTheOtherWithinTheTimeout) {
+  testing::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
+  dir.write("corpus/a.txt", text);
+  const std::string args =
+      "train --data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
+      "--set train.max_steps=1000000 --set train.eval_interval=0 --set train.sample_tokens=0 "
+      "--set train.log_interval=1 --set log.progress=lines --set train.time_budget=0 --set log.report=false "
+      "--set checkpoint.save_final=false --set optimization.intra_op_threads=1 --set dist.timeout=10 --out run";
+  dir.write("kill.sh",
+            "export MASTER_ADDR=127.0.0.1 MASTER_PORT=29623 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2\n"
+            "RANK=0 LOCAL_RANK=0 " + std::string(HWTRAIN_BINARY) + " " + args + " > r0.log 2>&1 & P0=$!\n"
+            "RANK=1 LOCAL_RANK=1 " + std::string(HWTRAIN_BINARY) + " " + args + " > r1.log 2>&1 & P1=$!\n"
+            "for i in $(seq 1200); do grep -q 'step 3 |' r0.log && break; sleep 0.1; done\n"
+            "kill -KILL $P1; start=$(date +%s%N)\n"
+            "wait $P0; rc=$?\n"
+            "echo $rc $(( ($(date +%s%N) - start) / 1000000 )) > result\n");
+  const std::string cmd = "cd '" + dir.path().string() + "' && bash kill.sh";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(dir / "result");
+  int rc = 0;
+  long ms = 0;
+  ASSERT_TRUE(in >> rc >> ms);
+  const std::string log = [&] {
+    std::ifstream f(dir / "r0.log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  ASSERT_NE(log.find("step 3 |"), std::string::npos) << log;  // it was training when rank 1 died
+  EXPECT_NE(rc, 0) << log;
+  EXPECT_LT(ms, 10000 + 15000) << log;  // dist.timeout plus time to report and exit
+  EXPECT_NE(log.find("rank 1"), std::string::npos) << log;
 }
 
 }  // namespace

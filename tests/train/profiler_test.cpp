@@ -2,6 +2,8 @@
 // around real tensor work, and both from a real (tiny) training run.
 #include <gtest/gtest.h>
 
+#include "hwtrain/data/sharded_dataset.h"
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -152,7 +154,7 @@ TEST(ProfilerCallback, ProfilesARealTrainingRun) {
   for (int i = 0; i < 4000; ++i) train.push_back((i * 7 + i / 13) % 64);
   for (int i = 0; i < 400; ++i) val.push_back((i * 5) % 64);
   write_token_file(dir / "d.hwt", 64, "byte", 1, train, val);
-  auto data = std::make_shared<const TokenFile>(dir / "d.hwt");
+  auto data = std::make_shared<const ShardedDataset>(dir / "d.hwt");
   RunConfig config;
   config.model.n_layer = 1;
   config.model.n_head = 2;

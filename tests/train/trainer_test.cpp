@@ -3,46 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include "hwtrain/core/files.h"
+#include "hwtrain/data/byte_tokenizer.h"
+#include "hwtrain/data/sharded_dataset.h"
+#include "hwtrain/data/tokenizer_files.h"
+
 #include "hwtrain/train/model_checkpoint.h"
 #include "support/temp_dir.h"
+#include "trainer_fixture.h"
 
 namespace hwt {
 namespace {
 
-struct Fixture {
-  testing::TempDir dir;
-  std::shared_ptr<const TokenFile> data;
-  RunConfig config;
-  Plan plan;
-
-  Fixture() {
-    std::vector<int32_t> train, val;
-    for (int i = 0; i < 4000; ++i) train.push_back((i * 7 + i / 13) % 64);
-    for (int i = 0; i < 400; ++i) val.push_back((i * 5) % 64);
-    write_token_file(dir / "d.hwt", 64, "byte", 1, train, val);
-    data = std::make_shared<const TokenFile>(dir / "d.hwt");
-    config.model.n_layer = 2;
-    config.model.n_head = 2;
-    config.model.n_embd = 32;
-    config.model.block_size = 16;
-    config.model.vocab_size = 64;
-    config.model.dropout = 0.1;  // exercises the RNG state in checkpoints
-    config.train.max_steps = 6;
-    config.train.warmup_steps = 2;
-    config.train.eval_interval = 0;
-    config.train.eval_batches = 2;
-    config.train.lr = 1e-2;
-    config.checkpoint.keep_last = 5;
-    plan.micro_batch_size = 4;
-    plan.grad_accum_steps = 2;
-  }
-
-  std::unique_ptr<Trainer> make(const std::string& run) {
-    torch::manual_seed(config.train.seed);
-    GPT model(config.model, config.model.vocab_size);
-    return std::make_unique<Trainer>(config, plan, model, data, dir / run);
-  }
-};
+using Fixture = TrainerFixture;
 
 TEST(Trainer, SameSeedSameLosses) {
   torch::set_num_threads(1);
@@ -75,6 +48,25 @@ TEST(Trainer, ResumeGivesBitwiseIdenticalLosses) {
   second->fit();
   ASSERT_EQ(second->loss_history().size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(second->loss_history()[i], full->loss_history()[3 + i]) << "step " << 4 + i;
+}
+
+TEST(Trainer, CheckpointCarriesTokenizerAndLoaderPosition) {
+  Fixture f;
+  // A token file of the real byte tokenizer (the fixture's 64-token vocabulary matches none).
+  std::vector<int32_t> train(4000, 'a'), val(400, 'b');
+  write_token_file(f.dir / "bytes.hwt", ByteTokenizer::kVocabSize, "byte", 1, train, val);
+  f.data = std::make_shared<const ShardedDataset>(f.dir / "bytes.hwt");
+  f.config.model.vocab_size = ByteTokenizer::kVocabSize;
+  f.config.train.max_steps = 2;
+  auto t = f.make("tok");
+  t->fit();
+  auto ckpt = t->save_checkpoint();
+  ASSERT_TRUE(has_tokenizer_files(ckpt));
+  EXPECT_EQ(load_tokenizer(ckpt)->name(), "byte");
+  auto state = nlohmann::json::parse(read_file(ckpt / "trainer_state.json"));
+  // 2 steps of micro_batch * accumulation windows each, counted across all ranks
+  EXPECT_EQ(LoaderState::from_json(state.at("loader")).position, 2 * f.plan.micro_batch_size * f.plan.grad_accum_steps);
+  EXPECT_EQ(t->train_loader().state(), LoaderState::from_json(state.at("loader")));
 }
 
 TEST(Trainer, OomHalvesMicroBatchAndRedoesTheStep) {

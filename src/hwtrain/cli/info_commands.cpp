@@ -7,6 +7,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
+#include "hwtrain/data/default_corpus.h"
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/hw/doctor.h"
 #include "hwtrain/hw/hardware_preset.h"
@@ -53,7 +54,7 @@ int run_plan(const PlanArgs& a) {
   }
   if (ctx.paper) ctx.world_size = std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()));
   if (config.model.vocab_size == 0) {
-    config.model.vocab_size = resolve_vocab_size(config.model, make_tokenizer(config.data.tokenizer)->vocab_size());
+    config.model.vocab_size = resolve_vocab_size(config.model, data_vocab_size(config.data));
   }
   Plan plan = make_plan(hw, config, ctx);
   if (a.json) {

@@ -8,6 +8,7 @@
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/tokenizer.h"
+#include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/data/window_sampler.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct LoadedModel {
+  fs::path checkpoint;
   RunConfig config;
   GPT model{nullptr};
   torch::Device device = torch::kCPU;
@@ -33,6 +35,7 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
   fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
   verify_checkpoint(ckpt);
   LoadedModel m;
+  m.checkpoint = ckpt;
   m.config = resolve_config(options, ckpt);
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
@@ -67,7 +70,8 @@ struct GenerateArgs {
 int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
   LoadedModel m = load_model(a.checkpoint, a.out, {});
-  auto tokenizer = make_tokenizer(m.config.data.tokenizer);
+  // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
+  auto tokenizer = has_tokenizer_files(m.checkpoint) ? load_tokenizer(m.checkpoint) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.device);
@@ -92,8 +96,17 @@ int run_eval(const EvalArgs& a) {
     throw DataError("dataset " + data->path().string() + " has a vocabulary of " + std::to_string(data->vocab_size()) +
                     " but the checkpoint's model has " + std::to_string(m.config.model.vocab_size));
   }
+  if (has_tokenizer_files(m.checkpoint)) {
+    auto trained_with = load_tokenizer(m.checkpoint);
+    if (trained_with->name() != data->tokenizer_name()) {
+      throw DataError("checkpoint " + m.checkpoint.string() + " was trained with tokenizer '" + trained_with->name() +
+                      "' but dataset " + data->path().string() + " uses '" + data->tokenizer_name() +
+                      "'; prepare the data with the checkpoint's tokenizer (hwtrain prepare --tokenizer " +
+                      m.checkpoint.string() + ")");
+    }
+  }
   const int64_t batches = a.batches > 0 ? a.batches : m.config.train.eval_batches;
-  WindowSampler sampler(data->val(), m.config.model.block_size, static_cast<uint64_t>(m.config.train.seed) + 1);
+  WindowSampler sampler(*data, Split::kVal, m.config.model.block_size, static_cast<uint64_t>(m.config.train.seed) + 1);
   torch::NoGradGuard no_grad;
   double sum = 0;
   torch::Tensor x, y;

@@ -68,9 +68,9 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
   return parent;
 }
 
-std::shared_ptr<const TokenFile> open_dataset(const RunConfig& config) {
+std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config) {
   fs::path path = resolve_dataset(config.data);
-  return std::make_shared<const TokenFile>(path);
+  return std::make_shared<const ShardedDataset>(path);
 }
 
 }  // namespace hwt::cli

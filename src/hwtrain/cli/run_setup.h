@@ -8,7 +8,7 @@
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/config/run_config.h"
-#include "hwtrain/data/token_file.h"
+#include "hwtrain/data/sharded_dataset.h"
 
 namespace hwt::cli {
 
@@ -26,6 +26,6 @@ std::filesystem::path new_run_dir();
 std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
 
 // Prepares (or reuses) the dataset and opens it.
-std::shared_ptr<const TokenFile> open_dataset(const RunConfig& config);
+std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config);
 
 }  // namespace hwt::cli

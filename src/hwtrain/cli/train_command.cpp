@@ -3,13 +3,17 @@
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
+#include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/dist/ddp.h"
+#include "hwtrain/dist/zero1.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/obs/profile_report.h"
 #include "hwtrain/train/hardware_aware_optimizer.h"
 #include "hwtrain/train/configured_callbacks.h"
 #include "hwtrain/train/interrupt.h"
@@ -27,6 +31,7 @@ struct TrainArgs {
   ConfigOptions config;
   std::string out;
   std::string resume;
+  std::string profile_steps;  // shorthand for --set log.profile_steps=a:b
 };
 
 std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& tokenizer, torch::Device device) {
@@ -41,13 +46,27 @@ std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& to
   return tokenizer.decode(ids);
 }
 
+// ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.
+OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group, const DistEnv& env) {
+  NamedTensors params = trainer.optimizer().named_parameters();
+  auto ownership = std::make_shared<Zero1Ownership>(assign_zero1_owners(params, env.world_size));
+  log_info("{}", describe_zero1_memory(*ownership));
+  OptimizerSharding s;
+  s.owned = ownership->owned_by(env.rank);
+  s.after_step = [params, ownership, group] { sync_parameters_after_step(params, *ownership, *group); };
+  s.gather = [group](const NamedTensors& local) { return gather_optimizer_state(local, *group); };
+  return s;
+}
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
   init_logging(env.distributed() ? env.rank : -1);
   std::optional<fs::path> checkpoint;
   if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
-  RunConfig config = resolve_config(a.config, checkpoint);
+  ConfigOptions config_options = a.config;
+  if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
+  RunConfig config = resolve_config(config_options, checkpoint);
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) {
     const bool cuda = config.train.device.rfind("cuda", 0) == 0 ||
@@ -63,7 +82,7 @@ int run_train(const TrainArgs& a) {
   if (group) run_dir = group->share_from_rank0("run_dir", run_dir.string());
 
   log_info("hwtrain {} | LibTorch {} | run directory {}", HWTRAIN_VERSION, TORCH_VERSION, run_dir.string());
-  std::shared_ptr<const TokenFile> data;
+  std::shared_ptr<const ShardedDataset> data;
   if (rank0) data = open_dataset(config);
   if (group) group->share_from_rank0("data_ready", "1", std::chrono::hours(24));
   if (!rank0) data = open_dataset(config);
@@ -102,14 +121,23 @@ int run_train(const TrainArgs& a) {
   if (group) agree = [group](bool over) { return group->any_rank(over, "agreeing on the time budget"); };
   trainer.add_callback(std::make_shared<TimeBudgetStopper>(config.train.time_budget, agree));
   for (auto& c : configured_callbacks) trainer.add_callback(c);
-  trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint)));
+  trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
   if (checkpoint) trainer.resume_from(*checkpoint);
+  // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
+  // that choose differently still issue the same collectives: one reduction per step).
+  if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
+  std::shared_ptr<DataParallel> data_parallel;
   if (group) {
     DataParallelOptions ddp;
     ddp.bucket_size_mb = config.dist.bucket_size_mb;
-    trainer.set_gradient_sync(std::make_shared<DataParallel>(group, model->parameters(), ddp));
+    data_parallel = std::make_shared<DataParallel>(group, model->parameters(), ddp);
+    trainer.set_gradient_sync(data_parallel);
     trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
+    trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
+    if (optimizer.plan().zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
   }
+  log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
+           group && optimizer.plan().zero1 ? "its ZeRO-1 shard" : "a full copy");
 
   TrainResult result;
   {
@@ -119,9 +147,14 @@ int run_train(const TrainArgs& a) {
   log_info("stopped after {} steps ({}): loss {:.4f}, val_loss {:.4f}, {:.0f} s", result.steps, result.stop_reason,
            result.final_loss, result.final_val_loss, result.elapsed_seconds);
   log_info("measured: {}", optimizer.get_optimization_metrics()["measured"].dump());
+  if (data_parallel) {
+    const CommStats& c = data_parallel->total_stats();
+    log_info("all-reduce: {} buckets, {} in {} syncs; {:.2f} s in flight, {:.0f}% of it hidden behind backward",
+             c.buckets, format_bytes(static_cast<double>(c.bytes)), c.syncs, c.comm_seconds, 100.0 * c.hidden_share());
+  }
   if (group) group->shutdown();
   if (config.train.sample_tokens > 0 && rank0) {
-    auto tokenizer = make_tokenizer(config.data.tokenizer);
+    auto tokenizer = dataset_tokenizer(*data, config.data.tokenizer);
     log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, optimizer.device()));
   }
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
@@ -136,13 +169,61 @@ Command add_train(CLI::App& app) {
   add_config_options(cmd, args->config);
   cmd->add_option("--out", args->out, "run directory (default: runs/<date-time>, linked as runs/latest)");
   cmd->add_option("--resume", args->resume, "checkpoint directory, run directory, or 'latest'");
+  cmd->add_option("--profile-steps", args->profile_steps,
+                  "a:b writes a Chrome trace of steps a..b (trace.json, ops_trace.json) into the run directory");
   cmd->footer(
       "Examples:\n"
       "  hwtrain train\n"
       "  hwtrain train --data corpus/ --set model.preset=char-small --set train.max_steps=2000\n"
       "  hwtrain train --config run.toml --out runs/exp1\n"
-      "  hwtrain train --resume latest --set train.max_steps=6000");
+      "  hwtrain train --resume latest --set train.max_steps=6000\n"
+      "  hwtrain train --profile-steps 5:10");
   return {cmd, [args] { return run_train(*args); }};
+}
+
+namespace {
+struct ProfileArgs {
+  TrainArgs train;
+  std::string run_dir;
+  int64_t steps = 12;
+  size_t top = 20;
+};
+
+int run_profile(ProfileArgs& a) {
+  if (a.run_dir.empty()) {
+    // A short training run of the configured model and data, steps 3..steps profiled (the first
+    // steps are warm-up: allocator growth, oneDNN kernel selection).
+    if (a.steps < 4) throw ConfigError("hwtrain profile: --steps = " + std::to_string(a.steps) + " must be >= 4");
+    TrainArgs t = a.train;
+    for (const char* o : {"train.time_budget=0", "train.eval_interval=0", "train.sample_tokens=0",
+                          "checkpoint.save_final=false", "log.report=false"}) {
+      t.config.overrides.insert(t.config.overrides.begin(), o);  // the user's --set still win
+    }
+    t.config.overrides.push_back("train.max_steps=" + std::to_string(a.steps));
+    t.profile_steps = "3:" + std::to_string(a.steps);
+    if (t.out.empty()) t.out = new_run_dir().string();
+    const int rc = run_train(t);
+    if (rc != 0) return rc;
+    a.run_dir = t.out;
+  }
+  return run_profile_report(a.run_dir, a.top, std::cout);
+}
+}  // namespace
+
+Command add_profile(CLI::App& app) {
+  auto a = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand("profile", "profile a short training run and print the top operators by time");
+  cmd->add_option("run_dir", a->run_dir, "print the profile of this run directory instead of running one");
+  add_config_options(cmd, a->train.config);
+  cmd->add_option("--out", a->train.out, "run directory of the profiled run (default: runs/<date-time>)");
+  cmd->add_option("--steps", a->steps, "steps to run; steps 3.. are profiled")->capture_default_str();
+  cmd->add_option("--top", a->top, "operators to list")->capture_default_str();
+  cmd->footer(
+      "Examples:\n"
+      "  hwtrain profile\n"
+      "  hwtrain profile --set model.preset=char-small --steps 20\n"
+      "  hwtrain profile runs/latest");
+  return {cmd, [a] { return run_profile(*a); }};
 }
 
 }  // namespace hwt::cli

@@ -11,6 +11,14 @@ namespace hwt {
 struct OptimizationConfig {
   bool enable_mixed_precision = true;           // false forces fp32
   std::string mixed_precision_dtype = "auto";   // auto | bf16 | fp16 | fp32
+  bool pure_bf16_weights = false;               // bf16 weights, fp32 optimizer moments (with bf16)
+  // Loss scaling (fp16 only): PyTorch's GradScaler defaults; dynamic = false keeps init_scale.
+  bool dynamic_loss_scale = true;
+  double loss_scale_init = 65536.0;
+  double loss_scale_growth_factor = 2.0;
+  double loss_scale_backoff_factor = 0.5;
+  int64_t loss_scale_growth_interval = 2000;
+  int64_t nonfinite_fallback_steps = 3;         // fall back to fp32 after K non-finite losses; 0 = never
   bool enable_gradient_checkpointing = false;   // activation checkpointing (planner may enable)
   int64_t checkpoint_every = 1;                 // with checkpointing: every k-th block (1 = all)
   int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
@@ -32,6 +40,14 @@ struct OptimizationConfig {
     v("enable_mixed_precision", enable_mixed_precision, "use bf16/fp16 autocast where it helps");
     v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype",
       std::vector<std::string>{"auto", "bf16", "fp16", "fp32"});
+    v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16 (fp32 optimizer moments); bf16 only");
+    v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
+    v("loss_scale_init", loss_scale_init, "fp16: initial (or static) loss scale");
+    v("loss_scale_growth_factor", loss_scale_growth_factor, "fp16: scale growth after growth_interval clean steps");
+    v("loss_scale_backoff_factor", loss_scale_backoff_factor, "fp16: scale backoff after inf/NaN gradients");
+    v("loss_scale_growth_interval", loss_scale_growth_interval, "fp16: clean steps before the scale grows");
+    v("nonfinite_fallback_steps", nonfinite_fallback_steps,
+      "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
     v("enable_gradient_checkpointing", enable_gradient_checkpointing, "recompute activations in backward");
     v("checkpoint_every", checkpoint_every, "checkpoint every k-th block when enabled");
     v("target_batch_size", target_batch_size, "global batch size in sequences; 0 = micro x accum");

@@ -21,6 +21,8 @@ struct Plan {
   std::string device = "cpu";  // "cpu" | "cuda:N"
   Precision precision = Precision::Fp32;
   bool pure_bf16_weights = false;  // bf16 weights with fp32 optimizer moments
+  bool hardware_bf16 = false;      // the device runs bf16 natively (for the precision status)
+  bool hardware_fp16 = false;
   std::string attention = "sdpa";  // "sdpa" | "math"
   int64_t checkpoint_every = 0;    // activation checkpointing: 0 = none, k = every k-th block
   int64_t micro_batch_size = 1;

@@ -53,6 +53,8 @@ void decide_precision(Plan& p, const HardwareProfile& hw, const RunConfig& c, co
   const auto& m = hw.math;
   const bool cpu_bf16_isa = hw.cpu.isa.avx512_bf16 || hw.cpu.isa.amx_bf16;
   const bool cpu_bf16_faster = !m.gemm_measured || m.bf16_gemm_gflops > m.fp32_gemm_gflops;
+  p.hardware_bf16 = on_gpu ? (gpu && gpu->bf16) : cpu_bf16_isa;
+  p.hardware_fp16 = on_gpu && gpu && gpu->cc_major >= 7;  // no CPU here has a fast fp16 matmul path
 
   if (!o.enable_mixed_precision) {
     p.precision = Precision::Fp32;
@@ -142,6 +144,15 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   decide_device(p, hw, c, ctx);
   const bool on_gpu = p.device != "cpu";
   decide_precision(p, hw, c, ctx);
+  if (c.optimization.pure_bf16_weights) {
+    if (p.precision == Precision::Bf16) {
+      p.pure_bf16_weights = true;
+      p.decide("weights", "bf16 (fp32 optimizer moments)", "optimization.pure_bf16_weights set by user");
+    } else {
+      p.warnings.push_back(std::string("optimization.pure_bf16_weights needs bf16 precision, but the plan is ") +
+                           precision_name(p.precision) + "; keeping fp32 weights");
+    }
+  }
 
   // Attention kernel.
   if (c.model.attention == "math") {

@@ -102,6 +102,16 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
   }
 }
 
+void AdamW::reset_state() {
+  torch::NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    if (!s.owned) continue;
+    s.exp_avg.zero_();
+    s.exp_avg_sq.zero_();
+    s.step.zero_();
+  }
+}
+
 void AdamW::zero_grad() {
   for (auto& s : slots_) {
     if (s.param.grad().defined()) s.param.mutable_grad() = torch::Tensor();

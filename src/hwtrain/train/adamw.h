@@ -27,6 +27,8 @@ class AdamW {
   // and skip in one pass, as Python's GradScaler does.
   void step(double lr, const torch::Tensor& grad_scale = {}, const torch::Tensor& found_inf = {});
   void zero_grad();
+  // Zeroes the moments and step counts (as freshly constructed), e.g. after probe steps.
+  void reset_state();
 
   // Restricts updates to the parameters whose names are in `owned` (ZeRO-1 shards); empty = all.
   void set_owned(const std::vector<std::string>& owned);

@@ -20,7 +20,8 @@ ModelCheckpointOptions checkpoint_options(const CheckpointConfig& config) {
   return o;
 }
 
-ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options, std::function<bool(bool)> agree)
+    : options_(std::move(options)), agree_(std::move(agree)) {
   const MonitorMode mode = parse_monitor_mode(options_.mode, "checkpoint.mode");
   if (options_.every_steps < 0) {
     throw ConfigError("config: checkpoint.interval = " + std::to_string(options_.every_steps) + " must be >= 0");
@@ -56,7 +57,11 @@ void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
 
 void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
   bool due = options_.every_steps > 0 && t.step() % options_.every_steps == 0;
-  due = due || (options_.every_minutes > 0 && t.elapsed_seconds() - last_save_time_ >= 60.0 * options_.every_minutes);
+  if (options_.every_minutes > 0) {
+    bool time_due = t.elapsed_seconds() - last_save_time_ >= 60.0 * options_.every_minutes;
+    if (agree_) time_due = agree_(time_due);  // every rank calls it every step
+    due = due || time_due;
+  }
   if (!due) return;
   const fs::path path = save(t);
   if (watch_ && !watch_->watches_evaluations()) {

@@ -30,7 +30,9 @@ ModelCheckpointOptions checkpoint_options(const CheckpointConfig& config);
 class ModelCheckpoint : public Callback {
  public:
   // ConfigError for an unknown monitor, a bad mode, or negative intervals.
-  explicit ModelCheckpoint(ModelCheckpointOptions options);
+  // `agree` (data-parallel runs): ORs the time-based verdict across ranks, since a checkpoint of
+  // sharded optimizer state is a collective that every rank must enter at the same step.
+  explicit ModelCheckpoint(ModelCheckpointOptions options, std::function<bool(bool)> agree = {});
   std::string name() const override { return "model_checkpoint"; }
   void on_train_begin(TrainerControl& t) override;
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
@@ -45,6 +47,7 @@ class ModelCheckpoint : public Callback {
   void keep_as_best(const std::filesystem::path& checkpoint);
 
   ModelCheckpointOptions options_;
+  std::function<bool(bool)> agree_;
   std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;

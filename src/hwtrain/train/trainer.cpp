@@ -7,12 +7,12 @@
 #include <limits>
 
 #include "hwtrain/core/error.h"
-#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/obs/memory_meter.h"
 #include "hwtrain/obs/monitor.h"
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/lr_schedule.h"
-#include "hwtrain/train/training_checkpoint.h"
+#include "hwtrain/train/rng_state.h"
 
 namespace hwt {
 
@@ -22,26 +22,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-c10::ScalarType autocast_dtype_for(Precision p) {
-  switch (p) {
-    case Precision::Bf16: return torch::kBFloat16;
-    case Precision::Fp16: return torch::kFloat16;
-    case Precision::Fp32: return torch::kFloat32;
-  }
-  return torch::kFloat32;
-}
-
-torch::Tensor cpu_rng_state() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-void set_cpu_rng_state(const torch::Tensor& state) {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
 
 bool is_oom(const std::exception& e) {
   if (dynamic_cast<const OutOfMemoryError*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
@@ -57,7 +37,7 @@ double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
          12.0 * static_cast<double>(m.n_layer * m.n_embd * m.block_size);
 }
 
-Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const TokenFile> data, fs::path run_dir,
+Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data, fs::path run_dir,
                  int rank, int world_size)
     : config_(std::move(config)),
       plan_(std::move(plan)),
@@ -67,7 +47,6 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const T
       rank_(rank),
       world_size_(world_size),
       device_(plan_.device),
-      autocast_dtype_(autocast_dtype_for(plan_.precision)),
       micro_batch_size_(plan_.micro_batch_size),
       grad_accum_steps_(plan_.grad_accum_steps) {
   std::vector<torch::Tensor> decay, no_decay;
@@ -90,14 +69,41 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const T
   opt.fused = plan_.fused_optimizer;
   optimizer_ = std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 
+  const auto& o = config_.optimization;
   GradScalerOptions scaler_options;
-  scaler_options.enabled = plan_.precision == Precision::Fp16;  // bf16 has fp32's exponent range
-  scaler_ = std::make_unique<GradScaler>(scaler_options, device_);
+  scaler_options.dynamic = o.dynamic_loss_scale;
+  scaler_options.init_scale = o.loss_scale_init;
+  scaler_options.growth_factor = o.loss_scale_growth_factor;
+  scaler_options.backoff_factor = o.loss_scale_backoff_factor;
+  scaler_options.growth_interval = o.loss_scale_growth_interval;
+  precision_ = std::make_unique<MixedPrecision>(plan_, device_, scaler_options, o.nonfinite_fallback_steps);
 
   const int64_t block = model_->config().block_size;
-  train_sampler_ = std::make_unique<WindowSampler>(data_->train(), block, static_cast<uint64_t>(config_.train.seed));
-  val_sampler_ = std::make_unique<WindowSampler>(data_->val(), block, static_cast<uint64_t>(config_.train.seed) + 1);
+  // Every rank draws the same global batch of each step and keeps its rows (see batch_loader.h);
+  // rows per rank stay fixed through OOM retries (micro-batch halves, accumulation doubles).
+  LoaderOptions lo;
+  lo.batch_size = micro_batch_size_ * grad_accum_steps_;
+  lo.block_size = block;
+  lo.rank = rank_;
+  lo.world_size = world_size_;
+  lo.sampling = parse_sampling_mode(config_.data.sampling);
+  lo.seed = static_cast<uint64_t>(config_.train.seed);
+  lo.num_workers = plan_.num_workers;
+  lo.prefetch_factor = plan_.prefetch_factor;
+  lo.pin_memory = plan_.pin_memory;
+  train_loader_ = std::make_unique<BatchLoader>(data_->train(), lo, "training split of " + data_->path().string());
+  val_sampler_ = std::make_unique<WindowSampler>(*data_, Split::kVal, block, static_cast<uint64_t>(config_.train.seed) + 1);
+  try {
+    tokenizer_ = dataset_tokenizer(*data_, config_.data.tokenizer);
+  } catch (const DataError& e) {  // resolve_dataset() already refused real mismatches
+    warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
+  }
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
+}
+
+void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
+  sharding_ = std::move(sharding);
+  optimizer_->set_owned(sharding_.owned);
 }
 
 double Trainer::elapsed_seconds() const { return elapsed_before_ + seconds_since(start_); }
@@ -110,9 +116,10 @@ void Trainer::request_stop(const std::string& reason) {
 std::vector<torch::Tensor> Trainer::parameters() const { return model_->parameters(); }
 
 torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
-  AutocastGuard autocast(device_.type(), autocast_dtype_);
+  AutocastGuard autocast(device_.type(), precision_->autocast_dtype());
   auto logits_BTV = model_->forward(x_BT);
-  return model_->loss(logits_BTV, y_BT);
+  auto loss = model_->loss(logits_BTV, y_BT);
+  return loss_hook_ ? loss_hook_(loss) : loss;
 }
 
 double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m) {
@@ -129,7 +136,7 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
     m.forward_seconds += seconds_since(t0);
     if (grad_sync_) grad_sync_->begin_micro_step(k == grad_accum_steps_ - 1);
     auto t1 = Clock::now();
-    scaler_->scale(loss / static_cast<double>(grad_accum_steps_)).backward();
+    precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
     m.backward_seconds += seconds_since(t1);
     loss_sum += loss.detach().item<double>();
   }
@@ -143,11 +150,9 @@ StepMetrics Trainer::train_step() {
   // The whole step's data is drawn once (all ranks draw the same windows and take their slice),
   // so an OOM retry with smaller micro-batches sees exactly the same sequences.
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
-  torch::Tensor x_NT, y_NT;
-  train_sampler_->next_batch(per_rank * world_size_, x_NT, y_NT);
-  x_NT = x_NT.narrow(0, rank_ * per_rank, per_rank);
-  y_NT = y_NT.narrow(0, rank_ * per_rank, per_rank);
-  m.data_wait_seconds = seconds_since(step_start);
+  LoadedBatch batch = train_loader_->next();  // [per_rank, T], pinned on CUDA
+  const torch::Tensor x_NT = batch.x_NT, y_NT = batch.y_NT;
+  m.data_wait_seconds = batch.wait_seconds;
 
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const torch::Tensor rng_at_start = cpu_rng_state();
@@ -157,9 +162,20 @@ StepMetrics Trainer::train_step() {
       loss = run_micro_steps(x_NT, y_NT, m);
       break;
     } catch (const std::exception& e) {
-      if (!is_oom(e)) throw;
+      const bool oom = is_oom(e);
+      const bool no_kernel = !oom && precision_->precision() != Precision::Fp32 &&
+                             MixedPrecision::is_unsupported_dtype_error(e);
+      if (!oom && !no_kernel) throw;
       optimizer_->zero_grad();
       set_cpu_rng_state(rng_at_start);
+      m.forward_seconds = m.backward_seconds = 0;
+      if (no_kernel) {  // redo the step in fp32 on the same data
+        std::string what = e.what();
+        precision_->fall_back(std::string("step ") + std::to_string(step_ + 1) + ": an operation has no " +
+                              precision_name(precision_->precision()) + " kernel (" + what.substr(0, what.find('\n')) +
+                              ")");
+        continue;
+      }
       if (micro_batch_size_ == 1) {
         throw HardwareError(std::string("out of memory at micro-batch 1 (") + e.what() +
                             "); enable optimization.enable_gradient_checkpointing or use a smaller model");
@@ -169,7 +185,6 @@ StepMetrics Trainer::train_step() {
       ++oom_recoveries_;
       log_warn("step {}: out of memory ({}); retrying with micro-batch {} x {} accumulation steps", step_ + 1,
                e.what(), micro_batch_size_, grad_accum_steps_);
-      m.forward_seconds = m.backward_seconds = 0;
     }
   }
 
@@ -180,36 +195,106 @@ StepMetrics Trainer::train_step() {
     m.comm_seconds = seconds_since(t_comm);
   }
   auto params = parameters();
-  scaler_->unscale(params);
+  GradScaler& scaler = precision_->scaler();
+  scaler.unscale(params);
   double grad_norm;
   if (config_.train.grad_clip > 0) {
     grad_norm = torch::nn::utils::clip_grad_norm_(params, config_.train.grad_clip, 2.0, /*error_if_nonfinite=*/false);
   } else {
     grad_norm = torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
   }
+  // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
+  if (loss_mean_) loss = loss_mean_(loss);
+  const bool loss_finite = std::isfinite(loss);
+  const bool skip_nonfinite = !loss_finite && precision_->precision() != Precision::Fp32;
   const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
-  if (!scaler_->found_inf()) optimizer_->step(lr);
-  scaler_->update();
+  double param_sync_seconds = 0;
+  if (!scaler.found_inf() && !skip_nonfinite) {
+    optimizer_->step(lr);
+    if (sharding_.after_step) {
+      auto t_sync = Clock::now();
+      sharding_.after_step();
+      param_sync_seconds = seconds_since(t_sync);
+    }
+  } else if (!scaler.found_inf()) {
+    precision_->count_skipped();  // a non-finite loss in low precision: keep the last good weights
+  }
+  scaler.update();
   optimizer_->zero_grad();
+  m.loss_scale = scaler.current_scale();
+  precision_->note_step(loss_finite);  // may switch to fp32 for the next step
+  m.comm_seconds += param_sync_seconds;
   m.optimizer_seconds = seconds_since(t_opt) - m.comm_seconds;
 
   ++step_;
   const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
   tokens_seen_ += tokens;
-  if (loss_mean_) loss = loss_mean_(loss);
   m.loss = loss;
   m.lr = lr;
   m.grad_norm = grad_norm;
   m.step_seconds = seconds_since(step_start);
   m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
   m.mfu = plan_.peak_flops > 0 ? m.tokens_per_second * flops_per_token_ / (plan_.peak_flops * world_size_) : NAN;
-  m.loss_scale = scaler_->current_scale();
-  m.skipped_steps = scaler_->skipped_steps();
+  m.skipped_steps = precision_->status().skipped_steps;
   m.tokens_seen = tokens_seen_;
   m.elapsed_seconds = elapsed_seconds();
   m.rss_bytes = process_rss_bytes();
+  if (device_.is_cuda()) {
+    const DeviceMemory dm = device_memory(device_.index());
+    m.device_allocated_bytes = dm.allocated_bytes;
+    m.device_reserved_bytes = dm.reserved_bytes;
+    m.device_peak_bytes = dm.peak_bytes;
+  }
   loss_history_.push_back(loss);
   return m;
+}
+
+BatchProbeResult Trainer::probe_micro_batch() {
+  const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
+  const auto candidates = micro_batch_candidates(per_rank, config_.optimization.max_batch_size);
+  const int64_t T = model_->config().block_size;
+  // Random tokens: memory does not depend on the values, and the training stream stays untouched.
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config_.train.seed));
+  const auto x_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
+  const auto y_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
+  const torch::Tensor rng_at_start = cpu_rng_state();
+  const int cuda_index = device_.is_cuda() ? device_.index() : -1;
+  // On CPU a step's memory is what it adds to the resident set (peak minus the resident set just
+  // before it) plus the weights and optimizer moments it works on, which are resident already:
+  // the same quantity the planner's memory model estimates against the budget.
+  double state_bytes = static_cast<double>(optimizer_->state_bytes());
+  for (const auto& p : model_->parameters()) state_bytes += static_cast<double>(p.numel() * p.element_size());
+  auto probe = [&](int64_t micro) {
+    ProbeRecord rec;
+    rec.micro_batch_size = micro;
+    optimizer_->zero_grad();
+    release_free_host_memory();
+    if (cuda_index >= 0) reset_device_peak(cuda_index);
+    const double rss_before = process_rss_bytes();
+    reset_process_peak_rss();
+    try {
+      auto loss = forward_loss(x_NT.narrow(0, 0, micro).to(device_), y_NT.narrow(0, 0, micro).to(device_));
+      precision_->scaler().scale(loss).backward();
+      optimizer_->step(0.0);  // allocates what a real step does; at learning rate 0 no weight moves
+    } catch (const std::exception& e) {
+      if (!is_oom(e)) throw;
+      rec.note = "out of memory";
+    }
+    optimizer_->zero_grad();
+    rec.peak_bytes = cuda_index >= 0 ? device_memory(cuda_index).peak_bytes
+                                     : process_peak_rss_bytes() - rss_before + state_bytes;
+    rec.fits = rec.note.empty() && rec.peak_bytes <= plan_.memory_budget_bytes;
+    return rec;
+  };
+  BatchProbeResult r = search_micro_batch(candidates, probe);
+  optimizer_->reset_state();
+  set_cpu_rng_state(rng_at_start);
+  micro_batch_size_ = r.micro_batch_size;
+  grad_accum_steps_ = per_rank / micro_batch_size_;
+  log_info("auto batch size ({}):\n{}; {} accumulation steps keep {} sequences per rank and step",
+           cuda_index >= 0 ? "peak CUDA memory" : "resident memory a step adds, plus weights and optimizer state",
+           r.describe(plan_.memory_budget_bytes), grad_accum_steps_, per_rank);
+  return r;
 }
 
 double Trainer::evaluate() {
@@ -248,6 +333,7 @@ TrainResult Trainer::fit() {
     StepMetrics m = train_step();
     if (!std::isfinite(m.loss)) log_warn("step {}: loss is {}", step_, m.loss);
     callbacks_.step_end(*this, m);
+    if (stop_any_ && stop_any_(stop_requested_) && !stop_requested_) request_stop("another rank stopped");
     const int64_t every = config_.train.eval_interval;
     if (every > 0 && step_ % every == 0) run_eval();
   }
@@ -265,88 +351,6 @@ TrainResult Trainer::fit() {
   r.stop_reason = stop_reason_;
   r.last_checkpoint = last_checkpoint_;
   return r;
-}
-
-NamedTensors Trainer::snapshot_weights() const {
-  NamedTensors out;
-  for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
-  return out;
-}
-
-void Trainer::restore_weights(const NamedTensors& weights) {
-  torch::NoGradGuard no_grad;
-  auto params = model_->named_parameters();
-  for (const auto& [name, value] : weights) {
-    auto* p = params.find(name);
-    if (!p) throw IoError("weights lack no parameter named '" + name + "' in this model");
-    p->copy_(value);
-  }
-}
-
-fs::path Trainer::save_checkpoint() {
-  if (rank_ != 0) return {};
-  TrainingCheckpoint ckpt;
-  ckpt.model = snapshot_weights();
-  ckpt.optimizer = optimizer_->state();
-  for (auto& t : scaler_->state()) ckpt.optimizer.push_back(t);
-  ckpt.optimizer.emplace_back("rng.cpu", cpu_rng_state());
-  ckpt.state = {{"format_version", 1},
-                {"step", step_},
-                {"tokens_seen", tokens_seen_},
-                {"elapsed_seconds", elapsed_seconds()},
-                {"sampler_position", train_sampler_->position()},
-                {"lr_scale", lr_scale_},
-                {"micro_batch_size", micro_batch_size_},
-                {"grad_accum_steps", grad_accum_steps_},
-                {"world_size", world_size_},
-                {"dataset",
-                 {{"tokenizer", data_->tokenizer_name()},
-                  {"vocab_size", data_->vocab_size()},
-                  {"fingerprint", data_->fingerprint()}}}};
-  ckpt.config_toml = config_.to_toml();
-  ckpt.plan_json = plan_.to_json();
-  fs::path dir = config_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(config_.checkpoint.dir);
-  CheckpointStore store(dir, config_.checkpoint.keep_last);
-  fs::path written = store.save(step_, [&](const fs::path& staging) { write_training_checkpoint(staging, ckpt); });
-  last_checkpoint_ = written;
-  callbacks_.checkpoint(*this, written);
-  return written;
-}
-
-void Trainer::resume_from(const fs::path& checkpoint) {
-  TrainingCheckpoint ckpt = read_training_checkpoint(checkpoint);
-  const auto& ds = ckpt.state.at("dataset");
-  if (ds.at("tokenizer") != data_->tokenizer_name() || ds.at("vocab_size") != data_->vocab_size()) {
-    throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" +
-                    ds.at("tokenizer").get<std::string>() + "' (vocabulary " + ds.at("vocab_size").dump() +
-                    ") but the dataset uses '" + data_->tokenizer_name() + "' (vocabulary " +
-                    std::to_string(data_->vocab_size()) + "); prepare the data with the checkpoint's tokenizer");
-  }
-  if (ds.at("fingerprint") != data_->fingerprint()) {
-    warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
-  }
-  restore_weights(ckpt.model);
-  NamedTensors opt, scaler;
-  torch::Tensor rng;
-  for (auto& [name, t] : ckpt.optimizer) {
-    if (name.rfind("scaler.", 0) == 0) scaler.emplace_back(name, t);
-    else if (name == "rng.cpu") rng = t;
-    else opt.emplace_back(name, t);
-  }
-  optimizer_->load_state(opt);
-  scaler_->load_state(scaler);
-  if (rng.defined()) set_cpu_rng_state(rng);
-  const auto& s = ckpt.state;
-  step_ = s.at("step");
-  tokens_seen_ = s.at("tokens_seen");
-  elapsed_before_ = s.at("elapsed_seconds");
-  train_sampler_->set_position(s.at("sampler_position"));
-  lr_scale_ = s.at("lr_scale");
-  if (s.value("world_size", 1) == world_size_) {
-    micro_batch_size_ = s.at("micro_batch_size");
-    grad_accum_steps_ = s.at("grad_accum_steps");
-  }
-  log_info("resumed from {} at step {}", checkpoint.string(), step_);
 }
 
 }  // namespace hwt

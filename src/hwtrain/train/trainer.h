@@ -14,14 +14,18 @@
 #include <optional>
 
 #include "hwtrain/config/run_config.h"
-#include "hwtrain/data/token_file.h"
+#include "hwtrain/data/batch_loader.h"
+#include "hwtrain/data/sharded_dataset.h"
+#include "hwtrain/data/tokenizer.h"
 #include "hwtrain/data/window_sampler.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/train/adamw.h"
+#include "hwtrain/train/batch_size_probe.h"
 #include "hwtrain/train/callback.h"
 #include "hwtrain/train/grad_scaler.h"
+#include "hwtrain/train/mixed_precision.h"
 
 namespace hwt {
 
@@ -36,29 +40,58 @@ struct TrainResult {
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
+// ZeRO-1 (dist/zero1.h) as the trainer sees it: the optimizer keeps state for and updates only
+// `owned`; after each optimizer step `after_step` makes every rank's parameters equal again, and
+// checkpoints call `gather` (collective) so that rank 0 writes the whole optimizer state.
+struct OptimizerSharding {
+  std::vector<std::string> owned;
+  std::function<void()> after_step;
+  std::function<NamedTensors(const NamedTensors&)> gather;
+};
+
 class Trainer : public TrainerControl {
  public:
-  Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const TokenFile> data,
+  Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
           std::filesystem::path run_dir, int rank = 0, int world_size = 1);
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
   void set_gradient_sync(std::shared_ptr<GradientSync> sync) { grad_sync_ = std::move(sync); }
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
   void set_loss_reducer(std::function<double(double)> mean) { loss_mean_ = std::move(mean); }
-  // Restores weights, optimizer, scaler, RNG, sampler and counters from a checkpoint directory.
+  // Must be set after resume_from (which loads the whole optimizer state), before fit().
+  void set_optimizer_sharding(OptimizerSharding sharding);
+  // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
+  // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
+  void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
+  // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint.
   void resume_from(const std::filesystem::path& checkpoint);
   // Test hook: the forward of step `step` (0-based) throws OutOfMemoryError once.
   void inject_oom_at_step(int64_t step) { inject_oom_step_ = step; }
+  // Test hook: applied to every micro-step's loss (tests simulate overflow or a missing kernel).
+  void set_loss_hook(std::function<torch::Tensor(const torch::Tensor&)> hook) { loss_hook_ = std::move(hook); }
+
+  // optimization.auto_batch_size: measures probe steps and sets the micro-batch and accumulation
+  // (their product, the rows per rank and step, stays). Call before fit() and before gradient
+  // sync is attached; weights, optimizer state and RNG are as before. See batch_size_probe.h.
+  BatchProbeResult probe_micro_batch();
 
   TrainResult fit();
   double evaluate();  // mean validation loss over the fixed evaluation batches
 
   GPT& model() { return model_; }
   AdamW& optimizer() { return *optimizer_; }
-  const GradScaler& scaler() const { return *scaler_; }
+  const GradScaler& scaler() const { return precision_->scaler(); }
+
+  // Mixed precision at run time (between steps), e.g. fp32 for an evaluation: enable() restores
+  // the plan's dtype (or switches to `p`), disable() trains in fp32; see mixed_precision.h.
+  void enable_mixed_precision() { precision_->enable(); }
+  void enable_mixed_precision(Precision p) { precision_->enable(p); }
+  void disable_mixed_precision() { precision_->disable(); }
+  MixedPrecisionStatus get_mixed_precision_status() const { return precision_->status(); }
   int64_t micro_batch_size() const { return micro_batch_size_; }
   int64_t grad_accum_steps() const { return grad_accum_steps_; }
   const std::vector<double>& loss_history() const { return loss_history_; }
+  const BatchLoader& train_loader() const { return *train_loader_; }
 
   // TrainerControl
   int64_t step() const override { return step_; }
@@ -84,17 +117,20 @@ class Trainer : public TrainerControl {
   RunConfig config_;
   Plan plan_;
   GPT model_;
-  std::shared_ptr<const TokenFile> data_;
+  std::shared_ptr<const ShardedDataset> data_;
   std::filesystem::path run_dir_;
   int rank_, world_size_;
   torch::Device device_;
-  c10::ScalarType autocast_dtype_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<GradScaler> scaler_;
-  std::unique_ptr<WindowSampler> train_sampler_;
+  std::unique_ptr<MixedPrecision> precision_;
+  std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
+  std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
   std::unique_ptr<WindowSampler> val_sampler_;
+  std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
   std::shared_ptr<GradientSync> grad_sync_;
   std::function<double(double)> loss_mean_;
+  std::function<bool(bool)> stop_any_;
+  OptimizerSharding sharding_;
   CallbackList callbacks_;
 
   int64_t step_ = 0;

@@ -1,9 +1,10 @@
 // The contents of a training checkpoint directory:
 //   model.safetensors      weights (names as GPT's named_parameters)
 //   optimizer.safetensors  AdamW moments and step counts, GradScaler state, RNG state
-//   trainer_state.json     step, tokens seen, elapsed time, sampler position, LR scale, batch
+//   trainer_state.json     step, tokens seen, elapsed time, data loader position (seed, epoch, position), LR scale, batch
 //                          geometry, dataset identity (tokenizer, vocabulary, fingerprint)
 //   config.toml, plan.json the resolved config and the plan the run used
+//   tokenizer.json (+ tokenizer.model)  the tokenizer the run was trained with (data/tokenizer_files.h)
 // Writing goes through CheckpointStore (staging directory, fsync, rename).
 #pragma once
 #include <nlohmann/json.hpp>

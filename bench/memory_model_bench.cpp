@@ -1,0 +1,104 @@
+// Calibration of the planner's memory model (plan/memory_model.h) against measurement on this
+// machine. For each configuration (model x precision x activation checkpointing) it builds the
+// model and the fused AdamW, runs two training steps, and compares the memory training added to
+// the process (peak resident set over the steps minus the resident set before the model was built)
+// with estimate_memory(). Run it as the hwtrain binary runs (jemalloc keeping dirty pages):
+//   LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2) MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 \
+//     build/bench/bench_memory_model_bench
+// Output: one line per configuration with predicted, measured and the error.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/obs/memory_meter.h"
+#include "hwtrain/obs/monitor.h"
+#include "hwtrain/plan/memory_model.h"
+#include "hwtrain/train/adamw.h"
+#include "hwtrain/train/autocast.h"
+
+using namespace hwt;
+
+namespace {
+
+struct Case {
+  std::string name;
+  int64_t n_layer, n_head, n_embd, block, micro;
+};
+
+double measure(const Case& c, Precision precision, int64_t checkpoint_every, double* predicted) {
+  ModelConfig m;
+  m.n_layer = c.n_layer;
+  m.n_head = c.n_head;
+  m.n_embd = c.n_embd;
+  m.block_size = c.block;
+  m.vocab_size = 256;
+  m.dropout = 0.0;
+  MemoryQuery q;
+  q.model = m;
+  q.micro_batch_size = c.micro;
+  q.precision = precision;
+  q.checkpoint_every = checkpoint_every;
+  *predicted = estimate_memory(q).total();
+
+  release_free_host_memory();
+  const double rss0 = process_rss_bytes();
+  reset_process_peak_rss();
+  double peak = 0;
+  {
+    torch::manual_seed(1);
+    GPT model(m, m.vocab_size);
+    model->set_activation_checkpointing(checkpoint_every);
+    std::vector<torch::Tensor> decay, no_decay;
+    model->decay_and_no_decay(decay, no_decay);
+    std::vector<std::pair<std::string, torch::Tensor>> d, n;
+    for (size_t i = 0; i < decay.size(); ++i) d.emplace_back("d" + std::to_string(i), decay[i]);
+    for (size_t i = 0; i < no_decay.size(); ++i) n.emplace_back("n" + std::to_string(i), no_decay[i]);
+    AdamW opt(d, n, AdamWOptions{});
+    auto x = torch::randint(256, {c.micro, c.block}, torch::kInt64);
+    auto y = torch::randint(256, {c.micro, c.block}, torch::kInt64);
+    const auto dtype = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat32;
+    for (int step = 0; step < 2; ++step) {
+      torch::Tensor loss;
+      {
+        AutocastGuard autocast(torch::kCPU, dtype);
+        loss = model->loss(model->forward(x), y);
+      }
+      loss.backward();
+      opt.step(1e-4);
+      opt.zero_grad();
+    }
+    peak = process_peak_rss_bytes();
+  }
+  return peak - rss0;
+}
+
+}  // namespace
+
+int main() {
+  const std::vector<Case> cases = {
+      {"tiny (2L 64w, B=16)", 2, 2, 64, 64, 16},
+      {"char-small (6L 384w, B=12)", 6, 6, 384, 256, 12},
+      {"50M (7L 768w, B=4)", 7, 12, 768, 256, 4},
+  };
+  std::printf("%-30s %-5s %-5s %12s %12s %8s\n", "model", "prec", "ckpt", "predicted", "measured", "error");
+  double worst = 0;
+  for (const auto& c : cases) {
+    for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+      for (int64_t ckpt : {0, 1}) {
+        double predicted = 0;
+        const double measured = measure(c, p, ckpt, &predicted);
+        const double err = (predicted - measured) / measured;
+        worst = std::max(worst, std::fabs(err));
+        std::printf("%-30s %-5s %-5s %9.1f MiB %9.1f MiB %+7.1f%%\n", c.name.c_str(), precision_name(p),
+                    ckpt ? "all" : "none", predicted / 1048576.0, measured / 1048576.0, 100.0 * err);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("worst |error| %.1f%%\n", 100.0 * worst);
+  return 0;
+}

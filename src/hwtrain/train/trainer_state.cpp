@@ -1,0 +1,112 @@
+// The Trainer's checkpoints: what a step's state is made of, written through CheckpointStore and
+// read back for an exact resume (see training_checkpoint.h for the directory's contents).
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/obs/log.h"
+#include "hwtrain/train/rng_state.h"
+#include "hwtrain/train/trainer.h"
+#include "hwtrain/train/training_checkpoint.h"
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+NamedTensors Trainer::snapshot_weights() const {
+  NamedTensors out;
+  for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  return out;
+}
+
+void Trainer::restore_weights(const NamedTensors& weights) {
+  torch::NoGradGuard no_grad;
+  auto params = model_->named_parameters();
+  for (const auto& [name, value] : weights) {
+    auto* p = params.find(name);
+    if (!p) throw IoError("weights lack no parameter named '" + name + "' in this model");
+    p->copy_(value);
+  }
+}
+
+fs::path Trainer::save_checkpoint() {
+  NamedTensors optimizer_state = optimizer_->state();
+  if (sharding_.gather) optimizer_state = sharding_.gather(optimizer_state);  // collective: every rank
+  if (rank_ != 0) return {};
+  TrainingCheckpoint ckpt;
+  ckpt.model = snapshot_weights();
+  ckpt.optimizer = std::move(optimizer_state);
+  for (auto& t : precision_->scaler().state()) ckpt.optimizer.push_back(t);
+  ckpt.optimizer.emplace_back("rng.cpu", cpu_rng_state());
+  ckpt.state = {{"format_version", 1},
+                {"step", step_},
+                {"tokens_seen", tokens_seen_},
+                {"elapsed_seconds", elapsed_seconds()},
+                {"loader", train_loader_->state().to_json()},
+                {"lr_scale", lr_scale_},
+                {"precision", precision_->status().to_json()},
+                {"micro_batch_size", micro_batch_size_},
+                {"grad_accum_steps", grad_accum_steps_},
+                {"world_size", world_size_},
+                {"dataset",
+                 {{"tokenizer", data_->tokenizer_name()},
+                  {"vocab_size", data_->vocab_size()},
+                  {"fingerprint", data_->fingerprint()}}}};
+  ckpt.config_toml = config_.to_toml();
+  ckpt.plan_json = plan_.to_json();
+  fs::path dir = config_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(config_.checkpoint.dir);
+  CheckpointStore store(dir, config_.checkpoint.keep_last);
+  fs::path written = store.save(step_, [&](const fs::path& staging) {
+    write_training_checkpoint(staging, ckpt);
+    if (tokenizer_) save_tokenizer(*tokenizer_, staging);  // tokenizer.json (+ tokenizer.model)
+  });
+  last_checkpoint_ = written;
+  callbacks_.checkpoint(*this, written);
+  return written;
+}
+
+void Trainer::resume_from(const fs::path& checkpoint) {
+  TrainingCheckpoint ckpt = read_training_checkpoint(checkpoint);
+  const auto& ds = ckpt.state.at("dataset");
+  if (ds.at("tokenizer") != data_->tokenizer_name() || ds.at("vocab_size") != data_->vocab_size()) {
+    throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" +
+                    ds.at("tokenizer").get<std::string>() + "' (vocabulary " + ds.at("vocab_size").dump() +
+                    ") but the dataset uses '" + data_->tokenizer_name() + "' (vocabulary " +
+                    std::to_string(data_->vocab_size()) + "); prepare the data with the checkpoint's tokenizer");
+  }
+  if (ds.at("fingerprint") != data_->fingerprint()) {
+    warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
+  }
+  restore_weights(ckpt.model);
+  NamedTensors opt, scaler;
+  torch::Tensor rng;
+  for (auto& [name, t] : ckpt.optimizer) {
+    if (name.rfind("scaler.", 0) == 0) scaler.emplace_back(name, t);
+    else if (name == "rng.cpu") rng = t;
+    else opt.emplace_back(name, t);
+  }
+  optimizer_->load_state(opt);
+  const auto& saved_precision = ckpt.state.value("precision", nlohmann::json::object());
+  const std::string fallback = saved_precision.value("fallback_reason", "");
+  if (!fallback.empty()) precision_->fall_back("as before the checkpoint: " + fallback);
+  precision_->scaler().load_state(scaler);
+  if (rng.defined()) set_cpu_rng_state(rng);
+  const auto& s = ckpt.state;
+  step_ = s.at("step");
+  tokens_seen_ = s.at("tokens_seen");
+  elapsed_before_ = s.at("elapsed_seconds");
+  if (s.contains("loader")) {
+    train_loader_->restore(LoaderState::from_json(s.at("loader")));
+  } else {  // checkpoints of the WindowSampler era: a count of windows drawn, same random stream
+    train_loader_->restore({static_cast<uint64_t>(config_.train.seed), 0, s.at("sampler_position").get<int64_t>()});
+  }
+  lr_scale_ = s.at("lr_scale");
+  if (s.value("world_size", 1) == world_size_) {
+    micro_batch_size_ = s.at("micro_batch_size");
+    grad_accum_steps_ = s.at("grad_accum_steps");
+  }
+  log_info("resumed from {} at step {}", checkpoint.string(), step_);
+}
+
+}  // namespace hwt

@@ -1,0 +1,127 @@
+// Mixed precision at run time: enable/disable/status, the fallback to fp32 when an operation has
+// no low-precision kernel (the step is redone in fp32 on the same data) and after K consecutive
+// non-finite losses (their updates skipped, so the weights stay the last good ones), and a
+// resumed run keeping the fallback.
+#include <ATen/autocast_mode.h>
+#include <gtest/gtest.h>
+
+#include "trainer_fixture.h"
+
+namespace hwt {
+namespace {
+
+bool autocast_on() { return at::autocast::is_autocast_enabled(at::kCPU); }
+
+TEST(MixedPrecision, EnableDisableAndStatus) {
+  TrainerFixture f;
+  f.plan.precision = Precision::Bf16;
+  f.plan.hardware_bf16 = true;
+  auto t = f.make("mp");
+  auto s = t->get_mixed_precision_status();
+  EXPECT_TRUE(s.enabled);
+  EXPECT_EQ(s.dtype, "bf16");
+  EXPECT_FALSE(s.loss_scaling);  // bf16 needs no loss scaling
+  EXPECT_TRUE(s.hardware_bf16);
+
+  t->disable_mixed_precision();
+  s = t->get_mixed_precision_status();
+  EXPECT_FALSE(s.enabled);
+  EXPECT_EQ(s.dtype, "fp32");
+  EXPECT_EQ(s.planned_dtype, "bf16");
+  // fp32 evaluation: exactly what a trainer planned in fp32 computes.
+  const double fp32_eval = t->evaluate();
+  f.plan.precision = Precision::Fp32;
+  EXPECT_EQ(fp32_eval, f.make("ref")->evaluate());
+
+  t->enable_mixed_precision();
+  EXPECT_EQ(t->get_mixed_precision_status().dtype, "bf16");
+  EXPECT_NE(t->evaluate(), fp32_eval);  // bf16 autocast changes the numbers
+
+  t->enable_mixed_precision(Precision::Fp16);  // fp16 brings dynamic loss scaling
+  s = t->get_mixed_precision_status();
+  EXPECT_TRUE(s.loss_scaling);
+  EXPECT_EQ(s.loss_scale, 65536.0);
+}
+
+TEST(MixedPrecision, MissingLowPrecisionKernelRedoesTheStepInFp32) {
+  torch::set_num_threads(1);
+  TrainerFixture f;
+  f.plan.precision = Precision::Fp32;
+  auto reference = f.make("fp32");
+  reference->fit();
+
+  f.plan.precision = Precision::Bf16;
+  auto t = f.make("bf16");
+  int thrown = 0;
+  t->set_loss_hook([&](const torch::Tensor& loss) {
+    if (autocast_on()) {
+      ++thrown;
+      throw std::runtime_error("\"addmm_impl_cpu_\" not implemented for 'BFloat16'");
+    }
+    return loss;
+  });
+  t->fit();
+  EXPECT_EQ(thrown, 1);
+  auto s = t->get_mixed_precision_status();
+  EXPECT_EQ(s.dtype, "fp32");
+  EXPECT_NE(s.fallback_reason.find("no bf16 kernel"), std::string::npos) << s.fallback_reason;
+  // Nothing of the failed attempt remains: the run is the fp32 run, step for step.
+  EXPECT_EQ(t->loss_history(), reference->loss_history());
+}
+
+TEST(MixedPrecision, OtherErrorsAreNotSwallowed) {
+  TrainerFixture f;
+  f.plan.precision = Precision::Bf16;
+  auto t = f.make("err");
+  t->set_loss_hook([](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("disk on fire"); });
+  EXPECT_THROW(t->fit(), std::runtime_error);
+}
+
+TEST(MixedPrecision, NonFiniteLossesFallBackToFp32FromTheLastGoodWeights) {
+  torch::set_num_threads(1);
+  TrainerFixture f;
+  f.plan.precision = Precision::Bf16;
+  f.config.optimization.nonfinite_fallback_steps = 3;
+  f.config.train.max_steps = 7;
+  auto t = f.make("nan");
+  const NamedTensors initial = t->snapshot_weights();
+  // Overflow in low precision from step 2 on; fp32 is fine.
+  int calls = 0;
+  t->set_loss_hook([&](const torch::Tensor& loss) {
+    ++calls;
+    return autocast_on() && calls > f.plan.grad_accum_steps ? loss * std::numeric_limits<float>::infinity() : loss;
+  });
+  struct Watch : Callback {
+    std::vector<NamedTensors> weights;
+    std::string name() const override { return "watch"; }
+    void on_step_end(TrainerControl& c, const StepMetrics&) override { weights.push_back(c.snapshot_weights()); }
+  };
+  auto watch = std::make_shared<Watch>();
+  t->add_callback(watch);
+  t->fit();
+
+  const auto& losses = t->loss_history();
+  ASSERT_EQ(losses.size(), 7u);
+  EXPECT_TRUE(std::isfinite(losses[0]));
+  for (int i = 1; i <= 3; ++i) EXPECT_FALSE(std::isfinite(losses[i])) << "step " << i + 1;
+  for (int i = 4; i < 7; ++i) EXPECT_TRUE(std::isfinite(losses[i])) << "step " << i + 1;
+  // Steps 2-4 were skipped: the weights after step 4 are those after step 1.
+  for (size_t k = 0; k < initial.size(); ++k) {
+    EXPECT_TRUE(torch::equal(watch->weights[3][k].second, watch->weights[0][k].second)) << initial[k].first;
+  }
+  EXPECT_FALSE(torch::equal(watch->weights[6][0].second, watch->weights[0][0].second));
+  auto s = t->get_mixed_precision_status();
+  EXPECT_EQ(s.dtype, "fp32");
+  EXPECT_EQ(s.skipped_steps, 3);
+  EXPECT_NE(s.fallback_reason.find("3 consecutive steps had a non-finite loss"), std::string::npos) << s.fallback_reason;
+
+  // A resumed run stays in fp32 and says why.
+  auto ckpt = t->save_checkpoint();
+  auto resumed = f.make("nan");
+  resumed->resume_from(ckpt);
+  EXPECT_EQ(resumed->get_mixed_precision_status().dtype, "fp32");
+  EXPECT_NE(resumed->get_mixed_precision_status().fallback_reason.find("non-finite"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hwt
