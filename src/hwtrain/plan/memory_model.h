@@ -1,8 +1,9 @@
 // The memory model: an analytic estimate of a training step's peak memory, term by term —
 // parameters, gradients, optimizer moments, saved activations per layer (by precision, sequence
 // length, micro-batch and checkpointing policy), attention workspace, logits, and framework
-// overhead. Coefficients are calibrated against measurement (bench/memory_model_bench.cpp:
-// peak RSS growth of a training step on CPU, the caching allocator's peak on CUDA).
+// overhead. Coefficients are calibrated against measurement (bench/memory_model_bench.cpp: the
+// peak resident memory training adds to the process on CPU; docs/benchmarks.md has the table).
+// On CUDA the same terms apply with the CUDA context as overhead (not calibrated here: no GPU).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,7 +27,9 @@ struct MemoryQuery {
 struct MemoryEstimate {
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, attention = 0, logits = 0,
          overhead = 0;
-  double total() const { return parameters + gradients + optimizer + activations + attention + logits + overhead; }
+  // The step's peak: parameters + optimizer + overhead + the larger of gradients and
+  // activations (with attention and logits) + a calibrated share of the smaller.
+  double total() const;
   std::string breakdown() const;  // "params 12 MiB, grads ..., total ..."
 };
 
