@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 TORCH_PYTHON_FILE := $(BUILD_DIR)/torch-python
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build build-cli run test bench clean
 
 all: build
 
@@ -20,7 +20,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# The binary alone: `make run` need not compile the tests and benchmarks.
+build-cli: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target hwtrain_cli
+
+run: build-cli
 	./$(BUILD_DIR)/hwtrain train $(ARGS)
 
 test: build

@@ -15,7 +15,7 @@ echo "== auto batch size ($(date -u +%F), $(nproc) cores, $(free -g | awk '/Mem:
   --set optimization.memory_threshold=$THRESHOLD --set train.max_steps=3 --set train.eval_interval=0 \
   --set train.sample_tokens=0 --set train.time_budget=0 --set checkpoint.save_final=false --set log.report=false \
   --set log.progress=lines --set train.log_interval=1 --out "$OUT/run" > "$OUT/log" 2>&1
-grep -E "memory_budget|micro_batch|auto batch size|  micro-batch|  -> " "$OUT/log" | sed 's/^.*\] //'
+grep -E "memory_budget|  micro_batch|activation_checkpointing|auto batch size|  micro-batch|  -> " "$OUT/log" | sed 's/^.*\] //'
 grep -E "^step [0-9]+ \|" "$OUT/log" | tail -1
 grep "Maximum resident set size" "$OUT/log" | awk '{printf "process peak RSS: %.0f MiB\n", $6 / 1024}'
 rm -rf "$OUT"
