@@ -3,7 +3,7 @@
 # checkpointing) and plain PyTorch (Python, same model and data) in fp32 and bf16 autocast.
 # Workloads (issue 4): W1 = 6 layers, 6 heads, 384 wide, block 256, micro-batch 12;
 #                      W2 = GPT-2 124M shape, block 256, micro-batch 4.
-# Usage: bench/cpu_speed.sh [build-dir] [steps]
+# Usage: bench/cpu_speed.sh [build-dir] [steps]   (WORKLOADS="W1" runs one workload)
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-20}
@@ -28,7 +28,7 @@ hwtrain_run() {  # name, extra args...
     "$(echo "$tps" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" "$(echo "$tps" | wc -l)" "$rss"
 }
 
-for W in W1 W2; do
+for W in ${WORKLOADS:-W1 W2}; do
   if [ $W = W1 ]; then SHAPE="--set model.preset=char-small --set train.micro_batch_size=12"; PYSHAPE="--n-layer 6 --n-head 6 --n-embd 384 --batch 12"
   else SHAPE="--set model.preset=gpt2 --set model.block_size=256 --set train.micro_batch_size=4"; PYSHAPE="--n-layer 12 --n-head 12 --n-embd 768 --batch 4"; fi
   echo "== $W ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'))"

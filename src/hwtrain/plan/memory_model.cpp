@@ -74,8 +74,9 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   // The math path keeps softmax probabilities per layer; SDPA keeps one block's workspace.
   e.attention = q.sdpa ? scores * kBytesFp32 / (q.on_gpu ? 8.0 : 1.0)
                        : scores * (low ? 2.0 : kBytesFp32) * static_cast<double>(l) + scores * kBytesFp32;
-  // Logits, their fp32 log-softmax and its gradient.
-  e.logits = 3.0 * tokens * static_cast<double>(q.model.vocab_size) * kBytesFp32;
+  // At the backward peak: the fp32 log-softmax that cross-entropy saved and the logits' gradient
+  // (the logits themselves are freed once log-softmax has read them).
+  e.logits = 2.0 * tokens * static_cast<double>(q.model.vocab_size) * kBytesFp32;
   e.overhead = q.on_gpu ? kGpuOverheadBytes : kCpuOverheadBytes;
   return e;
 }
