@@ -59,11 +59,8 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
     torch::manual_seed(1);
     GPT model(m, m.vocab_size);
     model->set_activation_checkpointing(checkpoint_every);
-    std::vector<torch::Tensor> decay, no_decay;
-    model->decay_and_no_decay(decay, no_decay);
     std::vector<std::pair<std::string, torch::Tensor>> d, n;
-    for (size_t i = 0; i < decay.size(); ++i) d.emplace_back("d" + std::to_string(i), decay[i]);
-    for (size_t i = 0; i < no_decay.size(); ++i) n.emplace_back("n" + std::to_string(i), no_decay[i]);
+    model->named_decay_and_no_decay(d, n);
     AdamW opt(d, n, AdamWOptions{});
     auto x = torch::randint(256, {c.micro, c.block}, torch::kInt64);
     auto y = torch::randint(256, {c.micro, c.block}, torch::kInt64);

@@ -19,11 +19,8 @@ double measured_step_memory(const ModelConfig& m, int64_t micro, int64_t checkpo
   torch::manual_seed(1);
   GPT model(m, m.vocab_size);
   model->set_activation_checkpointing(checkpoint_every);
-  std::vector<torch::Tensor> decay, no_decay;
-  model->decay_and_no_decay(decay, no_decay);
   std::vector<std::pair<std::string, torch::Tensor>> d, n;
-  for (size_t i = 0; i < decay.size(); ++i) d.emplace_back("d" + std::to_string(i), decay[i]);
-  for (size_t i = 0; i < no_decay.size(); ++i) n.emplace_back("n" + std::to_string(i), no_decay[i]);
+  model->named_decay_and_no_decay(d, n);
   AdamW opt(d, n, AdamWOptions{});
   auto x = torch::randint(m.vocab_size, {micro, m.block_size}, torch::kInt64);
   for (int step = 0; step < 2; ++step) {

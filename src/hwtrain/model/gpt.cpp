@@ -141,19 +141,26 @@ int64_t GPTImpl::count_parameters(const ModelConfig& cfg, int64_t vocab_size,
   return n;
 }
 
-void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay,
-                                 std::vector<torch::Tensor>& no_decay) {
+void GPTImpl::named_decay_and_no_decay(std::vector<std::pair<std::string, torch::Tensor>>& decay,
+                                       std::vector<std::pair<std::string, torch::Tensor>>& no_decay) {
   std::unordered_set<const c10::TensorImpl*> linear_weights, seen;
   for (auto& module : modules(/*include_self=*/false)) {
     if (auto* linear = module->as<torch::nn::Linear>()) {
       linear_weights.insert(linear->weight.unsafeGetTensorImpl());
     }
   }
-  for (auto& p : parameters()) {
-    const auto* impl = p.unsafeGetTensorImpl();
-    if (!seen.insert(impl).second) continue;
-    (linear_weights.count(impl) ? decay : no_decay).push_back(p);
+  for (auto& item : named_parameters()) {
+    const auto* impl = item.value().unsafeGetTensorImpl();
+    if (!seen.insert(impl).second) continue;  // a tied parameter counts once
+    (linear_weights.count(impl) ? decay : no_decay).emplace_back(item.key(), item.value());
   }
+}
+
+void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<torch::Tensor>& no_decay) {
+  std::vector<std::pair<std::string, torch::Tensor>> named_decay, named_no_decay;
+  named_decay_and_no_decay(named_decay, named_no_decay);
+  for (auto& [name, p] : named_decay) decay.push_back(p);
+  for (auto& [name, p] : named_no_decay) no_decay.push_back(p);
 }
 
 torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature,

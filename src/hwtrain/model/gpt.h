@@ -43,6 +43,9 @@ class GPTImpl : public torch::nn::Module {
   // Weight decay applies to Linear weights only; biases, LayerNorms and embeddings (the tied LM
   // head included) go to no_decay. Every parameter lands in exactly one list.
   void decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<torch::Tensor>& no_decay);
+  // The same split with each parameter's name (the key of its optimizer state in checkpoints).
+  void named_decay_and_no_decay(std::vector<std::pair<std::string, torch::Tensor>>& decay,
+                                std::vector<std::pair<std::string, torch::Tensor>>& no_decay);
 
   // Appends max_new_tokens sampled tokens to idx_BT (cropped to the last block_size tokens for
   // each step). temperature 0 = greedy; top_k <= 0 = no top-k filter. Runs in eval mode under

@@ -49,18 +49,8 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
       device_(plan_.device),
       micro_batch_size_(plan_.micro_batch_size),
       grad_accum_steps_(plan_.grad_accum_steps) {
-  std::vector<torch::Tensor> decay, no_decay;
-  model_->decay_and_no_decay(decay, no_decay);
-  // Names key the optimizer state in checkpoints; match tensors to their parameter names.
   std::vector<std::pair<std::string, torch::Tensor>> named_decay, named_no_decay;
-  for (const auto& item : model_->named_parameters()) {
-    for (const auto& d : decay) {
-      if (d.is_same(item.value())) named_decay.emplace_back(item.key(), item.value());
-    }
-    for (const auto& n : no_decay) {
-      if (n.is_same(item.value())) named_no_decay.emplace_back(item.key(), item.value());
-    }
-  }
+  model_->named_decay_and_no_decay(named_decay, named_no_decay);
   AdamWOptions opt;
   opt.beta1 = config_.train.beta1;
   opt.beta2 = config_.train.beta2;
