@@ -112,9 +112,7 @@ int run_eval(const EvalArgs& a) {
   torch::Tensor x, y;
   for (int64_t i = 0; i < batches; ++i) {
     sampler.next_batch(m.config.train.micro_batch_size, x, y);
-    AutocastGuard autocast(m.device.type(), m.precision == Precision::Bf16   ? torch::kBFloat16
-                                            : m.precision == Precision::Fp16 ? torch::kFloat16
-                                                                             : torch::kFloat32);
+    AutocastGuard autocast(m.device.type(), autocast_dtype(m.precision));
     sum += m.model->loss(m.model->forward(x.to(m.device)), y.to(m.device)).item<double>();
   }
   const double loss = sum / static_cast<double>(batches);

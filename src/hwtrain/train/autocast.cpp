@@ -4,6 +4,15 @@
 
 namespace hwt {
 
+c10::ScalarType autocast_dtype(Precision p) {
+  switch (p) {
+    case Precision::Bf16: return torch::kBFloat16;
+    case Precision::Fp16: return torch::kFloat16;
+    case Precision::Fp32: return torch::kFloat32;
+  }
+  return torch::kFloat32;
+}
+
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, bool enabled)
     : device_type_(device_type),
       prev_enabled_(at::autocast::is_autocast_enabled(device_type)),

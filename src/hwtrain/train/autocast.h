@@ -4,7 +4,12 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "hwtrain/plan/plan.h"
+
 namespace hwt {
+
+// The autocast dtype of a planned precision (kFloat32 for fp32: no autocast).
+c10::ScalarType autocast_dtype(Precision p);
 
 class AutocastGuard {
  public:

@@ -8,12 +8,6 @@
 
 namespace hwt {
 
-namespace {
-c10::ScalarType autocast_dtype(Precision p) {
-  return p == Precision::Bf16 ? torch::kBFloat16 : p == Precision::Fp16 ? torch::kFloat16 : torch::kFloat32;
-}
-}  // namespace
-
 class HardwareAwareOptimizer::Probe : public Callback {
  public:
   explicit Probe(std::shared_ptr<Measured> m) : m_(std::move(m)) {}

@@ -1,6 +1,7 @@
 #include "hwtrain/train/mixed_precision.h"
 
 #include "hwtrain/obs/log.h"
+#include "hwtrain/train/autocast.h"
 
 namespace hwt {
 
@@ -30,14 +31,7 @@ MixedPrecision::MixedPrecision(const Plan& plan, torch::Device device, GradScale
   scaler_ = std::make_unique<GradScaler>(scaler_options_, device_);
 }
 
-c10::ScalarType MixedPrecision::autocast_dtype() const {
-  switch (current_) {
-    case Precision::Bf16: return torch::kBFloat16;
-    case Precision::Fp16: return torch::kFloat16;
-    case Precision::Fp32: return torch::kFloat32;
-  }
-  return torch::kFloat32;
-}
+c10::ScalarType MixedPrecision::autocast_dtype() const { return hwt::autocast_dtype(current_); }
 
 void MixedPrecision::enable(Precision p) {
   if (p == current_) return;
@@ -56,7 +50,7 @@ MixedPrecisionStatus MixedPrecision::status() const {
   s.planned_dtype = precision_name(planned_);
   s.loss_scaling = scaler_->enabled();
   s.loss_scale = scaler_->current_scale();
-  s.skipped_steps = skipped_before_ + scaler_->skipped_steps() + extra_skipped_;
+  s.skipped_steps = skipped_steps();
   s.consecutive_nonfinite = consecutive_nonfinite_;
   s.hardware_bf16 = hardware_bf16_;
   s.hardware_fp16 = hardware_fp16_;

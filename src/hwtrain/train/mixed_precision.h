@@ -52,6 +52,8 @@ class MixedPrecision {
   void enable() { enable(planned_); }
   void disable() { enable(Precision::Fp32); }
   MixedPrecisionStatus status() const;
+  // Optimizer steps skipped so far (non-finite gradients or loss), across dtype switches.
+  int64_t skipped_steps() const { return skipped_before_ + scaler_->skipped_steps() + extra_skipped_; }
 
   // After each step: whether its loss was finite. Returns true when this step completed K
   // consecutive non-finite steps and training has just switched to fp32.

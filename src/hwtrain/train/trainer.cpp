@@ -225,7 +225,7 @@ StepMetrics Trainer::train_step() {
   m.step_seconds = seconds_since(step_start);
   m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
   m.mfu = plan_.peak_flops > 0 ? m.tokens_per_second * flops_per_token_ / (plan_.peak_flops * world_size_) : NAN;
-  m.skipped_steps = precision_->status().skipped_steps;
+  m.skipped_steps = precision_->skipped_steps();
   m.tokens_seen = tokens_seen_;
   m.elapsed_seconds = elapsed_seconds();
   m.rss_bytes = process_rss_bytes();
