@@ -1,6 +1,8 @@
 #include "hwtrain/core/strings.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cmath>
 #include <cstdio>
 
 namespace hwt {
@@ -47,6 +49,19 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
     out += parts[i];
   }
   return out;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string format_number(const char* printf_format, double v) {
+  if (std::isnan(v)) return "nan";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, printf_format, v);
+  return buf;
 }
 
 std::string format_bytes(double bytes) {

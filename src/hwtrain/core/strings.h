@@ -1,5 +1,6 @@
 // Small string helpers used by error messages: edit distance and "did you mean" suggestions.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,11 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep =
 
 // Human-readable byte count: "1.5 GiB".
 std::string format_bytes(double bytes);
+
+// 16 lower-case hex digits: "00000000deadbeef".
+std::string hex64(uint64_t v);
+
+// One number through a printf format ("%.2f"); "nan" for NaN whatever the format.
+std::string format_number(const char* printf_format, double v);
 
 }  // namespace hwt

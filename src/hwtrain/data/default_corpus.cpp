@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/data/corpus.h"
 #include "hwtrain/data/manifest.h"
 #include "hwtrain/data/sharded_dataset.h"
@@ -18,12 +19,6 @@
 namespace hwt {
 
 namespace {
-
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 // A file-name-safe version of the corpus name.
 std::string cache_name(const fs::path& input) {

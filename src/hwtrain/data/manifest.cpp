@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/core/files.h"
 
 namespace hwt {
@@ -13,24 +14,18 @@ using nlohmann::json;
 
 namespace {
 
-std::string hex64(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-[[noreturn]] void bad(const fs::path& file, const std::string& what) {
+[[noreturn]] void bad_manifest(const fs::path& file, const std::string& what) {
   throw DataError("manifest " + file.string() + ": " + what + "; re-run hwtrain prepare");
 }
 
 template <class T>
 T field(const json& j, const char* key, const fs::path& file) {
   auto it = j.find(key);
-  if (it == j.end()) bad(file, std::string("missing field '") + key + "'");
+  if (it == j.end()) bad_manifest(file, std::string("missing field '") + key + "'");
   try {
     return it->get<T>();
   } catch (const json::exception&) {
-    bad(file, std::string("field '") + key + "' has the wrong type (" + it->type_name() + ")");
+    bad_manifest(file, std::string("field '") + key + "' has the wrong type (" + it->type_name() + ")");
   }
 }
 
@@ -71,7 +66,7 @@ json DatasetManifest::to_json() const {
 }
 
 DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) {
-  if (!j.is_object() || j.value("format", "") != "hwtrain-dataset") bad(file, "not an hwtrain dataset manifest");
+  if (!j.is_object() || j.value("format", "") != "hwtrain-dataset") bad_manifest(file, "not an hwtrain dataset manifest");
   DatasetManifest m;
   m.version = field<int64_t>(j, "version", file);
   if (m.version != kManifestVersion) {
@@ -83,7 +78,7 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
   try {
     m.fingerprint = std::stoull(fp, nullptr, 16);
   } catch (const std::exception&) {
-    bad(file, "fingerprint '" + fp + "' is not hexadecimal");
+    bad_manifest(file, "fingerprint '" + fp + "' is not hexadecimal");
   }
   m.tokenizer = field<json>(j, "tokenizer", file);
   m.tokenizer_name = field<std::string>(j, "tokenizer_name", file);
@@ -94,14 +89,14 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
   } else if (dtype == "uint32") {
     m.dtype = TokenDtype::kUInt32;
   } else {
-    bad(file, "dtype '" + dtype + "'; valid: uint16, uint32");
+    bad_manifest(file, "dtype '" + dtype + "'; valid: uint16, uint32");
   }
-  if (m.vocab_size < 1 || m.vocab_size > (int64_t{1} << 32)) bad(file, "vocab_size " + std::to_string(m.vocab_size));
+  if (m.vocab_size < 1 || m.vocab_size > (int64_t{1} << 32)) bad_manifest(file, "vocab_size " + std::to_string(m.vocab_size));
   if (m.dtype == TokenDtype::kUInt16 && m.vocab_size > 65536) {
-    bad(file, "a vocabulary of " + std::to_string(m.vocab_size) + " does not fit its uint16 tokens (at most 65536)");
+    bad_manifest(file, "a vocabulary of " + std::to_string(m.vocab_size) + " does not fit its uint16 tokens (at most 65536)");
   }
   if (field<uint64_t>(j, "checksum_block_bytes", file) != kChecksumBlockBytes) {
-    bad(file, "checksum_block_bytes is not " + std::to_string(kChecksumBlockBytes));
+    bad_manifest(file, "checksum_block_bytes is not " + std::to_string(kChecksumBlockBytes));
   }
   m.shard_tokens = j.value("shard_tokens", int64_t{0});
   json split = field<json>(j, "split", file);
@@ -112,33 +107,33 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
   m.num_train_documents = field<int64_t>(split, "train_documents", file);
   m.num_val_documents = field<int64_t>(split, "val_documents", file);
   json shard_list = field<json>(j, "shards", file);
-  if (!shard_list.is_array() || shard_list.empty()) bad(file, "no shards listed");
+  if (!shard_list.is_array() || shard_list.empty()) bad_manifest(file, "no shards listed");
   int64_t tokens[2] = {0, 0};
   bool seen_val = false;
   for (const json& s : shard_list) {
     ShardRecord r;
     r.file = field<std::string>(s, "file", file);
     if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.') {
-      bad(file, "shard file name '" + r.file + "' is not a plain file name in the dataset directory");
+      bad_manifest(file, "shard file name '" + r.file + "' is not a plain file name in the dataset directory");
     }
     std::string sp = field<std::string>(s, "split", file);
-    if (sp != "train" && sp != "val") bad(file, "shard " + r.file + " has split '" + sp + "'; valid: train, val");
+    if (sp != "train" && sp != "val") bad_manifest(file, "shard " + r.file + " has split '" + sp + "'; valid: train, val");
     r.split = sp == "train" ? Split::kTrain : Split::kVal;
-    if (r.split == Split::kTrain && seen_val) bad(file, "train shard " + r.file + " listed after validation shards");
+    if (r.split == Split::kTrain && seen_val) bad_manifest(file, "train shard " + r.file + " listed after validation shards");
     seen_val = seen_val || r.split == Split::kVal;
     r.index = field<uint32_t>(s, "index", file);
-    if (r.index != m.shards.size()) bad(file, "shard " + r.file + " has index " + std::to_string(r.index) + " at position " + std::to_string(m.shards.size()));
+    if (r.index != m.shards.size()) bad_manifest(file, "shard " + r.file + " has index " + std::to_string(r.index) + " at position " + std::to_string(m.shards.size()));
     r.num_tokens = field<int64_t>(s, "tokens", file);
     r.num_documents = field<int64_t>(s, "documents", file);
     r.bytes = field<uint64_t>(s, "bytes", file);
     r.crc32c = field<uint32_t>(s, "crc32c", file);
     r.block_crc32c = field<std::vector<uint32_t>>(s, "block_crc32c", file);
-    if (r.num_tokens < 1) bad(file, "shard " + r.file + " has " + std::to_string(r.num_tokens) + " tokens");
+    if (r.num_tokens < 1) bad_manifest(file, "shard " + r.file + " has " + std::to_string(r.num_tokens) + " tokens");
     tokens[r.split == Split::kTrain ? 0 : 1] += r.num_tokens;
     m.shards.push_back(std::move(r));
   }
   if (tokens[0] != m.num_train_tokens || tokens[1] != m.num_val_tokens) {
-    bad(file, "shards hold " + std::to_string(tokens[0]) + " train + " + std::to_string(tokens[1]) +
+    bad_manifest(file, "shards hold " + std::to_string(tokens[0]) + " train + " + std::to_string(tokens[1]) +
                   " validation tokens, the split says " + std::to_string(m.num_train_tokens) + " + " +
                   std::to_string(m.num_val_tokens));
   }
@@ -165,7 +160,7 @@ DatasetManifest read_manifest(const fs::path& dir) {
     throw DataError(std::string(e.what()) + "; a dataset directory needs the manifest.json hwtrain prepare writes last");
   }
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) bad(file, "not valid JSON (" + std::to_string(text.size()) + " bytes)");
+  if (j.is_discarded()) bad_manifest(file, "not valid JSON (" + std::to_string(text.size()) + " bytes)");
   return DatasetManifest::from_json(j, file);
 }
 

@@ -38,7 +38,7 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
-[[noreturn]] void bad(const fs::path& file, const std::string& what) {
+[[noreturn]] void bad_token_file(const fs::path& file, const std::string& what) {
   throw DataError(file.string() + ": " + what + "; re-run hwtrain prepare");
 }
 
@@ -80,7 +80,7 @@ TokenFileHeader decode_token_file_header(const void* data, size_t size, uint64_t
                     std::to_string(file_size) + " bytes); prepare one with hwtrain prepare");
   }
   if (size < kTokenFileHeaderSize) {
-    bad(file, "truncated: " + std::to_string(file_size) + " bytes, fewer than the " +
+    bad_token_file(file, "truncated: " + std::to_string(file_size) + " bytes, fewer than the " +
                   std::to_string(kTokenFileHeaderSize) + "-byte header");
   }
   TokenFileHeader h;
@@ -91,33 +91,33 @@ TokenFileHeader decode_token_file_header(const void* data, size_t size, uint64_t
   }
   h.header_size = get<uint32_t>(p, 12);
   if (h.header_size != kTokenFileHeaderSize) {
-    bad(file, "header size " + std::to_string(h.header_size) + ", expected " + std::to_string(kTokenFileHeaderSize));
+    bad_token_file(file, "header size " + std::to_string(h.header_size) + ", expected " + std::to_string(kTokenFileHeaderSize));
   }
   std::string copy(reinterpret_cast<const char*>(p), kTokenFileHeaderSize);
   uint32_t stored_crc = get<uint32_t>(p, kHeaderCrcOffset);
   put<uint32_t>(copy, kHeaderCrcOffset, 0);
   uint32_t actual_crc = crc32c(copy.data(), copy.size());
   if (stored_crc != actual_crc) {
-    bad(file, "header checksum mismatch (CRC32C " + hex32(actual_crc) + ", header says " + hex32(stored_crc) +
+    bad_token_file(file, "header checksum mismatch (CRC32C " + hex32(actual_crc) + ", header says " + hex32(stored_crc) +
                   "): the file is corrupt");
   }
   h.vocab_size = get<uint32_t>(p, 16);
   uint16_t dtype = get<uint16_t>(p, 20);
-  if (dtype != 2 && dtype != 4) bad(file, "token dtype " + std::to_string(dtype) + " bytes; valid: 2 or 4");
+  if (dtype != 2 && dtype != 4) bad_token_file(file, "token dtype " + std::to_string(dtype) + " bytes; valid: 2 or 4");
   h.dtype = static_cast<TokenDtype>(dtype);
-  if (h.vocab_size == 0) bad(file, "vocabulary size 0");
+  if (h.vocab_size == 0) bad_token_file(file, "vocabulary size 0");
   if (h.dtype == TokenDtype::kUInt16 && h.vocab_size > 65536) {
-    bad(file, "vocabulary of " + std::to_string(h.vocab_size) + " does not fit its uint16 tokens");
+    bad_token_file(file, "vocabulary of " + std::to_string(h.vocab_size) + " does not fit its uint16 tokens");
   }
   h.shard_index = get<uint32_t>(p, 24);
   h.num_shards = get<uint32_t>(p, 28);
   if (h.num_shards == 0 || h.shard_index >= h.num_shards) {
-    bad(file, "shard " + std::to_string(h.shard_index) + " of " + std::to_string(h.num_shards));
+    bad_token_file(file, "shard " + std::to_string(h.shard_index) + " of " + std::to_string(h.num_shards));
   }
   uint64_t counts[4];
   for (int i = 0; i < 4; ++i) {
     counts[i] = get<uint64_t>(p, 32 + 8 * i);
-    if (counts[i] > (uint64_t{1} << 56)) bad(file, "implausible count " + std::to_string(counts[i]) + " in header");
+    if (counts[i] > (uint64_t{1} << 56)) bad_token_file(file, "implausible count " + std::to_string(counts[i]) + " in header");
   }
   h.num_train_tokens = static_cast<int64_t>(counts[0]);
   h.num_val_tokens = static_cast<int64_t>(counts[1]);
@@ -130,7 +130,7 @@ TokenFileHeader decode_token_file_header(const void* data, size_t size, uint64_t
 
   uint64_t expected = h.expected_file_size();
   if (file_size != expected) {
-    bad(file, std::string(file_size < expected ? "truncated at byte " : "has trailing data from byte ") +
+    bad_token_file(file, std::string(file_size < expected ? "truncated at byte " : "has trailing data from byte ") +
                   std::to_string(std::min(file_size, expected)) + ": expected " +
                   std::to_string(expected) + " bytes (" + std::to_string(h.header_size) + "-byte header + " +
                   std::to_string(h.num_tokens()) + " tokens x " + std::to_string(dtype) + " bytes), found " +

@@ -14,7 +14,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 }  // namespace
 
@@ -60,7 +59,7 @@ void Heartbeat::set_state(const std::string& state) {
     beat = ++beat_;
   }
   try {
-    store_->set(key(rank_), bytes_of(encode(beat, progress_(), state)));
+    store_->set(key(rank_), bytes(encode(beat, progress_(), state)));
   } catch (const std::exception&) {
     // The store is gone (rank 0 ended); there is nobody left to tell.
   }
@@ -85,7 +84,7 @@ void Heartbeat::tick() {
   }
   std::vector<std::vector<uint8_t>> values;
   try {
-    store_->set(key(rank_), bytes_of(encode(beat, progress_(), state)));
+    store_->set(key(rank_), bytes(encode(beat, progress_(), state)));
     std::vector<std::string> keys;
     for (int r = 0; r < world_size_; ++r) keys.push_back(key(r));
     values = store_->multiGet(keys);

@@ -42,6 +42,8 @@ class Heartbeat {
   std::chrono::milliseconds interval() const { return interval_; }
 
   static std::string key(int rank) { return "hwt/hb/" + std::to_string(rank); }
+  // A string as the bytes a c10d store holds.
+  static std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
   static std::string encode(int64_t beat, int64_t progress, const std::string& state);
 
  private:

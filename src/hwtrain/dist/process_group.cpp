@@ -46,8 +46,6 @@ std::string seconds_text(milliseconds ms) {
   return s.str();
 }
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -151,7 +149,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
 void ProcessGroup::await_ranks(const std::string& master) {
   std::vector<int> missing;
   try {
-    store_->set(Heartbeat::key(rank_), bytes_of(Heartbeat::encode(0, 0, "running")));
+    store_->set(Heartbeat::key(rank_), Heartbeat::bytes(Heartbeat::encode(0, 0, "running")));
     missing = wait_for_rank_keys(*store_, "hwt/hb/", world_size_, timeout_);
   } catch (const std::exception& e) {
     throw DistError("the rendezvous at " + master + " failed on rank " + std::to_string(rank_) + ": " +
@@ -296,7 +294,7 @@ void ProcessGroup::check_consistency(const std::string& fingerprint) {
   };
   std::string mismatch;
   try {
-    store_->set(prefix + std::to_string(rank_), bytes_of(fingerprint));
+    store_->set(prefix + std::to_string(rank_), Heartbeat::bytes(fingerprint));
     std::vector<int> missing = wait_for_rank_keys(*store_, prefix, world_size_, timeout_);
     if (!missing.empty()) {
       failed_ = true;
@@ -316,7 +314,7 @@ void ProcessGroup::check_consistency(const std::string& fingerprint) {
     }
     // Rank 0 serves the store: it stays until every rank has read what it compares, so that all
     // of them report the same error rather than a lost connection.
-    store_->set(checked + std::to_string(rank_), bytes_of("1"));
+    store_->set(checked + std::to_string(rank_), Heartbeat::bytes("1"));
     if (rank_ == 0) wait_for_rank_keys(*store_, checked, world_size_, timeout_);
   } catch (const Error&) {
     throw;
@@ -345,7 +343,7 @@ std::string ProcessGroup::share_from_rank0(const std::string& key, const std::st
                                            std::optional<milliseconds> timeout) {
   const std::string full = "hwt/shared/" + key;
   if (rank_ == 0) {
-    store_->set(full, bytes_of(value));
+    store_->set(full, Heartbeat::bytes(value));
     return value;
   }
   const milliseconds limit = timeout.value_or(timeout_);

@@ -16,12 +16,6 @@ namespace hwt {
 namespace {
 bool known(double v) { return !std::isnan(v); }
 
-std::string fmt(const char* format, double v) {
-  if (std::isnan(v)) return "nan";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 int terminal_columns() {
   winsize ws{};
@@ -62,15 +56,15 @@ std::string format_duration(double seconds) {
 
 std::string format_step_line(const StepMetrics& m, double eta_seconds) {
   std::string s = "step " + std::to_string(m.step);
-  s += " | loss " + fmt("%.4f", m.loss);
-  s += " | lr " + fmt("%.3e", m.lr);
-  if (known(m.grad_norm)) s += " | grad_norm " + fmt("%.3f", m.grad_norm);
-  s += " | tokens/s " + fmt("%.0f", m.tokens_per_second);
-  if (known(m.mfu)) s += " | mfu " + fmt("%.1f", 100.0 * m.mfu) + "%";
+  s += " | loss " + format_number("%.4f", m.loss);
+  s += " | lr " + format_number("%.3e", m.lr);
+  if (known(m.grad_norm)) s += " | grad_norm " + format_number("%.3f", m.grad_norm);
+  s += " | tokens/s " + format_number("%.0f", m.tokens_per_second);
+  if (known(m.mfu)) s += " | mfu " + format_number("%.1f", 100.0 * m.mfu) + "%";
   if (known(m.rss_bytes)) s += " | mem " + format_bytes(m.rss_bytes);
   if (known(m.device_allocated_bytes)) s += " | dev_mem " + format_bytes(m.device_allocated_bytes);
-  if (known(m.step_seconds)) s += " | step_time " + fmt("%.3f", m.step_seconds) + "s";
-  if (known(m.loss_scale)) s += " | loss_scale " + fmt("%g", m.loss_scale);
+  if (known(m.step_seconds)) s += " | step_time " + format_number("%.3f", m.step_seconds) + "s";
+  if (known(m.loss_scale)) s += " | loss_scale " + format_number("%g", m.loss_scale);
   if (m.skipped_steps > 0) s += " | skipped " + std::to_string(m.skipped_steps);
   if (eta_seconds >= 0) s += " | eta " + format_duration(eta_seconds);
   return s;
@@ -78,8 +72,8 @@ std::string format_step_line(const StepMetrics& m, double eta_seconds) {
 
 std::string format_eval_line(const EvalMetrics& m) {
   std::string s = "eval step " + std::to_string(m.step);
-  s += " | val_loss " + fmt("%.4f", m.val_loss);
-  s += " | val_perplexity " + fmt("%.2f", m.val_perplexity);
+  s += " | val_loss " + format_number("%.4f", m.val_loss);
+  s += " | val_perplexity " + format_number("%.2f", m.val_perplexity);
   return s;
 }
 
@@ -91,13 +85,13 @@ std::string format_bar(const StepMetrics& m, int64_t max_steps, double eta_secon
     int filled = static_cast<int>(frac * kBarWidth);
     s = "[" + std::string(filled, '#') + std::string(kBarWidth - filled, '.') + "] " +
         std::to_string(m.step) + "/" + std::to_string(max_steps) + " " +
-        fmt("%.0f", 100.0 * frac) + "% eta " + format_duration(eta_seconds);
+        format_number("%.0f", 100.0 * frac) + "% eta " + format_duration(eta_seconds);
   } else {
     s = "step " + std::to_string(m.step);
   }
-  s += " | loss " + fmt("%.4f", m.loss) + " | lr " + fmt("%.2e", m.lr);
-  if (known(m.tokens_per_second)) s += " | " + fmt("%.0f", m.tokens_per_second) + " tok/s";
-  if (known(m.mfu)) s += " | mfu " + fmt("%.1f", 100.0 * m.mfu) + "%";
+  s += " | loss " + format_number("%.4f", m.loss) + " | lr " + format_number("%.2e", m.lr);
+  if (known(m.tokens_per_second)) s += " | " + format_number("%.0f", m.tokens_per_second) + " tok/s";
+  if (known(m.mfu)) s += " | mfu " + format_number("%.1f", 100.0 * m.mfu) + "%";
   if (known(m.device_allocated_bytes)) {
     s += " | dev " + format_bytes(m.device_allocated_bytes);
   } else if (known(m.rss_bytes)) {

@@ -85,12 +85,6 @@ std::optional<StepMetrics> last_with(const std::vector<StepMetrics>& steps, Step
   return std::nullopt;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 PlotSeries series(std::string name, std::vector<double> x, std::vector<double> y, int color) {
   PlotSeries s;
   s.name = std::move(name);
@@ -212,7 +206,7 @@ void add_row(std::string& o, const std::string& name, const std::optional<std::s
 std::string final_metrics_table(const ReportInputs& in) {
   const auto& st = in.steps;
   auto opt = [](std::optional<double> v, const char* format, double scale = 1) {
-    return v ? std::optional<std::string>(fmt(format, *v * scale)) : std::nullopt;
+    return v ? std::optional<std::string>(format_number(format, *v * scale)) : std::nullopt;
   };
   auto bytes = [](std::optional<double> v) {
     return v ? std::optional<std::string>(format_bytes(*v)) : std::nullopt;
@@ -222,7 +216,7 @@ std::string final_metrics_table(const ReportInputs& in) {
                                       : std::optional<std::string>(std::to_string(st.back().step)));
   auto loss = last_with(st, &StepMetrics::loss);
   add_row(o, "final training loss",
-          loss ? std::optional<std::string>(fmt("%.4f", loss->loss) + " (step " +
+          loss ? std::optional<std::string>(format_number("%.4f", loss->loss) + " (step " +
                                             std::to_string(loss->step) + ")")
                : std::nullopt);
   std::optional<EvalMetrics> last_eval, best_eval;
@@ -233,7 +227,7 @@ std::string final_metrics_table(const ReportInputs& in) {
   }
   auto eval_text = [](const std::optional<EvalMetrics>& e) -> std::optional<std::string> {
     if (!e) return std::nullopt;
-    return fmt("%.4f", e->val_loss) + " (perplexity " + fmt("%.2f", e->val_perplexity) +
+    return format_number("%.4f", e->val_loss) + " (perplexity " + format_number("%.2f", e->val_perplexity) +
            ", step " + std::to_string(e->step) + ")";
   };
   add_row(o, "final validation loss", eval_text(last_eval));
