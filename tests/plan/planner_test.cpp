@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/plan/memory_model.h"
 
 namespace hwt {
 namespace {
@@ -120,7 +121,42 @@ TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
   Plan p = make_plan(hw, c);
   EXPECT_LE(p.predicted_peak_bytes, p.memory_budget_bytes);
   EXPECT_EQ(p.global_batch_size() >= 32, true);
-  EXPECT_LT(p.micro_batch_size, 32);
+  EXPECT_TRUE(p.micro_batch_size < 32 || p.checkpoint_every > 0)
+      << "micro " << p.micro_batch_size << ", checkpoint_every " << p.checkpoint_every;
+}
+
+TEST(Planner, FusedLmHeadLossForLargeVocabulariesUnlessTheUserSaysOtherwise) {
+  RunConfig c;
+  c.apply_override("model.preset=gpt2");
+  c.model.vocab_size = 50304;
+  Plan p = make_plan(gpu_machine(9, 80ll << 30), c);
+  EXPECT_TRUE(p.fused_lm_head_loss);
+  EXPECT_TRUE(Plan::from_json(p.to_json()).fused_lm_head_loss);
+
+  c.apply_override("optimization.fused_lm_head_loss=false");
+  EXPECT_FALSE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
+
+  RunConfig bytes;  // the default byte vocabulary: logits are small, plain head
+  bytes.model.vocab_size = 320;
+  EXPECT_FALSE(make_plan(gpu_machine(9, 80ll << 30), bytes).fused_lm_head_loss);
+  bytes.apply_override("optimization.fused_lm_head_loss=true");
+  EXPECT_TRUE(make_plan(gpu_machine(9, 80ll << 30), bytes).fused_lm_head_loss);
+}
+
+TEST(MemoryModel, FusedLmHeadLossRemovesTheLogits) {
+  MemoryQuery q;
+  q.model.n_layer = 12;
+  q.model.n_head = 12;
+  q.model.n_embd = 768;
+  q.model.block_size = 1024;
+  q.model.vocab_size = 50304;
+  q.micro_batch_size = 8;
+  const MemoryEstimate plain = estimate_memory(q);
+  q.fused_lm_head_loss = true;
+  const MemoryEstimate fused = estimate_memory(q);
+  EXPECT_NEAR(plain.logits, 2.0 * 8 * 1024 * 50304 * 4, 1.0);
+  EXPECT_LT(fused.logits, plain.logits / 5);
+  EXPECT_LT(fused.total(), plain.total());
 }
 
 TEST(Planner, ModelThatCannotFitSaysHowMuchItNeeds) {

@@ -113,7 +113,7 @@ int run_eval(const EvalArgs& a) {
   for (int64_t i = 0; i < batches; ++i) {
     sampler.next_batch(m.config.train.micro_batch_size, x, y);
     AutocastGuard autocast(m.device.type(), autocast_dtype(m.precision));
-    sum += m.model->loss(m.model->forward(x.to(m.device)), y.to(m.device)).item<double>();
+    sum += m.model->forward_loss(x.to(m.device), y.to(m.device)).item<double>();
   }
   const double loss = sum / static_cast<double>(batches);
   std::cout << "val_loss " << loss << " | val_perplexity " << std::exp(loss) << " | batches " << batches << "\n";

@@ -9,6 +9,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/activation_checkpoint.h"
+#include "hwtrain/model/lm_head_loss.h"
 
 namespace hwt {
 namespace {
@@ -90,6 +91,16 @@ void GPTImpl::init_weights() {
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
+  return torch::linear(hidden_states(idx_BT), wte->weight);  // tied LM head
+}
+
+torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
+  auto x_BTC = hidden_states(idx_BT);
+  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, wte->weight), targets_BT);
+  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), wte->weight, targets_BT.reshape({-1}));
+}
+
+torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   TORCH_CHECK(idx_BT.dim() == 2, "GPT::forward expects token ids (B, T), got ", idx_BT.sizes());
   TORCH_CHECK(idx_BT.scalar_type() == torch::kLong, "GPT::forward expects int64 token ids, got ",
               idx_BT.scalar_type());
@@ -110,8 +121,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
       x_BTC = block->forward(x_BTC);
     }
   }
-  x_BTC = ln_f(x_BTC);
-  return torch::linear(x_BTC, wte->weight);  // tied LM head
+  return ln_f(x_BTC);
 }
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,

@@ -32,6 +32,11 @@ class GPTImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx_BT);
   // Mean cross entropy, computed in fp32; targets equal to -1 are ignored (padding).
   torch::Tensor loss(const torch::Tensor& logits_BTV, const torch::Tensor& targets_BT) const;
+  // loss(forward(idx_BT), targets_BT), or with the fused chunked head (model/lm_head_loss.h) when
+  // set_fused_lm_head_loss(true): the same value and gradients without the whole logits tensor.
+  torch::Tensor forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT);
+  // The final LayerNorm's output (B, T, C): what the LM head reads.
+  torch::Tensor hidden_states(const torch::Tensor& idx_BT);
 
   // Parameters (the tied head counted once); position embeddings excluded by default, as GPT-2's
   // "124M" and nanoGPT's report do.
@@ -65,6 +70,9 @@ class GPTImpl : public torch::nn::Module {
   int64_t activation_checkpointing() const { return checkpoint_every_; }
   bool is_block_checkpointed(int64_t layer) const;
 
+  void set_fused_lm_head_loss(bool on) { fused_lm_head_loss_ = on; }
+  bool uses_fused_lm_head_loss() const { return fused_lm_head_loss_; }
+
   const ModelConfig& config() const { return cfg_; }
   int64_t vocab_size() const { return vocab_size_; }
 
@@ -80,6 +88,7 @@ class GPTImpl : public torch::nn::Module {
   int64_t vocab_size_;
   AttentionKernel kernel_;
   int64_t checkpoint_every_ = 0;
+  bool fused_lm_head_loss_ = false;
   std::shared_ptr<CausalMaskCache> mask_cache_;
   torch::nn::Dropout drop_{nullptr};
   std::vector<Block> blocks_;  // the same modules as h, typed

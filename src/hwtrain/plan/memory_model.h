@@ -19,6 +19,7 @@ struct MemoryQuery {
   Precision precision = Precision::Fp32;
   int64_t checkpoint_every = 0;  // 0 = none, 1 = every block, k = every k-th block
   bool sdpa = true;              // fused attention (no T x T score matrix kept)
+  bool fused_lm_head_loss = false;  // chunked head + loss: logits one chunk at a time
   bool on_gpu = false;
   int64_t world_size = 1;
   bool zero1 = false;            // optimizer moments sharded over world_size

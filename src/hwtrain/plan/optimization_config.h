@@ -21,6 +21,7 @@ struct OptimizationConfig {
   int64_t nonfinite_fallback_steps = 3;         // fall back to fp32 after K non-finite losses; 0 = never
   bool enable_gradient_checkpointing = false;   // activation checkpointing (planner may enable)
   int64_t checkpoint_every = 1;                 // with checkpointing: every k-th block (1 = all)
+  bool fused_lm_head_loss = true;               // chunked LM head + loss; unset = planner (large vocab)
   int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
   int64_t max_batch_size = 64;                  // upper bound of the micro-batch search
   double memory_threshold = 0.75;               // share of available memory the plan may use
@@ -50,6 +51,8 @@ struct OptimizationConfig {
       "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
     v("enable_gradient_checkpointing", enable_gradient_checkpointing, "recompute activations in backward");
     v("checkpoint_every", checkpoint_every, "checkpoint every k-th block when enabled");
+    v("fused_lm_head_loss", fused_lm_head_loss,
+      "LM head + cross-entropy in chunks of tokens, gradients in the same pass (no whole logits tensor)");
     v("target_batch_size", target_batch_size, "global batch size in sequences; 0 = micro x accum");
     v("max_batch_size", max_batch_size, "largest micro-batch considered");
     v("memory_threshold", memory_threshold, "fraction of available memory the plan may use");

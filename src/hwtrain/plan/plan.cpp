@@ -48,6 +48,7 @@ std::string Plan::to_json() const {
   j["pure_bf16_weights"] = pure_bf16_weights;
   j["attention"] = attention;
   j["checkpoint_every"] = checkpoint_every;
+  j["fused_lm_head_loss"] = fused_lm_head_loss;
   j["micro_batch_size"] = micro_batch_size;
   j["grad_accum_steps"] = grad_accum_steps;
   j["world_size"] = world_size;
@@ -83,6 +84,7 @@ Plan Plan::from_json(const std::string& text) {
     p.pure_bf16_weights = j.value("pure_bf16_weights", false);
     p.attention = j.at("attention");
     p.checkpoint_every = j.at("checkpoint_every");
+    p.fused_lm_head_loss = j.value("fused_lm_head_loss", false);
     p.micro_batch_size = j.at("micro_batch_size");
     p.grad_accum_steps = j.at("grad_accum_steps");
     p.world_size = j.value("world_size", 1);

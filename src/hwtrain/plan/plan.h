@@ -25,6 +25,7 @@ struct Plan {
   bool hardware_fp16 = false;
   std::string attention = "sdpa";  // "sdpa" | "math"
   int64_t checkpoint_every = 0;    // activation checkpointing: 0 = none, k = every k-th block
+  bool fused_lm_head_loss = false; // chunked LM head + cross-entropy (model/lm_head_loss.h)
   int64_t micro_batch_size = 1;
   int64_t grad_accum_steps = 1;
   int64_t world_size = 1;

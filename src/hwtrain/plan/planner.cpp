@@ -5,6 +5,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
+#include "hwtrain/model/lm_head_loss.h"
 
 namespace hwt {
 
@@ -180,6 +181,23 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                  (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " local ranks" : ""));
   }
 
+  // LM head and loss.
+  const int64_t vocab = c.model.vocab_size;
+  if (c.is_set("optimization.fused_lm_head_loss")) {
+    p.fused_lm_head_loss = c.optimization.fused_lm_head_loss;
+  } else {
+    p.fused_lm_head_loss = vocab > 4 * c.model.n_embd;
+  }
+  p.decide("lm_head_loss",
+           p.fused_lm_head_loss ? "fused, chunks of " + std::to_string(lm_head_loss_chunk_tokens(vocab)) + " tokens"
+                                : std::string("linear + cross_entropy"),
+           c.is_set("optimization.fused_lm_head_loss")
+               ? "optimization.fused_lm_head_loss set by user"
+               : "vocabulary " + std::to_string(vocab) + (p.fused_lm_head_loss ? " > " : " <= ") + "4 x n_embd: " +
+                     (p.fused_lm_head_loss ? "the whole (tokens x vocabulary) logits would outweigh a block's "
+                                             "activations; chunked, with gradients in the same pass"
+                                           : "the logits are small next to the blocks' activations"));
+
   // Memory budget, micro-batch, accumulation and activation checkpointing.
   const GpuInfo* gpu = on_gpu ? plan_gpu(hw, ctx) : nullptr;
   const double available = on_gpu ? static_cast<double>(gpu->free_memory_bytes > 0 ? gpu->free_memory_bytes
@@ -191,6 +209,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   q.model = c.model;
   q.precision = p.precision;
   q.sdpa = p.attention == "sdpa";
+  q.fused_lm_head_loss = p.fused_lm_head_loss;
   q.on_gpu = on_gpu;
   q.world_size = ctx.world_size;
   q.zero1 = p.zero1;

@@ -107,8 +107,7 @@ std::vector<torch::Tensor> Trainer::parameters() const { return model_->paramete
 
 torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
   AutocastGuard autocast(device_.type(), precision_->autocast_dtype());
-  auto logits_BTV = model_->forward(x_BT);
-  auto loss = model_->loss(logits_BTV, y_BT);
+  auto loss = model_->forward_loss(x_BT, y_BT);
   return loss_hook_ ? loss_hook_(loss) : loss;
 }
 
