@@ -8,6 +8,10 @@
 # flushed every train.log_interval steps in both settings) is timestamped as it arrives, and
 #   time per step = (arrival of the last line - arrival of the first after warm-up) / steps between,
 # which leaves out start-up (hardware detection, planning, data) and the end of the run.
+# That comparison is as noisy as the machine (about ±5-10% between identical runs here), so each
+# run also reports the cost directly: the wall time of every callback on the training thread
+# (sinks, progress, report, checkpointing) and the monitor thread's own CPU time, as a share of
+# the run ("callbacks: ..." at the end of hwtrain train). That figure is not disturbed by noise.
 #
 # Usage: bench/obs_overhead.sh [N_STEPS] [REPEATS]      (defaults 300 and 2; ~2 min per run on 2 cores)
 # Env:   HWTRAIN=path/to/hwtrain (default build/hwtrain); EXTRA="--set k=v ..." for both settings.
@@ -38,7 +42,7 @@ OFF=(--set log.jsonl=false --set log.csv=false --set log.tensorboard=false
      --set log.gpu_log_interval=0 --set log.report=false)
 ON=()  # the defaults: jsonl, csv, TensorBoard, monitor, report
 
-# run NAME SETTINGS... -> prints "ms_per_step tokens_per_step median_step_tokens_per_s"
+# run NAME SETTINGS... -> prints "ms_per_step tokens_per_step median_step_tokens_per_s direct_share_%"
 run() {
   local name=$1; shift
   local dir="$WORK/$name-$RANDOM" stamped="$WORK/$name-$RANDOM.log"
@@ -67,8 +71,11 @@ run() {
       if (last_n == "" || last_n == first_n) { print "0 0 0"; exit }
       # median of the per-step rates (insertion sort: few values, and mawk has no asort)
       for (i = 2; i <= k; i++) { v = rates[i]; for (j = i - 1; j >= 1 && rates[j] > v; j--) rates[j + 1] = rates[j]; rates[j + 1] = v }
-      printf "%.4f %.0f %.0f\n", 1000 * (last_t - first_t) / (last_n - first_n), tok, rates[int((k + 1) / 2)]
+      printf "%.4f %.0f %.0f ", 1000 * (last_t - first_t) / (last_n - first_n), tok, rates[int((k + 1) / 2)]
     }' "$stamped"
+  # "callbacks: ... together 0.12% of the 123 s run"
+  sed -n 's/.*callbacks: .* together \([0-9.]*\)% of the.*/\1/p' "$stamped" | tail -1 | grep . || echo nan
+  grep -o 'callbacks: .*' "$stamped" | tail -1 >"$WORK/last-callbacks.txt" || true
 }
 
 echo "obs_overhead: $HWTRAIN, $N steps per run, $REPEATS repeat(s) per setting, alternating"
@@ -80,12 +87,14 @@ for ((r = 1; r <= REPEATS; r++)); do
     else
       out=$(run on ${ON[@]+"${ON[@]}"})
     fi
-    read -r ms tok med <<<"$out"
+    read -r ms tok med direct <<<"$out"
     if [[ $ms == 0 ]]; then
       echo "obs_overhead: too few progress lines; raise N_STEPS above $((WARMUP * 2)) or lower train.log_interval" >&2
       exit 1
     fi
-    echo "  repeat $r, sinks + monitor $setting: $ms ms per step, $tok tokens per step, median step $med tokens/s"
+    echo "  repeat $r, sinks + monitor $setting: $ms ms per step, $tok tokens per step, median step $med tokens/s;" \
+         "callbacks + monitor measured directly: $direct% of the run"
+    echo "    $(cat "$WORK/last-callbacks.txt")"
     tokens=$tok
     if [[ $setting == off ]]; then sum_off=$(awk -v a="$sum_off" -v b="$ms" 'BEGIN{print a + b}')
     else sum_on=$(awk -v a="$sum_on" -v b="$ms" 'BEGIN{print a + b}'); fi

@@ -46,6 +46,22 @@ std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& to
   return tokenizer.decode(ids);
 }
 
+// What observing the run cost it: the callbacks' time on the training thread (metric sinks,
+// progress, report, checkpoints) and the monitor thread's CPU time, as a share of the run.
+std::string describe_callback_cost(const CallbackList& callbacks, double monitor_cpu_seconds,
+                                   double run_seconds) {
+  double total = 0;
+  std::string parts;
+  for (size_t i = 0; i < callbacks.all().size(); ++i) {
+    total += callbacks.seconds()[i];
+    parts += (parts.empty() ? "" : ", ") + callbacks.all()[i]->name() + " " + fmt::format("{:.3f} s", callbacks.seconds()[i]);
+  }
+  const double share = run_seconds > 0 ? 100.0 * (total + monitor_cpu_seconds) / run_seconds : 0.0;
+  return fmt::format("callbacks: {:.3f} s on the training thread ({}); monitor thread {:.3f} s CPU; "
+                     "together {:.2f}% of the {:.0f} s run",
+                     total, parts, monitor_cpu_seconds, share, run_seconds);
+}
+
 // ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.
 OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group, const DistEnv& env) {
   NamedTensors params = trainer.optimizer().named_parameters();
@@ -114,8 +130,9 @@ int run_train(const TrainArgs& a) {
   log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
            model->num_parameters(true));
   Trainer trainer(config, optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
-  trainer.add_callback(std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
-                                                       config.train.log_interval, rank0, checkpoint.has_value()));
+  auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
+                                                        config.train.log_interval, rank0, checkpoint.has_value());
+  trainer.add_callback(metrics_logger);
   trainer.add_callback(optimizer.metrics_probe());
   std::function<bool(bool)> agree;
   if (group) agree = [group](bool over) { return group->any_rank(over, "agreeing on the time budget"); };
@@ -147,6 +164,8 @@ int run_train(const TrainArgs& a) {
   log_info("stopped after {} steps ({}): loss {:.4f}, val_loss {:.4f}, {:.0f} s", result.steps, result.stop_reason,
            result.final_loss, result.final_val_loss, result.elapsed_seconds);
   log_info("measured: {}", optimizer.get_optimization_metrics()["measured"].dump());
+  log_info("{}", describe_callback_cost(trainer.callbacks(), metrics_logger->monitor_cpu_seconds(),
+                                        result.elapsed_seconds));
   if (data_parallel) {
     const CommStats& c = data_parallel->total_stats();
     log_info("all-reduce: {} buckets, {} in {} syncs; {:.2f} s in flight, {:.0f}% of it hidden behind backward",

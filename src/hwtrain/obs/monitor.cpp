@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <time.h>
+
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -92,6 +94,11 @@ void HardwareMonitor::run(double interval_seconds, bool use_nvml) {
     first = false;
     s.rss_bytes = process_rss_bytes();
     if (nvml && nvml->available()) s.gpus = nvml->sample();
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      thread_cpu_seconds_.store(static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec),
+                                std::memory_order_relaxed);
+    }
     lock.lock();
     latest_ = std::move(s);
     ++num_samples_;

@@ -33,11 +33,14 @@ class HardwareMonitor {
   // the metric sinks once).
   std::optional<MonitorSample> poll_new();
   uint64_t num_samples() const;
+  // CPU time the sampling thread has used so far (its own clock; the cost of monitoring).
+  double thread_cpu_seconds() const { return thread_cpu_seconds_.load(std::memory_order_relaxed); }
 
  private:
   void run(double interval_seconds, bool use_nvml);
 
   std::atomic<int64_t> step_{-1};
+  std::atomic<double> thread_cpu_seconds_{0.0};
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

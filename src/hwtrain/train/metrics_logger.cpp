@@ -40,6 +40,7 @@ void MetricsLogger::on_train_end(TrainerControl& t) {
   if (!logging_rank_) return;
   if (progress_) progress_->finish();
   recorder_->flush();
+  if (monitor_) monitor_cpu_seconds_ = monitor_->thread_cpu_seconds();
   monitor_.reset();
   if (report_) {
     try {

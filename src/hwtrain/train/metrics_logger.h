@@ -23,6 +23,8 @@ class MetricsLogger : public Callback {
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
   void on_train_end(TrainerControl& t) override;
   const MetricsRecorder& recorder() const { return *recorder_; }
+  // CPU time the hardware monitor's thread used (final once training has ended).
+  double monitor_cpu_seconds() const { return monitor_ ? monitor_->thread_cpu_seconds() : monitor_cpu_seconds_; }
 
  private:
   std::unique_ptr<MetricsRecorder> recorder_;
@@ -32,6 +34,7 @@ class MetricsLogger : public Callback {
   bool report_;
   bool logging_rank_;
   uint64_t monitor_samples_seen_ = 0;
+  double monitor_cpu_seconds_ = 0.0;
 };
 
 }  // namespace hwt

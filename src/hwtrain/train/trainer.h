@@ -55,6 +55,7 @@ class Trainer : public TrainerControl {
           std::filesystem::path run_dir, int rank = 0, int world_size = 1);
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
+  const CallbackList& callbacks() const { return callbacks_; }
   void set_gradient_sync(std::shared_ptr<GradientSync> sync) { grad_sync_ = std::move(sync); }
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
   void set_loss_reducer(std::function<double(double)> mean) { loss_mean_ = std::move(mean); }
