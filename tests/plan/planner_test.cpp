@@ -125,22 +125,27 @@ TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
       << "micro " << p.micro_batch_size << ", checkpoint_every " << p.checkpoint_every;
 }
 
-TEST(Planner, FusedLmHeadLossForLargeVocabulariesUnlessTheUserSaysOtherwise) {
+TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
   RunConfig c;
   c.apply_override("model.preset=gpt2");
   c.model.vocab_size = 50304;
-  Plan p = make_plan(gpu_machine(9, 80ll << 30), c);
-  EXPECT_TRUE(p.fused_lm_head_loss);
-  EXPECT_TRUE(Plan::from_json(p.to_json()).fused_lm_head_loss);
-
-  c.apply_override("optimization.fused_lm_head_loss=false");
+  c.apply_override("optimization.target_batch_size=32");
+  // 8 GiB: micro-batch 32 at block 1024 needs far more with its whole logits; chunk them first.
+  Plan scarce = make_plan(gpu_machine(9, 8ll << 30), c);
+  EXPECT_TRUE(scarce.fused_lm_head_loss);
+  EXPECT_TRUE(Plan::from_json(scarce.to_json()).fused_lm_head_loss);
+  // A small micro-batch fits with the whole logits: the plain (faster) head.
+  c.apply_override("train.micro_batch_size=1");
   EXPECT_FALSE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
 
-  RunConfig bytes;  // the default byte vocabulary: logits are small, plain head
-  bytes.model.vocab_size = 320;
-  EXPECT_FALSE(make_plan(gpu_machine(9, 80ll << 30), bytes).fused_lm_head_loss);
-  bytes.apply_override("optimization.fused_lm_head_loss=true");
-  EXPECT_TRUE(make_plan(gpu_machine(9, 80ll << 30), bytes).fused_lm_head_loss);
+  c.apply_override("optimization.fused_lm_head_loss=true");
+  EXPECT_TRUE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
+  RunConfig user_off;
+  user_off.apply_override("model.preset=gpt2");
+  user_off.model.vocab_size = 50304;
+  user_off.apply_override("optimization.target_batch_size=32");
+  user_off.apply_override("optimization.fused_lm_head_loss=false");
+  EXPECT_FALSE(make_plan(gpu_machine(9, 8ll << 30), user_off).fused_lm_head_loss);
 }
 
 TEST(MemoryModel, FusedLmHeadLossRemovesTheLogits) {

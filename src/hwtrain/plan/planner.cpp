@@ -181,23 +181,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                  (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " local ranks" : ""));
   }
 
-  // LM head and loss.
-  const int64_t vocab = c.model.vocab_size;
-  if (c.is_set("optimization.fused_lm_head_loss")) {
-    p.fused_lm_head_loss = c.optimization.fused_lm_head_loss;
-  } else {
-    p.fused_lm_head_loss = vocab > 4 * c.model.n_embd;
-  }
-  p.decide("lm_head_loss",
-           p.fused_lm_head_loss ? "fused, chunks of " + std::to_string(lm_head_loss_chunk_tokens(vocab)) + " tokens"
-                                : std::string("linear + cross_entropy"),
-           c.is_set("optimization.fused_lm_head_loss")
-               ? "optimization.fused_lm_head_loss set by user"
-               : "vocabulary " + std::to_string(vocab) + (p.fused_lm_head_loss ? " > " : " <= ") + "4 x n_embd: " +
-                     (p.fused_lm_head_loss ? "the whole (tokens x vocabulary) logits would outweigh a block's "
-                                             "activations; chunked, with gradients in the same pass"
-                                           : "the logits are small next to the blocks' activations"));
-
   // Memory budget, micro-batch, accumulation and activation checkpointing.
   const GpuInfo* gpu = on_gpu ? plan_gpu(hw, ctx) : nullptr;
   const double available = on_gpu ? static_cast<double>(gpu->free_memory_bytes > 0 ? gpu->free_memory_bytes
@@ -209,7 +192,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   q.model = c.model;
   q.precision = p.precision;
   q.sdpa = p.attention == "sdpa";
-  q.fused_lm_head_loss = p.fused_lm_head_loss;
   q.on_gpu = on_gpu;
   q.world_size = ctx.world_size;
   q.zero1 = p.zero1;
@@ -223,6 +205,40 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                              ? c.optimization.target_batch_size
                              : c.train.micro_batch_size * c.train.grad_accum_steps * ctx.world_size;
   const int64_t per_rank_target = std::max<int64_t>(1, target / ctx.world_size);
+
+  // LM head and loss. The fused head drops the whole logits (two fp32 copies of tokens x vocab)
+  // but its chunked GEMMs ran 5-10% slower on CPU (docs/benchmarks.md), so by default it is the
+  // first memory saving used: when the logits of the wanted micro-batch do not fit beside the
+  // activations, before recomputation (which costs 17-29%) is considered.
+  const int64_t vocab = c.model.vocab_size;
+  const int64_t wanted_micro = c.is_set("train.micro_batch_size")
+                                   ? c.train.micro_batch_size
+                                   : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+  std::string head_reason;
+  if (c.is_set("optimization.fused_lm_head_loss")) {
+    p.fused_lm_head_loss = c.optimization.fused_lm_head_loss;
+    head_reason = "optimization.fused_lm_head_loss set by user";
+  } else {
+    q.micro_batch_size = wanted_micro;
+    q.checkpoint_every = 0;
+    q.fused_lm_head_loss = false;
+    const double plain = estimate_memory(q).total();
+    q.fused_lm_head_loss = true;
+    const double fused = estimate_memory(q).total();
+    const bool plain_fits = plain <= p.memory_budget_bytes;
+    p.fused_lm_head_loss = !plain_fits && fused < 0.95 * plain;
+    head_reason = "micro-batch " + std::to_string(wanted_micro) + " needs " + format_bytes(plain) + " with the whole " +
+                  std::to_string(vocab) + "-way logits, " + format_bytes(fused) + " chunked; budget " +
+                  format_bytes(p.memory_budget_bytes) +
+                  (plain_fits ? ": fits, and the plain head is faster"
+                              : p.fused_lm_head_loss ? ": chunked first, before recomputation"
+                                                     : ": chunking would save under 5%");
+  }
+  q.fused_lm_head_loss = p.fused_lm_head_loss;
+  p.decide("lm_head_loss",
+           p.fused_lm_head_loss ? "fused, chunks of " + std::to_string(lm_head_loss_chunk_tokens(vocab)) + " tokens"
+                                : std::string("linear + cross_entropy"),
+           head_reason);
   int64_t every = 0;
   std::string ckpt_reason = "activations fit in memory without recomputation";
   if (c.is_set("optimization.enable_gradient_checkpointing")) {
