@@ -1,0 +1,126 @@
+// bf16 autocast vs fp32, step by step in one process (issue 4's "measured side by side in one run").
+// Trains a workload through the normal Trainer with the default plan, and switches mixed precision
+// off and on between steps (Trainer::disable_mixed_precision / enable_mixed_precision), so every
+// fp32 step has a bf16 neighbour a second away. Runs of a minute each, as in cpu_speed.sh, let the
+// shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
+// Output: median step time of each precision, and the median of the ratios of adjacent pairs.
+// Usage: bench_precision_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention]
+//        (defaults: W1, 15 pairs, precision; "attention" compares SDPA with the math path instead)
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "hwtrain/data/sharded_dataset.h"
+#include "hwtrain/plan/planner.h"
+#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/train/trainer.h"
+
+using namespace hwt;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// After each step: note how long it took in the setting it ran in, then switch for the next.
+// Mode "precision": the plan's autocast vs fp32. Mode "attention": under the plan's precision,
+// the fused SDPA kernel vs the math path (explicit matmuls and softmax).
+class AlternatePrecision : public Callback {
+ public:
+  AlternatePrecision(Trainer** trainer, GPT model, bool attention)
+      : trainer_(trainer), model_(std::move(model)), attention_(attention) {}
+  std::string name() const override { return "alternate_precision"; }
+  void on_step_end(TrainerControl&, const StepMetrics& m) override {
+    (next_low_ ? low_ : fp32_).push_back(m.step_seconds);
+    next_low_ = !next_low_;
+    if (attention_) {
+      model_->set_attention_kernel(next_low_ ? AttentionKernel::Sdpa : AttentionKernel::Math);
+    } else if (next_low_) {
+      (*trainer_)->enable_mixed_precision();
+    } else {
+      (*trainer_)->disable_mixed_precision();
+    }
+  }
+  std::vector<double> low_, fp32_;  // step seconds, in the order run
+
+ private:
+  Trainer** trainer_;
+  GPT model_;
+  bool attention_;
+  bool next_low_ = true;  // the plan's setting runs first
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs]\n", argv[0]);
+    return 2;
+  }
+  const std::string workload = argc > 2 ? argv[2] : "W1";
+  const int64_t pairs = argc > 3 ? std::stoll(argv[3]) : 15;
+  const bool attention = argc > 4 && std::string(argv[4]) == "attention";
+  const int64_t warmup_pairs = 2;
+  auto data = std::make_shared<const ShardedDataset>(argv[1]);
+
+  RunConfig config;
+  if (workload == "W1") {
+    config.apply_override("model.preset=char-small");
+    config.apply_override("train.micro_batch_size=12");
+  } else {
+    config.apply_override("model.preset=gpt2");
+    config.apply_override("model.block_size=256");
+    config.apply_override("train.micro_batch_size=4");
+  }
+  config.apply_override("train.max_steps=" + std::to_string(2 * (pairs + warmup_pairs)));
+  config.apply_override("train.eval_interval=0");
+  config.apply_override("train.time_budget=0");
+  config.model.vocab_size = resolve_vocab_size(config.model, data->vocab_size());
+  HardwareAwareOptimizer optimizer(config);
+  const Plan& plan = optimizer.plan();
+  std::printf("%s: %s, plan precision %s, micro-batch %lld, %lld threads\n", workload.c_str(),
+              config.model.preset.c_str(), precision_name(plan.precision),
+              static_cast<long long>(plan.micro_batch_size), static_cast<long long>(plan.intra_op_threads));
+  if (plan.precision == Precision::Fp32) {
+    std::printf("the plan is fp32 on this machine: nothing to compare\n");
+    return 0;
+  }
+
+  GPT model = optimizer.build_model();
+  Trainer* trainer_ptr = nullptr;
+  auto alternate = std::make_shared<AlternatePrecision>(&trainer_ptr, model, attention);
+  const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-precision-ab-" + std::to_string(getpid()));
+  {
+    Trainer trainer(config, plan, model, data, run_dir);
+    trainer_ptr = &trainer;
+    trainer.add_callback(alternate);
+    trainer.fit();
+  }
+  std::filesystem::remove_all(run_dir);
+
+  const auto& low = alternate->low_;
+  const auto& fp32 = alternate->fp32_;
+  std::vector<double> low_timed(low.begin() + warmup_pairs, low.end());
+  std::vector<double> fp32_timed(fp32.begin() + warmup_pairs, fp32.end());
+  std::vector<double> ratios;
+  for (size_t i = warmup_pairs; i < std::min(low.size(), fp32.size()); ++i) ratios.push_back(fp32[i] / low[i]);
+  const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
+  const char* a_name = attention ? "sdpa" : precision_name(plan.precision);
+  const char* b_name = attention ? "math" : "fp32";
+  std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, low[i + warmup_pairs], fp32[i + warmup_pairs], ratios[i]);
+  }
+  std::printf("median step: %s %.3f s (%.0f tokens/s), %s %.3f s (%.0f tokens/s); %zu adjacent pairs after %lld "
+              "warm-up pairs: median speed-up %.3fx (min %.3fx, max %.3fx)\n",
+              a_name, median(low_timed), tokens / median(low_timed), b_name, median(fp32_timed),
+              tokens / median(fp32_timed), ratios.size(), static_cast<long long>(warmup_pairs), median(ratios),
+              *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
+  return 0;
+}
