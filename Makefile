@@ -13,8 +13,12 @@ all: build
 deps:
 	@bash scripts/install-deps.sh $(TORCH_PYTHON_FILE)
 
+# Ninja (installed by the deps script) spreads the unity units of every area over the cores better
+# than Make's per-directory recursion; a build directory keeps the generator it was created with.
 configure: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	@gen=$$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' $(BUILD_DIR)/CMakeCache.txt 2>/dev/null); \
+	if [ -z "$$gen" ]; then if command -v ninja >/dev/null; then gen=Ninja; else gen="Unix Makefiles"; fi; fi; \
+	cmake -S . -B $(BUILD_DIR) -G "$$gen" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DHWTRAIN_TORCH_PYTHON="$$(cat $(TORCH_PYTHON_FILE))"
 
 build: configure

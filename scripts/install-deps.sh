@@ -16,7 +16,7 @@ STAMP_FILE="${1:-build/torch-python}"
 log() { echo "[install-deps] $*" >&2; }
 
 debian_packages=(
-  build-essential cmake pkg-config python3-venv
+  build-essential cmake ninja-build pkg-config python3-venv
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev
   fortunes
