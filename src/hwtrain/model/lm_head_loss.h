@@ -7,7 +7,8 @@
 // soon as the logits are), so nothing is recomputed: the GEMMs are those of the unfused head, the
 // gradients of x and W are kept until backward and scaled there by the incoming gradient (the loss
 // is a scalar, so that scaling is exact, loss scaling included). This is the approach of Liger
-// Kernel's fused linear cross-entropy, on LibTorch ops.
+// Kernel's fused linear cross-entropy, on LibTorch ops. The trainer's phase timing therefore counts
+// the head's gradient GEMMs as forward time.
 //
 // Under autocast (or when compute_dtype is given) the GEMMs run in that dtype and the softmax in
 // fp32, as autocast does for the unfused head. Targets equal to -1 are ignored.
