@@ -31,36 +31,36 @@ double median(std::vector<double> v) {
 // After each step: note how long it took in the setting it ran in, then switch for the next.
 // Mode "precision": the plan's autocast vs fp32. Mode "attention": under the plan's precision,
 // the fused SDPA kernel vs the math path (explicit matmuls and softmax).
-class AlternatePrecision : public Callback {
+class AlternateSetting : public Callback {
  public:
-  AlternatePrecision(Trainer** trainer, GPT model, bool attention)
+  AlternateSetting(Trainer** trainer, GPT model, bool attention)
       : trainer_(trainer), model_(std::move(model)), attention_(attention) {}
-  std::string name() const override { return "alternate_precision"; }
+  std::string name() const override { return "alternate_setting"; }
   void on_step_end(TrainerControl&, const StepMetrics& m) override {
-    (next_low_ ? low_ : fp32_).push_back(m.step_seconds);
-    next_low_ = !next_low_;
+    (next_planned_ ? planned_ : other_).push_back(m.step_seconds);
+    next_planned_ = !next_planned_;
     if (attention_) {
-      model_->set_attention_kernel(next_low_ ? AttentionKernel::Sdpa : AttentionKernel::Math);
-    } else if (next_low_) {
+      model_->set_attention_kernel(next_planned_ ? AttentionKernel::Sdpa : AttentionKernel::Math);
+    } else if (next_planned_) {
       (*trainer_)->enable_mixed_precision();
     } else {
       (*trainer_)->disable_mixed_precision();
     }
   }
-  std::vector<double> low_, fp32_;  // step seconds, in the order run
+  std::vector<double> planned_, other_;  // step seconds, in the order run
 
  private:
   Trainer** trainer_;
   GPT model_;
   bool attention_;
-  bool next_low_ = true;  // the plan's setting runs first
+  bool next_planned_ = true;  // the plan's setting runs first
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention]\n", argv[0]);
     return 2;
   }
   const std::string workload = argc > 2 ? argv[2] : "W1";
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
 
   GPT model = optimizer.build_model();
   Trainer* trainer_ptr = nullptr;
-  auto alternate = std::make_shared<AlternatePrecision>(&trainer_ptr, model, attention);
+  auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, attention);
   const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-precision-ab-" + std::to_string(getpid()));
   {
     Trainer trainer(config, plan, model, data, run_dir);
@@ -104,23 +104,23 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove_all(run_dir);
 
-  const auto& low = alternate->low_;
-  const auto& fp32 = alternate->fp32_;
-  std::vector<double> low_timed(low.begin() + warmup_pairs, low.end());
-  std::vector<double> fp32_timed(fp32.begin() + warmup_pairs, fp32.end());
+  const auto& planned = alternate->planned_;
+  const auto& other = alternate->other_;
+  std::vector<double> planned_timed(planned.begin() + warmup_pairs, planned.end());
+  std::vector<double> other_timed(other.begin() + warmup_pairs, other.end());
   std::vector<double> ratios;
-  for (size_t i = warmup_pairs; i < std::min(low.size(), fp32.size()); ++i) ratios.push_back(fp32[i] / low[i]);
+  for (size_t i = warmup_pairs; i < std::min(planned.size(), other.size()); ++i) ratios.push_back(other[i] / planned[i]);
   const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
   const char* a_name = attention ? "sdpa" : precision_name(plan.precision);
   const char* b_name = attention ? "math" : "fp32";
   std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
   for (size_t i = 0; i < ratios.size(); ++i) {
-    std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, low[i + warmup_pairs], fp32[i + warmup_pairs], ratios[i]);
+    std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, planned[i + warmup_pairs], other[i + warmup_pairs], ratios[i]);
   }
   std::printf("median step: %s %.3f s (%.0f tokens/s), %s %.3f s (%.0f tokens/s); %zu adjacent pairs after %lld "
               "warm-up pairs: median speed-up %.3fx (min %.3fx, max %.3fx)\n",
-              a_name, median(low_timed), tokens / median(low_timed), b_name, median(fp32_timed),
-              tokens / median(fp32_timed), ratios.size(), static_cast<long long>(warmup_pairs), median(ratios),
+              a_name, median(planned_timed), tokens / median(planned_timed), b_name, median(other_timed),
+              tokens / median(other_timed), ratios.size(), static_cast<long long>(warmup_pairs), median(ratios),
               *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
   return 0;
 }

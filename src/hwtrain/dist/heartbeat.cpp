@@ -14,7 +14,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-
 }  // namespace
 
 std::string Heartbeat::encode(int64_t beat, int64_t progress, const std::string& state) {

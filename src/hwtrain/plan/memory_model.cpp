@@ -77,14 +77,13 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
                        : scores * (low ? 2.0 : kBytesFp32) * static_cast<double>(l) + scores * kBytesFp32;
   // At the backward peak: the fp32 log-softmax that cross-entropy saved and the logits' gradient
   // (the logits themselves are freed once log-softmax has read them).
+  // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight
+  // gradient is made in the forward pass and held until backward, beside the activations.
   const double vocab = static_cast<double>(q.model.vocab_size);
-  e.logits = 2.0 * tokens * vocab * kBytesFp32;
-  if (q.fused_lm_head_loss) {
-    // One chunk's fp32 probabilities and their 16/32-bit copies; the head's weight gradient is
-    // made in the forward pass and held until backward, beside the activations.
-    const double chunk = std::min(tokens, static_cast<double>(lm_head_loss_chunk_tokens(q.model.vocab_size)));
-    e.logits = 2.0 * chunk * vocab * kBytesFp32 + vocab * c * kBytesFp32;
-  }
+  const double logit_rows =
+      q.fused_lm_head_loss ? std::min(tokens, static_cast<double>(lm_head_loss_chunk_tokens(q.model.vocab_size)))
+                           : tokens;
+  e.logits = 2.0 * logit_rows * vocab * kBytesFp32 + (q.fused_lm_head_loss ? vocab * c * kBytesFp32 : 0.0);
   e.overhead = q.on_gpu ? kGpuOverheadBytes : kCpuOverheadBytes;
   return e;
 }

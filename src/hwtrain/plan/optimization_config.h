@@ -21,7 +21,7 @@ struct OptimizationConfig {
   int64_t nonfinite_fallback_steps = 3;         // fall back to fp32 after K non-finite losses; 0 = never
   bool enable_gradient_checkpointing = false;   // activation checkpointing (planner may enable)
   int64_t checkpoint_every = 1;                 // with checkpointing: every k-th block (1 = all)
-  bool fused_lm_head_loss = true;               // chunked LM head + loss; unset = planner (large vocab)
+  bool fused_lm_head_loss = false;              // chunked LM head + loss (planner: when logits do not fit)
   int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
   int64_t max_batch_size = 64;                  // upper bound of the micro-batch search
   double memory_threshold = 0.75;               // share of available memory the plan may use
