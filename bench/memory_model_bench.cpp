@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hwtrain/model/gpt.h"
+#include "hwtrain/obs/host_allocation_counter.h"
 #include "hwtrain/obs/memory_meter.h"
 #include "hwtrain/obs/monitor.h"
 #include "hwtrain/plan/memory_model.h"
@@ -36,9 +37,11 @@ struct Case {
 };
 
 // Returns the memory training added to the process; *step_added: what the second step alone
-// added on top of the resident state (weights and moments) at its start.
+// added on top of the resident state (weights and moments) at its start; *step_allocated: the
+// peak of live tensor bytes in that step above those at its start (what CUDA's peak statistics
+// would say; the resident set adds what the malloc keeps cached or cannot reuse).
 double measure(const Case& c, Precision precision, int64_t checkpoint_every, double* predicted,
-               double* step_added = nullptr) {
+               double* step_added = nullptr, double* step_allocated = nullptr) {
   ModelConfig m;
   m.n_layer = c.n_layer;
   m.n_head = c.n_head;
@@ -70,12 +73,15 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
     auto y = torch::randint(c.vocab, {c.micro, c.block}, torch::kInt64);
     const auto dtype = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat32;
     double before_step = 0;
+    int64_t allocated_before_step = 0;
     for (int step = 0; step < 2; ++step) {
       if (step == 1) {
         peak = process_peak_rss_bytes();
         release_free_host_memory();
         before_step = process_rss_bytes();
         reset_process_peak_rss();
+        reset_host_allocation_peak();
+        allocated_before_step = host_allocation().current_bytes;
       }
       torch::Tensor loss;
       {
@@ -88,6 +94,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
     }
     const double step_peak = process_peak_rss_bytes();
     if (step_added) *step_added = step_peak - before_step;
+    if (step_allocated) *step_allocated = static_cast<double>(host_allocation().peak_bytes - allocated_before_step);
     peak = std::max(peak, step_peak);
   }
   return peak - rss0;
@@ -95,7 +102,10 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Optional argument: run only the configurations whose name contains it.
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (!install_host_allocation_counter()) std::fprintf(stderr, "warning: CPU allocation counter not installed\n");
   const std::vector<Case> cases = {
       {"tiny (2L 64w, B=16)", 2, 2, 64, 64, 16},
       {"char-small (6L 384w, B=12)", 6, 6, 384, 256, 12},
@@ -111,19 +121,20 @@ int main() {
   double unused = 0;
   measure(cases[0], Precision::Fp32, 0, &unused);
   measure(cases[0], Precision::Bf16, 1, &unused);
-  std::printf("%-38s %-5s %-5s %12s %12s %8s %14s\n", "model", "prec", "ckpt", "predicted", "measured", "error",
-              "step adds");
+  std::printf("%-38s %-5s %-5s %12s %12s %8s %14s %14s\n", "model", "prec", "ckpt", "predicted", "measured", "error",
+              "step adds", "step tensors");
   double worst = 0;
   for (const auto& c : cases) {
+    if (c.name.find(only) == std::string::npos) continue;
     for (Precision p : {Precision::Fp32, Precision::Bf16}) {
       for (int64_t ckpt : {0, 1}) {
-        double predicted = 0, step_added = 0;
-        const double measured = measure(c, p, ckpt, &predicted, &step_added);
+        double predicted = 0, step_added = 0, step_allocated = 0;
+        const double measured = measure(c, p, ckpt, &predicted, &step_added, &step_allocated);
         const double err = (predicted - measured) / measured;
         worst = std::max(worst, std::fabs(err));
-        std::printf("%-38s %-5s %-5s %9.1f MiB %9.1f MiB %+7.1f%% %10.1f MiB\n", c.name.c_str(), precision_name(p),
-                    ckpt ? "all" : "none", predicted / 1048576.0, measured / 1048576.0, 100.0 * err,
-                    step_added / 1048576.0);
+        std::printf("%-38s %-5s %-5s %9.1f MiB %9.1f MiB %+7.1f%% %10.1f MiB %10.1f MiB\n", c.name.c_str(),
+                    precision_name(p), ckpt ? "all" : "none", predicted / 1048576.0, measured / 1048576.0,
+                    100.0 * err, step_added / 1048576.0, step_allocated / 1048576.0);
         std::fflush(stdout);
       }
     }
