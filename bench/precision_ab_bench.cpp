@@ -4,8 +4,10 @@
 // fp32 step has a bf16 neighbour a second away. Runs of a minute each, as in cpu_speed.sh, let the
 // shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
 // Output: median step time of each precision, and the median of the ratios of adjacent pairs.
-// Usage: bench_precision_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention]
-//        (defaults: W1, 15 pairs, precision; "attention" compares SDPA with the math path instead)
+// Usage: bench_precision_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]] [key=value...]
+//        (defaults: W1, 15 pairs, precision; "attention:KERNEL" compares the plan's attention kernel
+//        with KERNEL = sdpa | gemm | math under the plan's precision; "attention" alone: math;
+//        key=value: config overrides, e.g. optimization.mixed_precision_dtype=fp32)
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -30,17 +32,18 @@ double median(std::vector<double> v) {
 
 // After each step: note how long it took in the setting it ran in, then switch for the next.
 // Mode "precision": the plan's autocast vs fp32. Mode "attention": under the plan's precision,
-// the fused SDPA kernel vs the math path (explicit matmuls and softmax).
+// the plan's attention kernel vs another one.
 class AlternateSetting : public Callback {
  public:
-  AlternateSetting(Trainer** trainer, GPT model, bool attention)
-      : trainer_(trainer), model_(std::move(model)), attention_(attention) {}
+  AlternateSetting(Trainer** trainer, GPT model, bool attention, AttentionKernel planned, AttentionKernel other)
+      : trainer_(trainer), model_(std::move(model)), attention_(attention), planned_kernel_(planned),
+        other_kernel_(other) {}
   std::string name() const override { return "alternate_setting"; }
   void on_step_end(TrainerControl&, const StepMetrics& m) override {
     (next_planned_ ? planned_ : other_).push_back(m.step_seconds);
     next_planned_ = !next_planned_;
     if (attention_) {
-      model_->set_attention_kernel(next_planned_ ? AttentionKernel::Sdpa : AttentionKernel::Math);
+      model_->set_attention_kernel(next_planned_ ? planned_kernel_ : other_kernel_);
     } else if (next_planned_) {
       (*trainer_)->enable_mixed_precision();
     } else {
@@ -53,6 +56,7 @@ class AlternateSetting : public Callback {
   Trainer** trainer_;
   GPT model_;
   bool attention_;
+  AttentionKernel planned_kernel_, other_kernel_;
   bool next_planned_ = true;  // the plan's setting runs first
 };
 
@@ -60,12 +64,15 @@ class AlternateSetting : public Callback {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]] [key=value...]\n",
+                 argv[0]);
     return 2;
   }
   const std::string workload = argc > 2 ? argv[2] : "W1";
   const int64_t pairs = argc > 3 ? std::stoll(argv[3]) : 15;
-  const bool attention = argc > 4 && std::string(argv[4]) == "attention";
+  const std::string mode = argc > 4 ? argv[4] : "precision";
+  const bool attention = mode.rfind("attention", 0) == 0;
+  const std::string other_kernel = mode.size() > 10 ? mode.substr(10) : "math";
   const int64_t warmup_pairs = 2;
   auto data = std::make_shared<const ShardedDataset>(argv[1]);
 
@@ -81,20 +88,23 @@ int main(int argc, char** argv) {
   config.apply_override("train.max_steps=" + std::to_string(2 * (pairs + warmup_pairs)));
   config.apply_override("train.eval_interval=0");
   config.apply_override("train.time_budget=0");
+  for (int i = 5; i < argc; ++i) config.apply_override(argv[i]);
   config.model.vocab_size = resolve_vocab_size(config.model, data->vocab_size());
   HardwareAwareOptimizer optimizer(config);
   const Plan& plan = optimizer.plan();
   std::printf("%s: %s, plan precision %s, micro-batch %lld, %lld threads\n", workload.c_str(),
               config.model.preset.c_str(), precision_name(plan.precision),
               static_cast<long long>(plan.micro_batch_size), static_cast<long long>(plan.intra_op_threads));
-  if (plan.precision == Precision::Fp32) {
+  if (!attention && plan.precision == Precision::Fp32) {
     std::printf("the plan is fp32 on this machine: nothing to compare\n");
     return 0;
   }
 
   GPT model = optimizer.build_model();
   Trainer* trainer_ptr = nullptr;
-  auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, attention);
+  const AttentionKernel planned_kernel = parse_attention_kernel(plan.attention);
+  auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, attention, planned_kernel,
+                                                      parse_attention_kernel(other_kernel));
   const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-precision-ab-" + std::to_string(getpid()));
   {
     Trainer trainer(config, plan, model, data, run_dir);
@@ -111,8 +121,8 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   for (size_t i = warmup_pairs; i < std::min(planned.size(), other.size()); ++i) ratios.push_back(other[i] / planned[i]);
   const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
-  const char* a_name = attention ? "sdpa" : precision_name(plan.precision);
-  const char* b_name = attention ? "math" : "fp32";
+  const char* a_name = attention ? to_string(planned_kernel) : precision_name(plan.precision);
+  const char* b_name = attention ? to_string(parse_attention_kernel(other_kernel)) : "fp32";
   std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
   for (size_t i = 0; i < ratios.size(); ++i) {
     std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, planned[i + warmup_pairs], other[i + warmup_pairs], ratios[i]);

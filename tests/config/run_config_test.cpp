@@ -103,6 +103,14 @@ TEST(RunConfig, OutOfRangeValuesAreRejected) {
   c.apply_override("model.n_head=3");
   std::string msg = error_of([&] { c.validate(); });
   EXPECT_NE(msg.find("not divisible"), std::string::npos) << msg;
+
+  RunConfig gemm;
+  gemm.apply_override("model.attention=gemm");
+  EXPECT_NO_THROW(gemm.validate());
+  gemm.apply_override("model.dropout=0.1");
+  msg = error_of([&] { gemm.validate(); });
+  EXPECT_NE(msg.find("model.attention = gemm"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.dropout = 0.1"), std::string::npos) << msg;
 }
 
 TEST(RunConfig, PresetAppliesFirstAndExplicitKeysWin) {

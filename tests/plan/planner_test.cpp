@@ -77,6 +77,54 @@ TEST(Planner, UserChoiceWins) {
   EXPECT_EQ(p.intra_op_threads, 1);
 }
 
+TEST(Planner, AttentionGemmOnCpuWhereItsProbabilitiesFitElseSdpa) {
+  Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
+  EXPECT_EQ(p.attention, "gemm");
+  EXPECT_NE(decision(p, "attention").reason.find("fits"), std::string::npos);
+
+  RunConfig dropout = small_config();
+  dropout.apply_override("model.dropout=0.1");
+  p = make_plan(cpu_machine(true, 300, 900), dropout);
+  EXPECT_EQ(p.attention, "sdpa");
+  EXPECT_NE(decision(p, "attention").reason.find("dropout"), std::string::npos);
+
+  EXPECT_EQ(make_plan(gpu_machine(9), small_config()).attention, "sdpa");
+
+  // Long sequences: 64 x 12 heads x 4096^2 probabilities per layer cannot be kept in 20 GiB.
+  RunConfig long_context = small_config();
+  long_context.apply_override("model.block_size=4096");
+  long_context.apply_override("model.n_head=12");
+  long_context.apply_override("model.n_embd=768");
+  long_context.apply_override("train.micro_batch_size=64");
+  p = make_plan(cpu_machine(true, 300, 900), long_context);
+  EXPECT_EQ(p.attention, "sdpa");
+  EXPECT_NE(decision(p, "attention").reason.find("keeps none"), std::string::npos);
+
+  RunConfig user = small_config();
+  user.apply_override("model.attention=sdpa");
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, "sdpa");
+  user.apply_override("model.attention=math");
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, "math");
+}
+
+TEST(MemoryModel, GemmAttentionKeepsProbabilitiesPerLayerNotRecomputed) {
+  MemoryQuery q;
+  q.model.vocab_size = 256;
+  q.model.n_layer = 6;
+  q.model.block_size = 256;
+  q.micro_batch_size = 12;
+  q.attention = "sdpa";
+  const double sdpa = estimate_memory(q).attention;
+  q.attention = "gemm";
+  const double gemm = estimate_memory(q).attention;
+  const double per_layer = 12.0 * q.model.n_head * 256 * 256 * 5 / 8 * 4;  // fp32, four chunks of 64 rows
+  EXPECT_GT(gemm, 6 * per_layer);
+  EXPECT_LT(gemm, 7 * per_layer);
+  EXPECT_GT(gemm, sdpa);
+  q.checkpoint_every = 1;  // one layer's probabilities at a time
+  EXPECT_LT(estimate_memory(q).attention, 2 * per_layer);
+}
+
 TEST(Planner, Fp16OnCpuFallsBackWithWarning) {
   RunConfig c = small_config();
   c.apply_override("optimization.mixed_precision_dtype=fp16");

@@ -312,6 +312,10 @@ void RunConfig::validate() const {
                       str((model.n_embd / model.n_head + 1) * model.n_head) + ")");
   }
   in_range("model.dropout", model.dropout, 0.0, 1.0, false);
+  if (model.attention == "gemm" && model.dropout > 0) {
+    throw ConfigError("config: model.attention = gemm has no attention dropout, but model.dropout = " +
+                      str(model.dropout) + "; use model.attention = sdpa or math, or model.dropout = 0");
+  }
   at_least("data.max_document_bytes", data.max_document_bytes, 0);
   in_range("data.val_fraction", data.val_fraction, 0.0, 0.5, true);
   if (data.val_fraction <= 0.0) range_error("data.val_fraction", str(data.val_fraction), "must be in (0, 0.5]");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/model/gemm_attention.h"
 
 namespace hwt {
 
@@ -11,6 +12,7 @@ const char* to_string(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::Sdpa: return "sdpa";
     case AttentionKernel::Math: return "math";
+    case AttentionKernel::Gemm: return "gemm";
   }
   return "?";
 }
@@ -18,8 +20,9 @@ const char* to_string(AttentionKernel kernel) {
 AttentionKernel parse_attention_kernel(const std::string& name) {
   if (name == "sdpa") return AttentionKernel::Sdpa;
   if (name == "math") return AttentionKernel::Math;
+  if (name == "gemm") return AttentionKernel::Gemm;
   throw ConfigError("model.attention = '" + name +
-                    "' is not a kernel; valid: sdpa | math ('auto' is resolved by the planner)");
+                    "' is not a kernel; valid: sdpa | gemm | math ('auto' is resolved by the planner)");
 }
 
 torch::Tensor CausalMaskCache::future_mask(int64_t T, const torch::Device& device) {
@@ -81,6 +84,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
     const double dropout_p = is_training() ? options_.dropout : 0.0;
     y_BHTD = at::scaled_dot_product_attention(q_BHTD, k_BHTD, v_BHTD, /*attn_mask=*/{}, dropout_p,
                                               /*is_causal=*/true);
+  } else if (kernel_ == AttentionKernel::Gemm) {
+    TORCH_CHECK(!is_training() || options_.dropout == 0.0,
+                "attention kernel gemm has no dropout; model.dropout = ", options_.dropout, " needs sdpa or math");
+    y_BHTD = gemm_causal_attention(q_BHTD, k_BHTD, v_BHTD, mask_cache_->future_mask(T, q_BHTD.device()));
   } else {
     y_BHTD = math_attention(q_BHTD, k_BHTD, v_BHTD);
   }

@@ -1,7 +1,8 @@
-// Causal multi-head self-attention for the GPT blocks, with two kernels: LibTorch's fused
-// scaled-dot-product attention (flash / memory-efficient on CPU and GPU) and the reference math
-// path (softmax(q k^T / sqrt(D)) v with a causal mask), which the fused one is tested against.
-// The math path's masks live in a CausalMaskCache shared by all blocks of a model: one mask per
+// Causal multi-head self-attention for the GPT blocks, with three kernels: LibTorch's fused
+// scaled-dot-product attention (flash / memory-efficient on CPU and GPU), batched-GEMM attention
+// with a hand-written backward (model/gemm_attention.h, faster on CPU where its probabilities fit)
+// and the reference math path (softmax(q k^T / sqrt(D)) v with a causal mask), which the other two
+// are tested against. The causal masks live in a CausalMaskCache shared by all blocks of a model: one mask per
 // (sequence length, device), built on first use. Choosing the kernel ("auto") is the planner's job.
 //
 // Shape letters: B batch, T sequence length, C n_embd, H heads, D head size (C / H).
@@ -20,13 +21,14 @@ namespace hwt {
 enum class AttentionKernel {
   Sdpa,  // at::scaled_dot_product_attention(..., is_causal=true): fused kernels where available
   Math,  // the reference: explicit scores, cached causal mask, softmax, dropout, @ v
+  Gemm,  // gemm_causal_attention: batched GEMMs, probabilities kept for backward, no dropout
 };
 
 const char* to_string(AttentionKernel kernel);
-// "sdpa" | "math"; anything else (including "auto", which the planner resolves) is a ConfigError.
+// "sdpa" | "gemm" | "math"; anything else (including "auto", which the planner resolves) is a ConfigError.
 AttentionKernel parse_attention_kernel(const std::string& name);
 
-// Causal masks for the math path: future_TT[i][j] is true where j > i (positions to hide).
+// Causal masks for the math and GEMM paths: future_TT[i][j] is true where j > i (positions to hide).
 // Thread-safe; shared by the blocks of one model so each (T, device) is built once.
 class CausalMaskCache {
  public:

@@ -20,8 +20,9 @@ struct ModelConfig {
   int64_t vocab_size = 0;
   double dropout = 0.0;  // off by default: small runs on small corpora overfit little in 5 minutes
   bool bias = true;      // biases in Linear and LayerNorm, as GPT-2
-  // auto | sdpa | math. sdpa = LibTorch's fused scaled-dot-product attention (flash/memory-
-  // efficient kernels); math = the reference path with a cached causal mask.
+  // auto | sdpa | gemm | math. sdpa = LibTorch's fused scaled-dot-product attention (flash/memory-
+  // efficient kernels); gemm = batched GEMMs with a hand-written backward, probabilities kept
+  // (CPU, no dropout); math = the reference path with a cached causal mask.
   std::string attention = "auto";
 
   template <class V>
@@ -35,7 +36,7 @@ struct ModelConfig {
     v("vocab_size", vocab_size, "vocabulary size; 0 = from the tokenizer, padded to a multiple of 64");
     v("dropout", dropout, "dropout probability in [0, 1)");
     v("bias", bias, "use biases in Linear and LayerNorm layers");
-    v("attention", attention, "attention kernel", std::vector<std::string>{"auto", "sdpa", "math"});
+    v("attention", attention, "attention kernel", std::vector<std::string>{"auto", "sdpa", "gemm", "math"});
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hwtrain/core/strings.h"
+#include "hwtrain/model/gemm_attention.h"
 #include "hwtrain/model/lm_head_loss.h"
 
 namespace hwt {
@@ -58,10 +59,13 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   const double per_block = tokens * c * kSavedPerToken * bytes_per_saved;
   const double block_input = tokens * c * kBytesFp32;
   const int64_t l = q.model.n_layer;
+  // Layers whose attention probabilities exist at once: all, or those not recomputed plus one.
+  int64_t layers_kept = l;
   if (q.checkpoint_every <= 0) {
     e.activations = static_cast<double>(l) * per_block;
   } else {
     const int64_t checkpointed = (l + q.checkpoint_every - 1) / q.checkpoint_every;  // blocks 0, k, 2k, ...
+    layers_kept = l - checkpointed + 1;
     // Checkpointed blocks keep their input only; one of them is recomputed at a time.
     e.activations = static_cast<double>(l - checkpointed) * per_block +
                     static_cast<double>(checkpointed) * block_input + per_block;
@@ -72,9 +76,18 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   const double heads = static_cast<double>(q.model.n_head);
   const double t = static_cast<double>(q.model.block_size);
   const double scores = static_cast<double>(q.micro_batch_size) * heads * t * t;
-  // The math path keeps softmax probabilities per layer; SDPA keeps one block's workspace.
-  e.attention = q.sdpa ? scores * kBytesFp32 / (q.on_gpu ? 8.0 : 1.0)
-                       : scores * (low ? 2.0 : kBytesFp32) * static_cast<double>(l) + scores * kBytesFp32;
+  const double score_bytes = low ? 2.0 : kBytesFp32;
+  if (q.attention == "sdpa") {  // one block's workspace
+    e.attention = scores * kBytesFp32 / (q.on_gpu ? 8.0 : 1.0);
+  } else if (q.attention == "gemm") {  // kept probabilities, and one chunk's scores and gradients
+    const double kept = static_cast<double>(q.micro_batch_size) * heads *
+                        static_cast<double>(gemm_attention_kept_probabilities(q.model.block_size));
+    const double chunk = static_cast<double>(q.micro_batch_size) * heads * t *
+                         static_cast<double>(std::min<int64_t>(kGemmAttentionChunkRows, q.model.block_size));
+    e.attention = (kept * static_cast<double>(layers_kept) + 2.0 * chunk) * score_bytes;
+  } else {  // math: probabilities per layer
+    e.attention = scores * score_bytes * static_cast<double>(layers_kept) + scores * kBytesFp32;
+  }
   // At the backward peak: the fp32 log-softmax that cross-entropy saved and the logits' gradient
   // (the logits themselves are freed once log-softmax has read them).
   // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight

@@ -23,7 +23,7 @@ struct Plan {
   bool pure_bf16_weights = false;  // bf16 weights with fp32 optimizer moments
   bool hardware_bf16 = false;      // the device runs bf16 natively (for the precision status)
   bool hardware_fp16 = false;
-  std::string attention = "sdpa";  // "sdpa" | "math"
+  std::string attention = "sdpa";  // "sdpa" | "gemm" | "math"
   int64_t checkpoint_every = 0;    // activation checkpointing: 0 = none, k = every k-th block
   bool fused_lm_head_loss = false; // chunked LM head + cross-entropy (model/lm_head_loss.h)
   int64_t micro_batch_size = 1;

@@ -155,19 +155,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     }
   }
 
-  // Attention kernel.
-  if (c.model.attention == "math") {
-    p.attention = "math";
-    p.decide("attention", "math (cached causal mask)", "model.attention = math set by user");
-  } else {
-    p.attention = "sdpa";
-    p.decide("attention", "scaled_dot_product_attention",
-             c.model.attention == "sdpa" ? "model.attention = sdpa set by user"
-                                         : std::string("fused kernel of LibTorch 2.x (") +
-                                               (on_gpu ? "flash attention on sm80+" : "flash-attention CPU kernel") +
-                                               "); no T x T score matrix is stored");
-  }
-
   // Threads.
   const int64_t cores = std::max(1, hw.cpu.num_physical_cores);
   if (c.is_set("optimization.intra_op_threads") && c.optimization.intra_op_threads > 0) {
@@ -191,7 +178,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   MemoryQuery q;
   q.model = c.model;
   q.precision = p.precision;
-  q.sdpa = p.attention == "sdpa";
   q.on_gpu = on_gpu;
   q.world_size = ctx.world_size;
   q.zero1 = p.zero1;
@@ -206,14 +192,48 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                              : c.train.micro_batch_size * c.train.grad_accum_steps * ctx.world_size;
   const int64_t per_rank_target = std::max<int64_t>(1, target / ctx.world_size);
 
-  // LM head and loss. The fused head drops the whole logits (two fp32 copies of tokens x vocab)
-  // but its chunked GEMMs ran 5-10% slower on CPU (docs/benchmarks.md), so by default it is the
-  // first memory saving used: when the logits of the wanted micro-batch do not fit beside the
-  // activations, before recomputation (which costs 17-29%) is considered.
   const int64_t vocab = c.model.vocab_size;
   const int64_t wanted_micro = c.is_set("train.micro_batch_size")
                                    ? c.train.micro_batch_size
                                    : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+  // Attention kernel. On CPU the GEMM kernel beats the flash-attention one by a third per layer
+  // (docs/benchmarks.md) but keeps its probabilities, so it is chosen where they fit.
+  const std::string& attention_wanted = c.model.attention;
+  std::string attention_reason;
+  if (attention_wanted == "math" || attention_wanted == "gemm" || attention_wanted == "sdpa") {
+    p.attention = attention_wanted;
+    attention_reason = "model.attention = " + attention_wanted + " set by user";
+  } else if (on_gpu) {
+    p.attention = "sdpa";
+    attention_reason = "fused kernel of LibTorch 2.x (flash attention on sm80+); no T x T score matrix is stored";
+  } else if (c.model.dropout > 0) {
+    p.attention = "sdpa";
+    attention_reason = "flash-attention CPU kernel: model.dropout = " + fmt1(c.model.dropout) +
+                       " and the faster GEMM kernel has no dropout";
+  } else {
+    q.micro_batch_size = wanted_micro;
+    q.checkpoint_every = 0;
+    q.fused_lm_head_loss = false;
+    q.attention = "gemm";
+    const double with_probabilities = estimate_memory(q).total();
+    const bool probabilities_fit = with_probabilities <= p.memory_budget_bytes;
+    p.attention = probabilities_fit ? "gemm" : "sdpa";
+    attention_reason = "micro-batch " + std::to_string(wanted_micro) + " needs " + format_bytes(with_probabilities) +
+                       " with the GEMM kernel's kept probabilities; budget " + format_bytes(p.memory_budget_bytes) +
+                       (probabilities_fit ? ": fits, and it runs a third faster than the flash-attention CPU kernel"
+                                          : ": the flash-attention CPU kernel, which keeps none");
+  }
+  q.attention = p.attention;
+  p.decide("attention",
+           p.attention == "gemm"   ? "batched GEMMs, hand-written backward"
+           : p.attention == "math" ? "math (cached causal mask)"
+                                   : "scaled_dot_product_attention",
+           attention_reason);
+
+  // LM head and loss. The fused head drops the whole logits (two fp32 copies of tokens x vocab)
+  // but its chunked GEMMs ran 5-10% slower on CPU (docs/benchmarks.md), so by default it is the
+  // first memory saving used: when the logits of the wanted micro-batch do not fit beside the
+  // activations, before recomputation (which costs 17-29%) is considered.
   std::string head_reason;
   if (c.is_set("optimization.fused_lm_head_loss")) {
     p.fused_lm_head_loss = c.optimization.fused_lm_head_loss;

@@ -82,7 +82,7 @@ void HardwareAwareOptimizer::apply_optimizations(torch::nn::Module& module) cons
 void HardwareAwareOptimizer::apply_optimizations(GPT& model) const {
   apply_process_settings(plan_);
   if (plan_.pure_bf16_weights) model->to(torch::kBFloat16);
-  model->set_attention_kernel(plan_.attention == "math" ? AttentionKernel::Math : AttentionKernel::Sdpa);
+  model->set_attention_kernel(parse_attention_kernel(plan_.attention));
   model->set_activation_checkpointing(plan_.checkpoint_every);
   model->set_fused_lm_head_loss(plan_.fused_lm_head_loss);
   model->to(device());
