@@ -34,6 +34,7 @@ struct Case {
   int64_t n_layer, n_head, n_embd, block, micro;
   int64_t vocab = 256;
   bool fused_lm_head_loss = false;  // model/lm_head_loss.h instead of linear + cross_entropy
+  std::string attention = "sdpa";   // the kernel: sdpa | gemm | math
 };
 
 // Returns the memory training added to the process; *step_added: what the second step alone
@@ -55,6 +56,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   q.precision = precision;
   q.checkpoint_every = checkpoint_every;
   q.fused_lm_head_loss = c.fused_lm_head_loss;
+  q.attention = c.attention;
   *predicted = estimate_memory(q).total();
 
   release_free_host_memory();
@@ -63,7 +65,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   double peak = 0;
   {
     torch::manual_seed(1);
-    GPT model(m, m.vocab_size);
+    GPT model(m, m.vocab_size, parse_attention_kernel(c.attention));
     model->set_activation_checkpointing(checkpoint_every);
     model->set_fused_lm_head_loss(c.fused_lm_head_loss);
     std::vector<std::pair<std::string, torch::Tensor>> d, n;
@@ -115,6 +117,9 @@ int main(int argc, char** argv) {
       // GPT-2's own vocabulary: the logits outweigh the activations; the fused head removes them.
       {"GPT-2 124M, vocab 50257 (B=4)", 12, 12, 768, 256, 4, 50257, false},
       {"GPT-2 124M, vocab 50257, fused head", 12, 12, 768, 256, 4, 50257, true},
+      // The CPU plan's attention kernel since it exists: probabilities kept per layer.
+      {"char-small (6L 384w, B=12), gemm attn", 6, 6, 384, 256, 12, 256, false, "gemm"},
+      {"W2 (12L 768w, B=4), gemm attn", 12, 12, 768, 256, 4, 256, false, "gemm"},
   };
   // One-time costs of the first training step in a process (thread pools, oneDNN kernel caches)
   // are not the model's: pay them before measuring.

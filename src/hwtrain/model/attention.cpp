@@ -79,20 +79,24 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   auto k_BHTD = qkv[1].view({B, T, H, D}).transpose(1, 2);
   auto v_BHTD = qkv[2].view({B, T, H, D}).transpose(1, 2);
 
-  torch::Tensor y_BHTD;
-  if (kernel_ == AttentionKernel::Sdpa) {
-    const double dropout_p = is_training() ? options_.dropout : 0.0;
-    y_BHTD = at::scaled_dot_product_attention(q_BHTD, k_BHTD, v_BHTD, /*attn_mask=*/{}, dropout_p,
-                                              /*is_causal=*/true);
-  } else if (kernel_ == AttentionKernel::Gemm) {
-    TORCH_CHECK(!is_training() || options_.dropout == 0.0,
-                "attention kernel gemm has no dropout; model.dropout = ", options_.dropout, " needs sdpa or math");
-    y_BHTD = gemm_causal_attention(q_BHTD, k_BHTD, v_BHTD, mask_cache_->future_mask(T, q_BHTD.device()));
-  } else {
-    y_BHTD = math_attention(q_BHTD, k_BHTD, v_BHTD);
-  }
+  auto y_BHTD = attend(q_BHTD, k_BHTD, v_BHTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, C});
   return resid_dropout_(c_proj(y_BTC));
+}
+
+torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,
+                                             const torch::Tensor& v_BHTD) {
+  switch (kernel_) {
+    case AttentionKernel::Sdpa:
+      return at::scaled_dot_product_attention(q_BHTD, k_BHTD, v_BHTD, /*attn_mask=*/{},
+                                              is_training() ? options_.dropout : 0.0, /*is_causal=*/true);
+    case AttentionKernel::Gemm:
+      TORCH_CHECK(!is_training() || options_.dropout == 0.0, "attention kernel gemm has no dropout; model.dropout = ",
+                  options_.dropout, " needs sdpa or math");
+      return gemm_causal_attention(q_BHTD, k_BHTD, v_BHTD, mask_cache_->future_mask(q_BHTD.size(2), q_BHTD.device()));
+    case AttentionKernel::Math: break;
+  }
+  return math_attention(q_BHTD, k_BHTD, v_BHTD);
 }
 
 torch::Tensor CausalSelfAttentionImpl::math_attention(const torch::Tensor& q_BHTD,

@@ -58,6 +58,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
                           AttentionKernel kernel = AttentionKernel::Sdpa);
 
   torch::Tensor forward(const torch::Tensor& x_BTC);
+  // The heads' causal attention with the chosen kernel, without the projections around it:
+  // q, k, v of shape (B, H, T, D), any strides -> (B, H, T, D).
+  torch::Tensor attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD, const torch::Tensor& v_BHTD);
 
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
   AttentionKernel kernel() const { return kernel_; }

@@ -1,12 +1,15 @@
-// bf16 autocast vs fp32, step by step in one process (issue 4's "measured side by side in one run").
-// Trains a workload through the normal Trainer with the default plan, and switches mixed precision
-// off and on between steps (Trainer::disable_mixed_precision / enable_mixed_precision), so every
-// fp32 step has a bf16 neighbour a second away. Runs of a minute each, as in cpu_speed.sh, let the
-// shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
-// Output: median step time of each precision, and the median of the ratios of adjacent pairs.
-// Usage: bench_precision_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]] [key=value...]
+// One training setting against another, step by step in one process (issue 4's "measured side by
+// side in one run"): bf16 autocast vs fp32, two attention kernels, or checkpointing vs none.
+// Trains a workload through the normal Trainer with the default plan and switches the setting
+// between steps (e.g. Trainer::disable_mixed_precision / enable_mixed_precision), so every step of
+// one setting has a neighbour of the other a second away. Runs of a minute each, as in cpu_speed.sh,
+// let the shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
+// Output: median step time of each setting, and the median of the ratios of adjacent pairs.
+// Usage: bench_train_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]|checkpointing]
+//                             [key=value...]
 //        (defaults: W1, 15 pairs, precision; "attention:KERNEL" compares the plan's attention kernel
 //        with KERNEL = sdpa | gemm | math under the plan's precision; "attention" alone: math;
+//        "checkpointing": the plan (no recomputation) vs activation checkpointing of every block;
 //        key=value: config overrides, e.g. optimization.mixed_precision_dtype=fp32)
 #include <torch/torch.h>
 #include <unistd.h>
@@ -32,18 +35,20 @@ double median(std::vector<double> v) {
 
 // After each step: note how long it took in the setting it ran in, then switch for the next.
 // Mode "precision": the plan's autocast vs fp32. Mode "attention": under the plan's precision,
-// the plan's attention kernel vs another one.
+// the plan's attention kernel vs another one. Mode "checkpointing": none vs every block.
+enum class Mode { Precision, Attention, Checkpointing };
 class AlternateSetting : public Callback {
  public:
-  AlternateSetting(Trainer** trainer, GPT model, bool attention, AttentionKernel planned, AttentionKernel other)
-      : trainer_(trainer), model_(std::move(model)), attention_(attention), planned_kernel_(planned),
-        other_kernel_(other) {}
+  AlternateSetting(Trainer** trainer, GPT model, Mode mode, AttentionKernel planned, AttentionKernel other)
+      : trainer_(trainer), model_(std::move(model)), mode_(mode), planned_kernel_(planned), other_kernel_(other) {}
   std::string name() const override { return "alternate_setting"; }
   void on_step_end(TrainerControl&, const StepMetrics& m) override {
     (next_planned_ ? planned_ : other_).push_back(m.step_seconds);
     next_planned_ = !next_planned_;
-    if (attention_) {
+    if (mode_ == Mode::Attention) {
       model_->set_attention_kernel(next_planned_ ? planned_kernel_ : other_kernel_);
+    } else if (mode_ == Mode::Checkpointing) {
+      model_->set_activation_checkpointing(next_planned_ ? 0 : 1);
     } else if (next_planned_) {
       (*trainer_)->enable_mixed_precision();
     } else {
@@ -55,7 +60,7 @@ class AlternateSetting : public Callback {
  private:
   Trainer** trainer_;
   GPT model_;
-  bool attention_;
+  Mode mode_;
   AttentionKernel planned_kernel_, other_kernel_;
   bool next_planned_ = true;  // the plan's setting runs first
 };
@@ -64,7 +69,8 @@ class AlternateSetting : public Callback {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]] [key=value...]\n",
+    std::fprintf(stderr,
+                 "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]|checkpointing] [key=value...]\n",
                  argv[0]);
     return 2;
   }
@@ -72,7 +78,8 @@ int main(int argc, char** argv) {
   const int64_t pairs = argc > 3 ? std::stoll(argv[3]) : 15;
   const std::string mode = argc > 4 ? argv[4] : "precision";
   const bool attention = mode.rfind("attention", 0) == 0;
-  const std::string other_kernel = mode.size() > 10 ? mode.substr(10) : "math";
+  const bool checkpointing = mode == "checkpointing";
+  const std::string other_kernel = attention && mode.size() > 10 ? mode.substr(10) : "math";
   const int64_t warmup_pairs = 2;
   auto data = std::make_shared<const ShardedDataset>(argv[1]);
 
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
   std::printf("%s: %s, plan precision %s, micro-batch %lld, %lld threads\n", workload.c_str(),
               config.model.preset.c_str(), precision_name(plan.precision),
               static_cast<long long>(plan.micro_batch_size), static_cast<long long>(plan.intra_op_threads));
-  if (!attention && plan.precision == Precision::Fp32) {
+  if (mode == "precision" && plan.precision == Precision::Fp32) {
     std::printf("the plan is fp32 on this machine: nothing to compare\n");
     return 0;
   }
@@ -103,8 +110,9 @@ int main(int argc, char** argv) {
   GPT model = optimizer.build_model();
   Trainer* trainer_ptr = nullptr;
   const AttentionKernel planned_kernel = parse_attention_kernel(plan.attention);
-  auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, attention, planned_kernel,
-                                                      parse_attention_kernel(other_kernel));
+  auto alternate = std::make_shared<AlternateSetting>(
+      &trainer_ptr, model, attention ? Mode::Attention : checkpointing ? Mode::Checkpointing : Mode::Precision,
+      planned_kernel, parse_attention_kernel(other_kernel));
   const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-precision-ab-" + std::to_string(getpid()));
   {
     Trainer trainer(config, plan, model, data, run_dir);
@@ -121,8 +129,8 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   for (size_t i = warmup_pairs; i < std::min(planned.size(), other.size()); ++i) ratios.push_back(other[i] / planned[i]);
   const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
-  const char* a_name = attention ? to_string(planned_kernel) : precision_name(plan.precision);
-  const char* b_name = attention ? to_string(parse_attention_kernel(other_kernel)) : "fp32";
+  const char* a_name = attention ? to_string(planned_kernel) : checkpointing ? "none" : precision_name(plan.precision);
+  const char* b_name = attention ? to_string(parse_attention_kernel(other_kernel)) : checkpointing ? "ckpt" : "fp32";
   std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
   for (size_t i = 0; i < ratios.size(); ++i) {
     std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, planned[i + warmup_pairs], other[i + warmup_pairs], ratios[i]);
