@@ -1,4 +1,4 @@
-// Attention: the fused SDPA kernel against the math reference, and the causal mask cache.
+// Attention: the SDPA and GEMM kernels against the math reference, and the causal mask cache.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,16 +11,17 @@ namespace {
 
 using test::tiny_config;
 
-TEST(Attention, SdpaMatchesMathOutputAndGradients) {
+// A whole model's logits and gradients with `kernel` equal those with the math path.
+void expect_model_matches_math(AttentionKernel kernel) {
   torch::manual_seed(3);
   GPT model(tiny_config(), 64);
   auto idx_BT = torch::randint(64, {2, 16}, torch::kLong);
   auto targets_BT = torch::randint(64, {2, 16}, torch::kLong);
 
-  model->set_attention_kernel(AttentionKernel::Sdpa);
-  auto sdpa_BTV = model(idx_BT);
-  model->loss(sdpa_BTV, targets_BT).backward();
-  auto sdpa_grads = test::grads_of(model);
+  model->set_attention_kernel(kernel);
+  auto kernel_BTV = model(idx_BT);
+  model->loss(kernel_BTV, targets_BT).backward();
+  auto kernel_grads = test::grads_of(model);
 
   model->zero_grad();
   model->set_attention_kernel(AttentionKernel::Math);
@@ -29,9 +30,19 @@ TEST(Attention, SdpaMatchesMathOutputAndGradients) {
   model->loss(math_BTV, targets_BT).backward();
   auto math_grads = test::grads_of(model);
 
-  EXPECT_LT((sdpa_BTV - math_BTV).abs().max().item<double>(), 1e-5);
-  EXPECT_LT(test::max_abs_diff(sdpa_grads, math_grads), 1e-5);
-  EXPECT_EQ(model->mask_cache().size(), 1);  // only the math pass built a mask
+  EXPECT_LT((kernel_BTV - math_BTV).abs().max().item<double>(), 1e-5);
+  EXPECT_LT(test::max_abs_diff(kernel_grads, math_grads), 1e-5);
+  EXPECT_EQ(model->mask_cache().size(), 1);  // one length: one mask, built by math (and gemm)
+}
+
+TEST(Attention, SdpaMatchesMathOutputAndGradients) {
+  expect_model_matches_math(AttentionKernel::Sdpa);
+}
+
+TEST(Attention, GemmMatchesMathOutputAndGradients) {
+  expect_model_matches_math(AttentionKernel::Gemm);
+  EXPECT_EQ(parse_attention_kernel("gemm"), AttentionKernel::Gemm);
+  EXPECT_STREQ(to_string(AttentionKernel::Gemm), "gemm");
 }
 
 TEST(Attention, SdpaMatchesMathForOneModule) {

@@ -1,5 +1,6 @@
 // The GEMM attention kernel against the math reference: values and gradients in fp32 for several
-// chunkings (one chunk, even chunks, a short last chunk), bf16 under autocast, and in a whole model.
+// chunkings (one chunk, even chunks, a short last chunk), and bf16 under autocast (the whole model
+// with it: tests/model/attention_test.cpp).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -8,9 +9,7 @@
 
 #include "hwtrain/model/attention.h"
 #include "hwtrain/model/gemm_attention.h"
-#include "hwtrain/model/gpt.h"
 #include "hwtrain/model/autocast_state.h"
-#include "model/model_test_util.h"
 
 namespace hwt {
 namespace {
@@ -78,26 +77,6 @@ TEST(GemmAttention, KeptProbabilitiesSkipTheBlocksAboveTheDiagonal) {
   EXPECT_EQ(gemm_attention_kept_probabilities(256, 64), 64 * (64 + 128 + 192 + 256));  // 5/8 of 256^2
   EXPECT_EQ(gemm_attention_kept_probabilities(10, 64), 100);
   EXPECT_EQ(gemm_attention_kept_probabilities(5, 2), 2 * 2 + 2 * 4 + 1 * 5);
-}
-
-TEST(GemmAttention, ModelMatchesMathOutputAndGradients) {
-  torch::manual_seed(9);
-  GPT model(test::tiny_config(), 64);
-  auto idx_BT = torch::randint(64, {2, 16}, torch::kLong);
-  auto targets_BT = torch::randint(64, {2, 16}, torch::kLong);
-  model->set_attention_kernel(AttentionKernel::Gemm);
-  auto gemm_BTV = model(idx_BT);
-  model->loss(gemm_BTV, targets_BT).backward();
-  auto gemm_grads = test::grads_of(model);
-
-  model->zero_grad();
-  model->set_attention_kernel(AttentionKernel::Math);
-  auto math_BTV = model(idx_BT);
-  model->loss(math_BTV, targets_BT).backward();
-  EXPECT_LT((gemm_BTV - math_BTV).abs().max().item<double>(), 1e-5);
-  EXPECT_LT(test::max_abs_diff(gemm_grads, test::grads_of(model)), 1e-5);
-  EXPECT_EQ(parse_attention_kernel("gemm"), AttentionKernel::Gemm);
-  EXPECT_STREQ(to_string(AttentionKernel::Gemm), "gemm");
 }
 
 }  // namespace
