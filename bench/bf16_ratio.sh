@@ -13,8 +13,7 @@ HW=$BUILD/hwtrain
 PY=$(cat "$BUILD/torch-python" 2>/dev/null || echo python3)
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-DATA=$("$HW" train --set train.max_steps=1 --set train.eval_interval=0 --set train.sample_tokens=0 \
-        --set checkpoint.save_final=false --set log.report=false --out "$OUT/prep" 2>&1 | sed -n 's/^data: \([^ ]*\) ([0-9]* train.*/\1/p' | tail -1)
+DATA=$("$(dirname "$0")/default_data.sh" "$BUILD")
 SHAPE=(--set model.preset=char-small --set train.micro_batch_size=12)
 
 hwtrain_tps() {  # extra args... -> median tokens/s of the steps after the first 3
