@@ -3,7 +3,7 @@
 // backward as many small per-block GEMMs (about 75 GFLOP/s in bf16 on the 2-core Zen 4 machine,
 // hardly faster than fp32); here each step is one batched GEMM over all batch x heads, the softmax
 // backward is one fused op, and query rows go in chunks that skip the keys above the diagonal:
-// 1.5-1.6x faster per layer in bf16, 1.1x in fp32 (bench/model_attention_bench.cpp).
+// 1.5-1.6x faster per layer in bf16, 1.0-1.1x in fp32 (bench/model_attention_bench.cpp).
 // The probabilities are kept for backward (in the compute dtype) rather than recomputed. No dropout.
 #pragma once
 #include <torch/torch.h>

@@ -197,8 +197,8 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                                    ? c.train.micro_batch_size
                                    : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
   // Attention kernel. On CPU the GEMM kernel beats the flash-attention one per layer by 1.5-1.6x in
-  // bf16 and 1.1x in fp32 (bench/model_attention_bench.cpp) but keeps its probabilities, so it is
-  // chosen where they fit.
+  // bf16 and ties it or wins by up to 1.1x in fp32 (bench/model_attention_bench.cpp), but keeps its
+  // probabilities, so it is chosen where they fit.
   const std::string& attention_wanted = c.model.attention;
   std::string attention_reason;
   if (attention_wanted == "math" || attention_wanted == "gemm" || attention_wanted == "sdpa") {
