@@ -16,8 +16,6 @@ namespace {
 using test::tiny_config;
 
 constexpr const char* kNode = "CheckpointFunction";
-// A checkpointed block is two segments: its attention half and its MLP half.
-constexpr int kSegmentsPerBlock = 2;
 
 struct StepResult {
   double loss = 0.0;
@@ -73,19 +71,19 @@ void expect_same_gradients(AttentionKernel kernel, int64_t every_k, int expected
 }
 
 TEST(ActivationCheckpoint, AllBlocksGiveSameGradientsWithDropout) {
-  expect_same_gradients(AttentionKernel::Sdpa, 1, 4 * kSegmentsPerBlock);
+  expect_same_gradients(AttentionKernel::Sdpa, 1, 4);
 }
 
 TEST(ActivationCheckpoint, AllBlocksGiveSameGradientsWithMathAttention) {
-  expect_same_gradients(AttentionKernel::Math, 1, 4 * kSegmentsPerBlock);
+  expect_same_gradients(AttentionKernel::Math, 1, 4);
 }
 
 TEST(ActivationCheckpoint, AllBlocksGiveSameGradientsWithGemmAttention) {
-  expect_same_gradients(AttentionKernel::Gemm, 1, 4 * kSegmentsPerBlock, /*dropout=*/0.0);  // the GEMM kernel has none
+  expect_same_gradients(AttentionKernel::Gemm, 1, 4, /*dropout=*/0.0);  // the GEMM kernel has none
 }
 
 TEST(ActivationCheckpoint, EverySecondBlockGivesSameGradients) {
-  expect_same_gradients(AttentionKernel::Sdpa, 2, 2 * kSegmentsPerBlock);
+  expect_same_gradients(AttentionKernel::Sdpa, 2, 2);
   GPT model(tiny_config(4), 64);
   model->set_activation_checkpointing(2);
   EXPECT_TRUE(model->is_block_checkpointed(0));
@@ -99,7 +97,7 @@ TEST(ActivationCheckpoint, RestoresAutocastStateForRecomputation) {
   GPT model(tiny_config(2), 64);  // no dropout: only the autocast state can make a difference
   auto plain = train_step(model, 0, 5, /*bf16_autocast=*/true);
   auto ckpt = train_step(model, 1, 5, /*bf16_autocast=*/true);
-  EXPECT_EQ(ckpt.checkpointed_nodes, 2 * kSegmentsPerBlock);
+  EXPECT_EQ(ckpt.checkpointed_nodes, 2);
   EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));  // backward left no state behind
   // A recomputation in fp32 would differ at bf16 rounding level (~1e-3), far above this.
   EXPECT_LT(test::max_abs_diff(plain.grads, ckpt.grads), 1e-6);
@@ -116,7 +114,7 @@ TEST(ActivationCheckpoint, CudaGradientsMatchWithDropout) {
   for (bool bf16 : {false, true}) {
     auto plain = train_step(model, 0, 42, bf16);
     auto ckpt = train_step(model, 1, 42, bf16);
-    EXPECT_EQ(ckpt.checkpointed_nodes, 4 * kSegmentsPerBlock);
+    EXPECT_EQ(ckpt.checkpointed_nodes, 4);
     // CUDA backward kernels may accumulate with atomics, so allow reordering error.
     EXPECT_LT(test::max_abs_diff(plain.grads, ckpt.grads), bf16 ? 1e-4 : 1e-5) << "bf16 " << bf16;
     EXPECT_TRUE(plain.next_random.equal(ckpt.next_random));
@@ -135,7 +133,7 @@ TEST(ActivationCheckpoint, NotAppliedInEvalOrWithoutGrad) {
     torch::NoGradGuard no_grad;
     EXPECT_FALSE(model(idx_BT).requires_grad());
   }
-  EXPECT_EQ(test::count_graph_nodes(model(idx_BT), kNode), 2 * kSegmentsPerBlock);
+  EXPECT_EQ(test::count_graph_nodes(model(idx_BT), kNode), 2);
 }
 
 TEST(ActivationCheckpoint, FunctionGradientsForInputAndParameters) {

@@ -36,22 +36,9 @@ BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCach
   mlp = register_module("mlp", MLP(options.n_embd, options.dropout, options.bias));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x_BTC) { return mlp_residual(attention_residual(x_BTC)); }
-
-torch::Tensor BlockImpl::attention_residual(const torch::Tensor& x_BTC) { return x_BTC + attn(ln_1(x_BTC)); }
-
-torch::Tensor BlockImpl::mlp_residual(const torch::Tensor& x_BTC) { return x_BTC + mlp(ln_2(x_BTC)); }
-
-std::vector<torch::Tensor> BlockImpl::attention_parameters() const {
-  auto params = ln_1->parameters();
-  for (const auto& p : attn->parameters()) params.push_back(p);
-  return params;
-}
-
-std::vector<torch::Tensor> BlockImpl::mlp_parameters() const {
-  auto params = ln_2->parameters();
-  for (const auto& p : mlp->parameters()) params.push_back(p);
-  return params;
+torch::Tensor BlockImpl::forward(const torch::Tensor& x_BTC) {
+  auto x = x_BTC + attn(ln_1(x_BTC));
+  return x + mlp(ln_2(x));
 }
 
 }  // namespace hwt

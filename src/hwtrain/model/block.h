@@ -51,14 +51,7 @@ class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,
             AttentionKernel kernel = AttentionKernel::Sdpa);
-  torch::Tensor forward(const torch::Tensor& x_BTC);  // mlp_residual(attention_residual(x))
-
-  // The block's two residual halves and their parameters: activation checkpointing recomputes
-  // them one at a time, so backward never holds a whole block's activations at once.
-  torch::Tensor attention_residual(const torch::Tensor& x_BTC);  // x + attn(ln_1(x))
-  torch::Tensor mlp_residual(const torch::Tensor& x_BTC);        // x + mlp(ln_2(x))
-  std::vector<torch::Tensor> attention_parameters() const;
-  std::vector<torch::Tensor> mlp_parameters() const;
+  torch::Tensor forward(const torch::Tensor& x_BTC);
 
   LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};

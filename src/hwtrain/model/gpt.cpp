@@ -114,13 +114,9 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   for (int64_t i = 0; i < static_cast<int64_t>(blocks_.size()); ++i) {
     Block& block = blocks_[i];
     if (checkpoint && is_block_checkpointed(i)) {
-      // Two segments per block: backward then recomputes the MLP half (the larger: 4C-wide hidden
-      // activations) without the attention half's activations beside it.
       std::shared_ptr<BlockImpl> impl = block.ptr();
-      x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->attention_residual(x); }, x_BTC,
-                           impl->attention_parameters());
-      x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->mlp_residual(x); }, x_BTC,
-                           impl->mlp_parameters());
+      x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->forward(x); }, x_BTC,
+                           impl->parameters());
     } else {
       x_BTC = block->forward(x_BTC);
     }

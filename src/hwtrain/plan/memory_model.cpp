@@ -23,9 +23,6 @@ constexpr double kSavedPerToken = 15.0;
 constexpr double kBytesFp32 = 4.0;
 // Under autocast the matmul inputs, attention and GELU tensors (13 of the 17 C) are bf16/fp16.
 constexpr double kSavedLowPrecisionShare = 13.0 / 17.0;
-// Of those 17 C, the MLP half of a block holds 10 (LayerNorm output, 4C hidden, 4C GELU, output):
-// the most that recomputing one checkpointed segment brings back.
-constexpr double kMlpHalfShare = 10.0 / 17.0;
 // Transient memory while one block runs backward: gradients of its activations and temporaries.
 constexpr double kBackwardTransientPerToken = 4.0;
 // Backward allocates the weight gradients while it frees activations; they overlap this much of
@@ -69,10 +66,9 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   } else {
     const int64_t checkpointed = (l + q.checkpoint_every - 1) / q.checkpoint_every;  // blocks 0, k, 2k, ...
     layers_kept = l - checkpointed + 1;
-    // Checkpointed blocks keep the inputs of their two segments (attention half, MLP half); one
-    // segment is recomputed at a time, the MLP half being the larger.
+    // Checkpointed blocks keep their input only; one of them is recomputed at a time.
     e.activations = static_cast<double>(l - checkpointed) * per_block +
-                    static_cast<double>(checkpointed) * 2.0 * block_input + per_block * kMlpHalfShare;
+                    static_cast<double>(checkpointed) * block_input + per_block;
   }
   e.activations += tokens * c * kBackwardTransientPerToken * kBytesFp32;
   // Autocast's 16-bit weight copies live from the forward until backward has used them.
