@@ -76,10 +76,12 @@ int main(int argc, char** argv) {
   }
   const std::string workload = argc > 2 ? argv[2] : "W1";
   const int64_t pairs = argc > 3 ? std::stoll(argv[3]) : 15;
-  const std::string mode = argc > 4 ? argv[4] : "precision";
-  const bool attention = mode.rfind("attention", 0) == 0;
-  const bool checkpointing = mode == "checkpointing";
-  const std::string other_kernel = attention && mode.size() > 10 ? mode.substr(10) : "math";
+  const std::string mode_arg = argc > 4 ? argv[4] : "precision";
+  const Mode mode = mode_arg.rfind("attention", 0) == 0 ? Mode::Attention
+                    : mode_arg == "checkpointing"        ? Mode::Checkpointing
+                                                         : Mode::Precision;
+  const AttentionKernel other_kernel =
+      parse_attention_kernel(mode == Mode::Attention && mode_arg.size() > 10 ? mode_arg.substr(10) : "math");
   const int64_t warmup_pairs = 2;
   auto data = std::make_shared<const ShardedDataset>(argv[1]);
 
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
   std::printf("%s: %s, plan precision %s, micro-batch %lld, %lld threads\n", workload.c_str(),
               config.model.preset.c_str(), precision_name(plan.precision),
               static_cast<long long>(plan.micro_batch_size), static_cast<long long>(plan.intra_op_threads));
-  if (mode == "precision" && plan.precision == Precision::Fp32) {
+  if (mode == Mode::Precision && plan.precision == Precision::Fp32) {
     std::printf("the plan is fp32 on this machine: nothing to compare\n");
     return 0;
   }
@@ -110,10 +112,8 @@ int main(int argc, char** argv) {
   GPT model = optimizer.build_model();
   Trainer* trainer_ptr = nullptr;
   const AttentionKernel planned_kernel = parse_attention_kernel(plan.attention);
-  auto alternate = std::make_shared<AlternateSetting>(
-      &trainer_ptr, model, attention ? Mode::Attention : checkpointing ? Mode::Checkpointing : Mode::Precision,
-      planned_kernel, parse_attention_kernel(other_kernel));
-  const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-precision-ab-" + std::to_string(getpid()));
+  auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, mode, planned_kernel, other_kernel);
+  const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-train-ab-" + std::to_string(getpid()));
   {
     Trainer trainer(config, plan, model, data, run_dir);
     trainer_ptr = &trainer;
@@ -129,8 +129,10 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   for (size_t i = warmup_pairs; i < std::min(planned.size(), other.size()); ++i) ratios.push_back(other[i] / planned[i]);
   const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
-  const char* a_name = attention ? to_string(planned_kernel) : checkpointing ? "none" : precision_name(plan.precision);
-  const char* b_name = attention ? to_string(parse_attention_kernel(other_kernel)) : checkpointing ? "ckpt" : "fp32";
+  const char* a_name = mode == Mode::Attention       ? to_string(planned_kernel)
+                       : mode == Mode::Checkpointing ? "none"
+                                                     : precision_name(plan.precision);
+  const char* b_name = mode == Mode::Attention ? to_string(other_kernel) : mode == Mode::Checkpointing ? "ckpt" : "fp32";
   std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
   for (size_t i = 0; i < ratios.size(); ++i) {
     std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, planned[i + warmup_pairs], other[i + warmup_pairs], ratios[i]);

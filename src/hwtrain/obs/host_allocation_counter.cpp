@@ -3,7 +3,6 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 

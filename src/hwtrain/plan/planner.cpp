@@ -196,6 +196,11 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   const int64_t wanted_micro = c.is_set("train.micro_batch_size")
                                    ? c.train.micro_batch_size
                                    : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+  // The kernel and head decisions below compare estimates at the wanted micro-batch, no recomputation.
+  q.micro_batch_size = wanted_micro;
+  q.checkpoint_every = 0;
+  q.fused_lm_head_loss = false;
+
   // Attention kernel. On CPU the GEMM kernel beats the flash-attention one per layer by 1.5-1.6x in
   // bf16 and ties it or wins by up to 1.1x in fp32 (bench/model_attention_bench.cpp), but keeps its
   // probabilities, so it is chosen where they fit.
@@ -212,9 +217,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     attention_reason = "flash-attention CPU kernel: model.dropout = " + fmt1(c.model.dropout) +
                        " and the faster GEMM kernel has no dropout";
   } else {
-    q.micro_batch_size = wanted_micro;
-    q.checkpoint_every = 0;
-    q.fused_lm_head_loss = false;
     q.attention = "gemm";
     const double with_probabilities = estimate_memory(q).total();
     const bool probabilities_fit = with_probabilities <= p.memory_budget_bytes;
@@ -240,9 +242,6 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     p.fused_lm_head_loss = c.optimization.fused_lm_head_loss;
     head_reason = "optimization.fused_lm_head_loss set by user";
   } else {
-    q.micro_batch_size = wanted_micro;
-    q.checkpoint_every = 0;
-    q.fused_lm_head_loss = false;
     const double plain = estimate_memory(q).total();
     q.fused_lm_head_loss = true;
     const double fused = estimate_memory(q).total();
