@@ -24,6 +24,7 @@
 #include "hwtrain/plan/memory_model.h"
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/autocast.h"
+#include "hwtrain/train/optimizer_in_backward.h"
 
 using namespace hwt;
 
@@ -35,6 +36,7 @@ struct Case {
   int64_t vocab = 256;
   bool fused_lm_head_loss = false;  // model/lm_head_loss.h instead of linear + cross_entropy
   std::string attention = "sdpa";   // the kernel: sdpa | gemm | math
+  bool optimizer_in_backward = false;  // AdamW per parameter in backward (train/optimizer_in_backward.h)
 };
 
 // Returns the memory training added to the process; *step_added: what the second step alone
@@ -57,6 +59,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   q.checkpoint_every = checkpoint_every;
   q.fused_lm_head_loss = c.fused_lm_head_loss;
   q.attention = c.attention;
+  q.optimizer_in_backward = c.optimizer_in_backward;
   *predicted = estimate_memory(q).total();
 
   release_free_host_memory();
@@ -71,6 +74,8 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
     std::vector<std::pair<std::string, torch::Tensor>> d, n;
     model->named_decay_and_no_decay(d, n);
     AdamW opt(d, n, AdamWOptions{});
+    std::unique_ptr<OptimizerInBackward> in_backward;
+    if (c.optimizer_in_backward) in_backward = std::make_unique<OptimizerInBackward>(opt);
     auto x = torch::randint(c.vocab, {c.micro, c.block}, torch::kInt64);
     auto y = torch::randint(c.vocab, {c.micro, c.block}, torch::kInt64);
     const auto dtype = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -90,8 +95,9 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
         AutocastGuard autocast(torch::kCPU, dtype);
         loss = model->forward_loss(x, y);
       }
+      if (in_backward) in_backward->begin_step(1e-4);
       loss.backward();
-      opt.step(1e-4);
+      if (!in_backward) opt.step(1e-4);
       opt.zero_grad();
     }
     const double step_peak = process_peak_rss_bytes();
@@ -120,6 +126,9 @@ int main(int argc, char** argv) {
       // The CPU plan's attention kernel since it exists: probabilities kept per layer.
       {"char-small (6L 384w, B=12), gemm attn", 6, 6, 384, 256, 12, 256, false, "gemm"},
       {"W2 (12L 768w, B=4), gemm attn", 12, 12, 768, 256, 4, 256, false, "gemm"},
+      // The optimizer in backward frees each gradient as it is made.
+      {"char-small (6L 384w, B=12), gemm, in-bwd", 6, 6, 384, 256, 12, 256, false, "gemm", true},
+      {"W2 (12L 768w, B=4), gemm, in-bwd", 12, 12, 768, 256, 4, 256, false, "gemm", true},
   };
   // One-time costs of the first training step in a process (thread pools, oneDNN kernel caches)
   // are not the model's: pay them before measuring.

@@ -1,15 +1,17 @@
 // One training setting against another, step by step in one process (issue 4's "measured side by
-// side in one run"): bf16 autocast vs fp32, two attention kernels, or checkpointing vs none.
+// side in one run"): bf16 autocast vs fp32, two attention kernels, checkpointing vs none, or the
+// optimizer step after backward vs inside it.
 // Trains a workload through the normal Trainer with the default plan and switches the setting
 // between steps (e.g. Trainer::disable_mixed_precision / enable_mixed_precision), so every step of
 // one setting has a neighbour of the other a second away. Runs of a minute each, as in cpu_speed.sh,
 // let the shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
 // Output: median step time of each setting, and the median of the ratios of adjacent pairs.
-// Usage: bench_train_ab_bench DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]|checkpointing]
-//                             [key=value...]
+// Usage: bench_train_ab_bench DATA.hwt [W1|W2] [pairs]
+//            [precision|attention[:KERNEL]|checkpointing|optimizer_in_backward] [key=value...]
 //        (defaults: W1, 15 pairs, precision; "attention:KERNEL" compares the plan's attention kernel
 //        with KERNEL = sdpa | gemm | math under the plan's precision; "attention" alone: math;
 //        "checkpointing": the plan (no recomputation) vs activation checkpointing of every block;
+//        "optimizer_in_backward": AdamW after backward vs in backward, both with train.grad_clip = 0;
 //        key=value: config overrides, e.g. optimization.mixed_precision_dtype=fp32)
 #include <torch/torch.h>
 #include <unistd.h>
@@ -35,8 +37,9 @@ double median(std::vector<double> v) {
 
 // After each step: note how long it took in the setting it ran in, then switch for the next.
 // Mode "precision": the plan's autocast vs fp32. Mode "attention": under the plan's precision,
-// the plan's attention kernel vs another one. Mode "checkpointing": none vs every block.
-enum class Mode { Precision, Attention, Checkpointing };
+// the plan's attention kernel vs another one. Mode "checkpointing": none vs every block. Mode
+// "optimizer_in_backward": AdamW after backward vs inside it.
+enum class Mode { Precision, Attention, Checkpointing, OptimizerInBackward };
 class AlternateSetting : public Callback {
  public:
   AlternateSetting(Trainer** trainer, GPT model, Mode mode, AttentionKernel planned, AttentionKernel other)
@@ -49,6 +52,8 @@ class AlternateSetting : public Callback {
       model_->set_attention_kernel(next_planned_ ? planned_kernel_ : other_kernel_);
     } else if (mode_ == Mode::Checkpointing) {
       model_->set_activation_checkpointing(next_planned_ ? 0 : 1);
+    } else if (mode_ == Mode::OptimizerInBackward) {
+      (*trainer_)->set_optimizer_in_backward(!next_planned_);
     } else if (next_planned_) {
       (*trainer_)->enable_mixed_precision();
     } else {
@@ -70,16 +75,18 @@ class AlternateSetting : public Callback {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]|checkpointing] [key=value...]\n",
+                 "usage: %s DATA.hwt [W1|W2] [pairs] [precision|attention[:KERNEL]|checkpointing|"
+                 "optimizer_in_backward] [key=value...]\n",
                  argv[0]);
     return 2;
   }
   const std::string workload = argc > 2 ? argv[2] : "W1";
   const int64_t pairs = argc > 3 ? std::stoll(argv[3]) : 15;
   const std::string mode_arg = argc > 4 ? argv[4] : "precision";
-  const Mode mode = mode_arg.rfind("attention", 0) == 0 ? Mode::Attention
-                    : mode_arg == "checkpointing"        ? Mode::Checkpointing
-                                                         : Mode::Precision;
+  const Mode mode = mode_arg.rfind("attention", 0) == 0    ? Mode::Attention
+                    : mode_arg == "checkpointing"           ? Mode::Checkpointing
+                    : mode_arg == "optimizer_in_backward"   ? Mode::OptimizerInBackward
+                                                            : Mode::Precision;
   const AttentionKernel other_kernel =
       parse_attention_kernel(mode == Mode::Attention && mode_arg.size() > 10 ? mode_arg.substr(10) : "math");
   const int64_t warmup_pairs = 2;
@@ -97,6 +104,7 @@ int main(int argc, char** argv) {
   config.apply_override("train.max_steps=" + std::to_string(2 * (pairs + warmup_pairs)));
   config.apply_override("train.eval_interval=0");
   config.apply_override("train.time_budget=0");
+  if (mode == Mode::OptimizerInBackward) config.apply_override("train.grad_clip=0");  // for both settings
   for (int i = 5; i < argc; ++i) config.apply_override(argv[i]);
   config.model.vocab_size = resolve_vocab_size(config.model, data->vocab_size());
   HardwareAwareOptimizer optimizer(config);
@@ -129,10 +137,14 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;
   for (size_t i = warmup_pairs; i < std::min(planned.size(), other.size()); ++i) ratios.push_back(other[i] / planned[i]);
   const double tokens = static_cast<double>(plan.global_batch_size() * config.model.block_size);
-  const char* a_name = mode == Mode::Attention       ? to_string(planned_kernel)
-                       : mode == Mode::Checkpointing ? "none"
-                                                     : precision_name(plan.precision);
-  const char* b_name = mode == Mode::Attention ? to_string(other_kernel) : mode == Mode::Checkpointing ? "ckpt" : "fp32";
+  const char* a_name = mode == Mode::Attention             ? to_string(planned_kernel)
+                       : mode == Mode::Checkpointing       ? "none"
+                       : mode == Mode::OptimizerInBackward ? "after"
+                                                           : precision_name(plan.precision);
+  const char* b_name = mode == Mode::Attention             ? to_string(other_kernel)
+                       : mode == Mode::Checkpointing       ? "ckpt"
+                       : mode == Mode::OptimizerInBackward ? "in-bwd"
+                                                           : "fp32";
   std::printf("%-6s %10s s %10s s %8s/%s\n", "pair", a_name, b_name, b_name, a_name);
   for (size_t i = 0; i < ratios.size(); ++i) {
     std::printf("%-6zu %12.3f %12.3f %9.3fx\n", i + 1, planned[i + warmup_pairs], other[i + warmup_pairs], ratios[i]);

@@ -113,6 +113,25 @@ TEST(RunConfig, OutOfRangeValuesAreRejected) {
   EXPECT_NE(msg.find("model.dropout = 0.1"), std::string::npos) << msg;
 }
 
+TEST(RunConfig, OptimizerInBackwardRefusesWhatNeedsEveryGradientFirst) {
+  RunConfig c;
+  c.apply_override("optimization.optimizer_in_backward=true");
+  std::string msg = error_of([&] { c.validate(); });  // the default train.grad_clip = 1
+  EXPECT_NE(msg.find("optimization.optimizer_in_backward"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.grad_clip = 1"), std::string::npos) << msg;
+  c.apply_override("train.grad_clip=0");
+  EXPECT_NO_THROW(c.validate());
+  const char* conflicts[][2] = {{"train.grad_accum_steps=2", "train.grad_accum_steps = 2"},
+                                {"optimization.auto_batch_size=true", "optimization.auto_batch_size"},
+                                {"optimization.mixed_precision_dtype=fp16", "fp16"}};
+  for (const auto& [assignment, named] : conflicts) {
+    RunConfig d = c;
+    d.apply_override(assignment);
+    msg = error_of([&] { d.validate(); });
+    EXPECT_NE(msg.find(named), std::string::npos) << assignment << ": " << msg;
+  }
+}
+
 TEST(RunConfig, PresetAppliesFirstAndExplicitKeysWin) {
   RunConfig c;
   // The preset comes after n_layer in the file but is applied first.

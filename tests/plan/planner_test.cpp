@@ -196,6 +196,46 @@ TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
   EXPECT_FALSE(make_plan(gpu_machine(9, 8ll << 30), user_off).fused_lm_head_loss);
 }
 
+TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
+  RunConfig c = small_config();
+  EXPECT_EQ(decision(make_plan(cpu_machine(true, 300, 900), c), "optimizer_step").value, "after backward");
+  c.apply_override("optimization.optimizer_in_backward=true");
+  c.apply_override("train.grad_clip=0");
+  c.apply_override("optimization.target_batch_size=64");
+  c.apply_override("optimization.max_batch_size=16");
+  Plan p = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_TRUE(p.optimizer_in_backward);
+  EXPECT_TRUE(Plan::from_json(p.to_json()).optimizer_in_backward);
+  EXPECT_EQ(p.micro_batch_size, 64);  // one micro-batch per step, past max_batch_size
+  EXPECT_EQ(p.grad_accum_steps, 1);
+  EXPECT_NE(decision(p, "optimizer_step").value.find("in backward"), std::string::npos);
+
+  RunConfig accumulating = c;
+  accumulating.apply_override("train.micro_batch_size=16");
+  EXPECT_THROW(make_plan(cpu_machine(true, 300, 900), accumulating), ConfigError);
+  PlanContext two_ranks;
+  two_ranks.world_size = 2;
+  EXPECT_THROW(make_plan(cpu_machine(true, 300, 900), c, two_ranks), ConfigError);
+  EXPECT_THROW(make_plan(gpu_machine(7), c), ConfigError);  // the plan's fp16 needs loss scaling
+}
+
+TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
+  MemoryQuery q;
+  q.model.n_layer = 12;
+  q.model.n_head = 12;
+  q.model.n_embd = 768;
+  q.model.block_size = 256;
+  q.model.vocab_size = 256;
+  q.micro_batch_size = 4;
+  q.checkpoint_every = 1;
+  const MemoryEstimate after = estimate_memory(q);
+  q.optimizer_in_backward = true;
+  const MemoryEstimate inside = estimate_memory(q);
+  const double block = 12.0 * 768 * 768 + 13.0 * 768, embedding = 256.0 * 768;
+  EXPECT_NEAR(inside.gradients, (block + embedding) * 4, 1e3);  // + a 12th of the final LayerNorm
+  EXPECT_LT(inside.total(), after.total() - 0.9 * 11 * block * 4);
+}
+
 TEST(MemoryModel, FusedLmHeadLossRemovesTheLogits) {
   MemoryQuery q;
   q.model.n_layer = 12;

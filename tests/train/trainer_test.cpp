@@ -1,4 +1,5 @@
-// The trainer end to end on a tiny model: determinism, bitwise-identical resume, OOM recovery.
+// The trainer end to end on a tiny model: determinism, bitwise-identical resume, OOM recovery,
+// the optimizer in backward.
 #include "hwtrain/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +88,39 @@ TEST(Trainer, OomHalvesMicroBatchAndRedoesTheStep) {
   EXPECT_EQ(recovering->grad_accum_steps(), 4);
   EXPECT_EQ(r.tokens_seen, 6 * 8 * 16);  // the global batch did not change
   EXPECT_EQ(recovering->loss_history(), reference->loss_history());
+}
+
+TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
+  torch::set_num_threads(1);
+  Fixture f;  // dropout on: both runs draw the same masks
+  f.config.train.grad_clip = 0;
+  f.plan.micro_batch_size = 8;
+  f.plan.grad_accum_steps = 1;
+  auto after = f.make("after");
+  after->fit();
+  f.plan.optimizer_in_backward = true;
+  auto inside = f.make("inside");
+  TrainResult r = inside->fit();
+  EXPECT_EQ(r.steps, 6);
+  ASSERT_EQ(inside->loss_history().size(), after->loss_history().size());
+  for (size_t i = 0; i < after->loss_history().size(); ++i) {
+    EXPECT_NEAR(inside->loss_history()[i], after->loss_history()[i], 1e-5) << "step " << i + 1;
+  }
+  auto a = after->model()->named_parameters(), b = inside->model()->named_parameters();
+  for (const auto& item : a) EXPECT_TRUE(torch::allclose(item.value(), b[item.key()], 0, 1e-5)) << item.key();
+
+  // It cannot split a step, so an out-of-memory error stops the run with what to change.
+  auto oom = f.make("oom");
+  oom->inject_oom_at_step(1);
+  try {
+    oom->fit();
+    ADD_FAILURE() << "expected an error";
+  } catch (const HardwareError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer_in_backward"), std::string::npos) << e.what();
+  }
+  // A hand-made plan that accumulates is refused.
+  f.plan.grad_accum_steps = 2;
+  EXPECT_THROW(f.make("accumulating"), ConfigError);
 }
 
 TEST(Trainer, CallbacksCanStopAndCheckpointsAreWritten) {

@@ -357,6 +357,30 @@ void RunConfig::validate() const {
   at_least("optimization.num_workers", optimization.num_workers, -1);
   at_least("optimization.prefetch_factor", optimization.prefetch_factor, 1);
   at_least("optimization.intra_op_threads", optimization.intra_op_threads, 0);
+  if (optimization.optimizer_in_backward) {
+    // Each of these needs every gradient before the first update (or several backward passes per
+    // update); the planner checks the ones that depend on the machine (fp16, data parallel).
+    auto conflict = [](const std::string& key, const std::string& value, const std::string& why) {
+      throw ConfigError("config: optimization.optimizer_in_backward = true cannot run with " + key + " = " + value +
+                        ": " + why);
+    };
+    if (train.grad_clip > 0) {
+      conflict("train.grad_clip", str(train.grad_clip),
+               "clipping by the global norm needs every gradient before any update; set train.grad_clip = 0");
+    }
+    if (train.grad_accum_steps > 1) {
+      conflict("train.grad_accum_steps", std::to_string(train.grad_accum_steps),
+               "each backward pass updates the weights; set train.grad_accum_steps = 1");
+    }
+    if (optimization.auto_batch_size) {
+      conflict("optimization.auto_batch_size", "true",
+               "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
+    }
+    if (optimization.mixed_precision_dtype == "fp16") {
+      conflict("optimization.mixed_precision_dtype", "fp16",
+               "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
+    }
+  }
   if (!(log.flush_seconds > 0)) range_error("log.flush_seconds", str(log.flush_seconds), "must be > 0");
   if (log.gpu_log_interval < 0) range_error("log.gpu_log_interval", str(log.gpu_log_interval), "must be >= 0 (0 = off)");
   static const std::regex steps_re("([0-9]+):([0-9]+)");

@@ -49,7 +49,16 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   const double params = static_cast<double>(gpt_num_parameters(q.model));
   const bool low = q.precision != Precision::Fp32;
   e.parameters = params * kBytesFp32;
-  e.gradients = params * kBytesFp32;
+  if (q.optimizer_in_backward) {
+    // A checkpointed block hands back all its weight gradients at once; the tied embedding's
+    // gradient from the head waits for the embedding's own at the very end of backward.
+    const ModelConfig& m = q.model;
+    const double per_block = static_cast<double>(gpt_num_parameters(m) - m.vocab_size * m.n_embd -
+                                                 m.block_size * m.n_embd) / static_cast<double>(m.n_layer);
+    e.gradients = (per_block + static_cast<double>(m.vocab_size * m.n_embd)) * kBytesFp32;
+  } else {
+    e.gradients = params * kBytesFp32;
+  }
   e.optimizer = 2.0 * params * kBytesFp32 / (q.zero1 ? static_cast<double>(q.world_size) : 1.0);
 
   const double tokens = static_cast<double>(q.micro_batch_size * q.model.block_size);

@@ -32,6 +32,10 @@ struct OptimizationConfig {
   int64_t intra_op_threads = 0;                 // 0 = physical cores usable by this process
   std::string optimizer_state_device = "auto";  // auto | device | cpu
   bool fused_optimizer = true;                  // at::_fused_adamw_ where available
+  // AdamW steps each parameter as soon as backward has finished its gradient, then frees the
+  // gradient, so the gradients never exist all at once. Needs train.grad_clip = 0, one
+  // micro-batch per step, one process and no fp16 loss scaling (see train/optimizer_in_backward.h).
+  bool optimizer_in_backward = false;
   bool cuda_graphs = false;                     // capture and replay the training step (CUDA)
   bool allow_tf32 = true;                       // TF32 matmuls on Ampere and later
   bool cudnn_benchmark = true;
@@ -64,6 +68,8 @@ struct OptimizationConfig {
     v("optimizer_state_device", optimizer_state_device, "where optimizer moments live",
       std::vector<std::string>{"auto", "device", "cpu"});
     v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel where available");
+    v("optimizer_in_backward", optimizer_in_backward,
+      "step each parameter in backward and free its gradient (no clipping, accumulation, fp16 or data parallel)");
     v("cuda_graphs", cuda_graphs, "capture the training step in a CUDA graph");
     v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
     v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");

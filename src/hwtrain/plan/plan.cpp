@@ -60,6 +60,7 @@ std::string Plan::to_json() const {
   j["allow_tf32"] = allow_tf32;
   j["cudnn_benchmark"] = cudnn_benchmark;
   j["fused_optimizer"] = fused_optimizer;
+  j["optimizer_in_backward"] = optimizer_in_backward;
   j["hardware_bf16"] = hardware_bf16;
   j["hardware_fp16"] = hardware_fp16;
   j["cuda_graphs"] = cuda_graphs;
@@ -95,6 +96,7 @@ Plan Plan::from_json(const std::string& text) {
     p.allow_tf32 = j.value("allow_tf32", false);
     p.cudnn_benchmark = j.value("cudnn_benchmark", false);
     p.fused_optimizer = j.value("fused_optimizer", true);
+    p.optimizer_in_backward = j.value("optimizer_in_backward", false);
     p.hardware_bf16 = j.value("hardware_bf16", false);
     p.hardware_fp16 = j.value("hardware_fp16", false);
     p.cuda_graphs = j.value("cuda_graphs", false);

@@ -36,6 +36,7 @@ struct Plan {
   bool allow_tf32 = false;
   bool cudnn_benchmark = false;
   bool fused_optimizer = true;
+  bool optimizer_in_backward = false;  // AdamW per parameter inside backward; gradients freed as made
   bool cuda_graphs = false;
   bool zero1 = false;
   bool auto_batch_size = false;    // probe the largest micro-batch before training

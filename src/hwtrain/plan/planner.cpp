@@ -6,16 +6,11 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/model/lm_head_loss.h"
+#include "hwtrain/plan/precision_decision.h"
 
 namespace hwt {
 
 namespace {
-
-std::string fmt1(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
 
 const GpuInfo* plan_gpu(const HardwareProfile& hw, const PlanContext& ctx) {
   if (hw.gpus.empty()) return nullptr;
@@ -47,84 +42,6 @@ void decide_device(Plan& p, const HardwareProfile& hw, const RunConfig& c, const
   }
 }
 
-void decide_precision(Plan& p, const HardwareProfile& hw, const RunConfig& c, const PlanContext& ctx) {
-  const auto& o = c.optimization;
-  const bool on_gpu = p.device != "cpu";
-  const GpuInfo* gpu = on_gpu ? plan_gpu(hw, ctx) : nullptr;
-  const auto& m = hw.math;
-  const bool cpu_bf16_isa = hw.cpu.isa.avx512_bf16 || hw.cpu.isa.amx_bf16;
-  const bool cpu_bf16_faster = !m.gemm_measured || m.bf16_gemm_gflops > m.fp32_gemm_gflops;
-  p.hardware_bf16 = on_gpu ? (gpu && gpu->bf16) : cpu_bf16_isa;
-  p.hardware_fp16 = on_gpu && gpu && gpu->cc_major >= 7;  // no CPU here has a fast fp16 matmul path
-
-  if (!o.enable_mixed_precision) {
-    p.precision = Precision::Fp32;
-    p.decide("precision", "fp32", "optimization.enable_mixed_precision = false set by user");
-    return;
-  }
-  std::string want = o.mixed_precision_dtype;
-  if (want == "fp32") {
-    p.precision = Precision::Fp32;
-    p.decide("precision", "fp32", "optimization.mixed_precision_dtype = fp32 set by user");
-    return;
-  }
-  if (want == "fp16" && !on_gpu) {
-    p.warnings.push_back("fp16 requested on CPU, which has no fast fp16 matmul here; using " +
-                         std::string(cpu_bf16_isa ? "bf16" : "fp32") + " instead");
-    want = "auto";
-  }
-  if (want == "bf16") {
-    if (on_gpu && gpu && !gpu->bf16) {
-      p.warnings.push_back("bf16 requested but " + gpu->name + " (compute capability " + std::to_string(gpu->cc_major) +
-                           "." + std::to_string(gpu->cc_minor) + ") has no bf16 tensor cores; using fp16 with loss scaling");
-      p.precision = Precision::Fp16;
-      p.decide("precision", "fp16 autocast + dynamic loss scaling", "bf16 unsupported on this GPU (fallback)");
-      return;
-    }
-    if (!on_gpu && !cpu_bf16_isa) {
-      p.warnings.push_back("bf16 requested on a CPU without AVX512_BF16 or AMX: it runs emulated and slower than fp32");
-    }
-    p.precision = Precision::Bf16;
-    p.decide("precision", "bf16 autocast", "optimization.mixed_precision_dtype = bf16 set by user");
-    return;
-  }
-  if (want == "fp16") {
-    p.precision = Precision::Fp16;
-    p.decide("precision", "fp16 autocast + dynamic loss scaling", "optimization.mixed_precision_dtype = fp16 set by user");
-    return;
-  }
-  // auto
-  if (on_gpu && gpu) {
-    const std::string cc = std::to_string(gpu->cc_major) + "." + std::to_string(gpu->cc_minor);
-    if (gpu->cc_major >= 8) {
-      p.precision = Precision::Bf16;
-      p.decide("precision", "bf16 autocast", "compute capability " + cc + " has bf16 tensor cores");
-    } else if (gpu->cc_major == 7) {
-      p.precision = Precision::Fp16;
-      p.decide("precision", "fp16 autocast + dynamic loss scaling", "compute capability " + cc + ": fp16 tensor cores, no bf16");
-    } else {
-      p.precision = Precision::Fp32;
-      p.decide("precision", "fp32", "compute capability " + cc + " has no tensor cores");
-    }
-    return;
-  }
-  if (cpu_bf16_isa && cpu_bf16_faster) {
-    p.precision = Precision::Bf16;
-    std::string why = std::string(hw.cpu.isa.amx_bf16 ? "AMX-BF16" : "AVX512_BF16") + " present";
-    if (m.gemm_measured) {
-      why += "; bf16 GEMM " + fmt1(m.bf16_gemm_gflops) + " vs fp32 " + fmt1(m.fp32_gemm_gflops) + " GFLOP/s (" +
-             fmt1(m.bf16_gemm_gflops / std::max(1e-9, m.fp32_gemm_gflops)) + "x)";
-    }
-    p.decide("precision", "bf16 autocast", why);
-  } else {
-    p.precision = Precision::Fp32;
-    p.decide("precision", "fp32",
-             cpu_bf16_isa ? "bf16 GEMM measured no faster than fp32 (" + fmt1(m.bf16_gemm_gflops) + " vs " +
-                                fmt1(m.fp32_gemm_gflops) + " GFLOP/s)"
-                          : "CPU lacks AVX512_BF16 and AMX: bf16 would be emulated and slower");
-  }
-}
-
 }  // namespace
 
 int64_t resolve_vocab_size(const ModelConfig& model, int64_t tokenizer_vocab) {
@@ -144,7 +61,20 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   p.world_size = ctx.world_size;
   decide_device(p, hw, c, ctx);
   const bool on_gpu = p.device != "cpu";
-  decide_precision(p, hw, c, ctx);
+  decide_precision(p, hw, c, on_gpu ? plan_gpu(hw, ctx) : nullptr);
+  // The config refused the settings that conflict with it everywhere; these depend on the launch
+  // and the hardware.
+  const bool in_backward = c.optimization.optimizer_in_backward;
+  if (in_backward && ctx.world_size > 1) {
+    throw ConfigError("optimization.optimizer_in_backward = true cannot run on " + std::to_string(ctx.world_size) +
+                      " ranks: data parallelism averages every gradient across ranks before the update; "
+                      "launch one process or set it to false");
+  }
+  if (in_backward && p.precision == Precision::Fp16) {
+    throw ConfigError("optimization.optimizer_in_backward = true cannot run with the plan's fp16 autocast: loss "
+                      "scaling must see every gradient before it may skip a step; set "
+                      "optimization.mixed_precision_dtype = fp32 or optimization.optimizer_in_backward = false");
+  }
   if (c.optimization.pure_bf16_weights) {
     if (p.precision == Precision::Bf16) {
       p.pure_bf16_weights = true;
@@ -181,6 +111,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   q.on_gpu = on_gpu;
   q.world_size = ctx.world_size;
   q.zero1 = p.zero1;
+  q.optimizer_in_backward = in_backward;
   auto fits = [&](int64_t micro, int64_t every) {
     q.micro_batch_size = micro;
     q.checkpoint_every = every;
@@ -193,9 +124,11 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   const int64_t per_rank_target = std::max<int64_t>(1, target / ctx.world_size);
 
   const int64_t vocab = c.model.vocab_size;
-  const int64_t wanted_micro = c.is_set("train.micro_batch_size")
-                                   ? c.train.micro_batch_size
-                                   : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
+  // With the optimizer in backward a step is one micro-batch: the whole per-rank batch.
+  const bool micro_fixed = c.is_set("train.micro_batch_size") || in_backward;
+  const int64_t wanted_micro = c.is_set("train.micro_batch_size") ? c.train.micro_batch_size
+                               : in_backward                      ? per_rank_target
+                                                                  : std::min<int64_t>(per_rank_target, c.optimization.max_batch_size);
   // The kernel and head decisions below compare estimates at the wanted micro-batch, no recomputation.
   q.micro_batch_size = wanted_micro;
   q.checkpoint_every = 0;
@@ -214,7 +147,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     attention_reason = "fused kernel of LibTorch 2.x (flash attention on sm80+); no T x T score matrix is stored";
   } else if (c.model.dropout > 0) {
     p.attention = "sdpa";
-    attention_reason = "flash-attention CPU kernel: model.dropout = " + fmt1(c.model.dropout) +
+    attention_reason = "flash-attention CPU kernel: model.dropout = " + format_number("%.1f", c.model.dropout) +
                        " and the faster GEMM kernel has no dropout";
   } else {
     q.attention = "gemm";
@@ -267,9 +200,11 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   }
   int64_t micro;
   std::string micro_reason;
-  if (c.is_set("train.micro_batch_size")) {
-    micro = c.train.micro_batch_size;
-    micro_reason = "train.micro_batch_size set by user";
+  if (micro_fixed) {
+    micro = wanted_micro;
+    micro_reason = c.is_set("train.micro_batch_size")
+                       ? "train.micro_batch_size set by user"
+                       : "optimization.optimizer_in_backward: one micro-batch per step, the whole batch of this rank";
     if (!c.is_set("optimization.enable_gradient_checkpointing") && !fits(micro, 0) && fits(micro, 1)) {
       every = 1;
       ckpt_reason = "micro-batch " + std::to_string(micro) + " fits the memory budget only with recomputation";
@@ -306,7 +241,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     throw HardwareError("the model needs " + format_bytes(need) + " per device even at micro-batch 1 with full "
                         "activation checkpointing (" + e.breakdown() + "), but the budget is " +
                         format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
-                        fmt1(c.optimization.memory_threshold) + " of " + format_bytes(available) + "); " + hint);
+                        format_number("%.1f", c.optimization.memory_threshold) + " of " + format_bytes(available) + "); " + hint);
   }
   p.checkpoint_every = every;
   p.decide("activation_checkpointing",
@@ -316,6 +251,13 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
     p.grad_accum_steps = c.train.grad_accum_steps;
   } else {
     p.grad_accum_steps = std::max<int64_t>(1, (per_rank_target + micro - 1) / micro);
+  }
+  if (in_backward && p.grad_accum_steps > 1) {
+    throw ConfigError("optimization.optimizer_in_backward = true needs one micro-batch per step, but micro-batch " +
+                      std::to_string(micro) + " takes " + std::to_string(p.grad_accum_steps) +
+                      " accumulation steps to reach " + std::to_string(per_rank_target) +
+                      " sequences per rank; set train.micro_batch_size = " + std::to_string(per_rank_target) +
+                      " or a smaller optimization.target_batch_size");
   }
   p.decide("micro_batch_size", std::to_string(micro), micro_reason);
   std::string accum_reason = "global batch " + std::to_string(p.global_batch_size()) + " sequences = " +
@@ -328,7 +270,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   MemoryEstimate e = estimate_memory(q);
   p.predicted_peak_bytes = e.total();
   p.decide("memory", format_bytes(e.total()) + " predicted peak",
-           "budget " + format_bytes(p.memory_budget_bytes) + " = " + fmt1(c.optimization.memory_threshold * 100) +
+           "budget " + format_bytes(p.memory_budget_bytes) + " = " + format_number("%.1f", c.optimization.memory_threshold * 100) +
                "% of " + format_bytes(available) + "; " + e.breakdown());
   if (e.total() > p.memory_budget_bytes) {
     p.warnings.push_back("predicted peak " + format_bytes(e.total()) + " exceeds the memory budget " +
@@ -340,6 +282,18 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   p.fused_optimizer = c.optimization.fused_optimizer;
   p.decide("optimizer", std::string(p.fused_optimizer ? "fused AdamW (at::_fused_adamw_)" : "AdamW (reference)"),
            c.is_set("optimization.fused_optimizer") ? "set by user" : "one kernel for all parameters of a dtype");
+  p.optimizer_in_backward = in_backward;
+  {
+    MemoryQuery other = q;
+    other.optimizer_in_backward = !in_backward;
+    const double here = estimate_memory(q).gradients, there = estimate_memory(other).gradients;
+    p.decide("optimizer_step", in_backward ? "in backward, per parameter; gradients freed as made" : "after backward",
+             in_backward ? "optimization.optimizer_in_backward set by user: gradients peak at " + format_bytes(here) +
+                               " instead of " + format_bytes(there)
+             : c.train.grad_clip > 0 ? "clipping by the global norm (train.grad_clip) needs every gradient first"
+                                     : "optimization.optimizer_in_backward = true would hold " + format_bytes(there) +
+                                           " of gradients instead of " + format_bytes(here));
+  }
   p.optimizer_state_device = c.optimization.optimizer_state_device == "cpu" ? "cpu" : "device";
   p.decide("optimizer_state", p.zero1 ? "sharded over " + std::to_string(ctx.world_size) + " ranks (ZeRO-1)"
                                       : std::string(on_gpu ? "on the GPU" : "in host memory"),
@@ -369,14 +323,14 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   // Peak FLOP/s for MFU.
   if (on_gpu) {
     p.peak_flops = gpu->peak_bf16_tflops * 1e12;
-    p.decide("mfu_peak", fmt1(gpu->peak_bf16_tflops) + " TFLOP/s", "dense bf16 tensor-core peak of " + gpu->name);
+    p.decide("mfu_peak", format_number("%.1f", gpu->peak_bf16_tflops) + " TFLOP/s", "dense bf16 tensor-core peak of " + gpu->name);
   } else {
     const auto& m = hw.math;
     const bool bf16 = p.precision == Precision::Bf16;
     double measured = bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops;
     if (measured <= 0) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
     p.peak_flops = measured * 1e9;
-    p.decide("mfu_peak", fmt1(measured) + " GFLOP/s",
+    p.decide("mfu_peak", format_number("%.1f", measured) + " GFLOP/s",
              std::string(m.gemm_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
                  std::to_string(m.gemm_threads > 0 ? m.gemm_threads : cores) + " threads");
   }

@@ -102,6 +102,21 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
   }
 }
 
+void AdamW::step_parameter(size_t index, double lr) {
+  TORCH_CHECK(index < slots_.size(), "AdamW::step_parameter: index ", index, " of ", slots_.size());
+  torch::NoGradGuard no_grad;
+  Slot& s = slots_[index];
+  if (!s.owned || !s.param.grad().defined()) return;
+  if (!fused_ || s.param.scalar_type() != torch::kFloat32) {
+    step_reference(s, lr);
+    return;
+  }
+  s.step.add_(1);
+  at::_fused_adamw_({s.param}, {s.param.grad()}, {s.exp_avg}, {s.exp_avg_sq}, {}, {s.step}, lr, options_.beta1,
+                    options_.beta2, s.decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
+                    /*maximize=*/false, std::nullopt, std::nullopt);
+}
+
 void AdamW::reset_state() {
   torch::NoGradGuard no_grad;
   for (auto& s : slots_) {

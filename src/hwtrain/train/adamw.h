@@ -26,6 +26,11 @@ class AdamW {
   // `grad_scale`/`found_inf` (optional, fp32 scalars on the device) let the fused kernel unscale
   // and skip in one pass, as Python's GradScaler does.
   void step(double lr, const torch::Tensor& grad_scale = {}, const torch::Tensor& found_inf = {});
+  // The same update for parameter `index` (in named_parameters() order) alone: what the
+  // optimizer-in-backward hook calls as each gradient completes. Equal to step() for that
+  // parameter (the fused kernel treats each tensor of its lists independently).
+  void step_parameter(size_t index, double lr);
+  size_t num_parameters() const { return slots_.size(); }
   void zero_grad();
   // Zeroes the moments and step counts (as freshly constructed), e.g. after probe steps.
   void reset_state();

@@ -49,6 +49,7 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
                  {"micro_batch_size", plan_.micro_batch_size},
                  {"grad_accum_steps", plan_.grad_accum_steps},
                  {"fused_optimizer", plan_.fused_optimizer},
+                 {"optimizer_in_backward", plan_.optimizer_in_backward},
                  {"intra_op_threads", plan_.intra_op_threads},
                  {"loader_workers", plan_.num_workers},
                  {"pinned_memory", plan_.pin_memory},
@@ -109,6 +110,10 @@ void HardwareAwareOptimizer::backward(const torch::Tensor& loss) {
 }
 
 double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double max_grad_norm) {
+  if (plan_.optimizer_in_backward) {
+    warn_once("user-loop-in-backward", "optimization.optimizer_in_backward applies to hwtrain's Trainer; a "
+                                       "torch::optim optimizer in a user's loop steps after backward");
+  }
   std::vector<torch::Tensor> params;
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) params.push_back(p);

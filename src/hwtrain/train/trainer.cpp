@@ -89,6 +89,22 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
     warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
   }
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
+  if (plan_.optimizer_in_backward) set_optimizer_in_backward(true);
+}
+
+void Trainer::set_optimizer_in_backward(bool enabled) {
+  if (!enabled) {
+    in_backward_.reset();
+    return;
+  }
+  // The planner and the config refuse these combinations; a hand-made plan or a switch must too.
+  if (grad_accum_steps_ != 1 || config_.train.grad_clip > 0 || precision_->precision() == Precision::Fp16 ||
+      world_size_ > 1 || plan_.auto_batch_size) {
+    throw ConfigError("the optimizer in backward needs one micro-batch per step (here " +
+                      std::to_string(grad_accum_steps_) + "), train.grad_clip = 0 (here " +
+                      std::to_string(config_.train.grad_clip) + "), no fp16, one process and no auto batch sizing");
+  }
+  if (!in_backward_) in_backward_ = std::make_unique<OptimizerInBackward>(*optimizer_);
 }
 
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
@@ -125,9 +141,17 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
     m.forward_seconds += seconds_since(t0);
     if (grad_sync_) grad_sync_->begin_micro_step(k == grad_accum_steps_ - 1);
     auto t1 = Clock::now();
-    precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
+    if (in_backward_) {
+      // The hooks move the weights during backward, so a loss to skip must be seen before it.
+      const double value = loss.detach().item<double>();
+      loss_sum += value;
+      if (!std::isfinite(value) && precision_->precision() != Precision::Fp32) continue;
+      loss.backward();
+    } else {
+      precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
+      loss_sum += loss.detach().item<double>();
+    }
     m.backward_seconds += seconds_since(t1);
-    loss_sum += loss.detach().item<double>();
   }
   return loss_sum / static_cast<double>(grad_accum_steps_);
 }
@@ -145,6 +169,8 @@ StepMetrics Trainer::train_step() {
 
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const torch::Tensor rng_at_start = cpu_rng_state();
+  const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
+  if (in_backward_) in_backward_->begin_step(lr);
   double loss = 0;
   for (;;) {
     try {
@@ -155,6 +181,14 @@ StepMetrics Trainer::train_step() {
       const bool no_kernel = !oom && precision_->precision() != Precision::Fp32 &&
                              MixedPrecision::is_unsupported_dtype_error(e);
       if (!oom && !no_kernel) throw;
+      if (in_backward_ && (oom || in_backward_->parameters_updated() > 0)) {
+        throw HardwareError(std::string(oom ? "out of memory" : "a missing low-precision kernel") + " in step " +
+                            std::to_string(step_ + 1) + " (" + e.what() +
+                            ") with optimization.optimizer_in_backward = true, which cannot redo a step " +
+                            (oom ? "in smaller micro-batches; set a smaller train.micro_batch_size or enable "
+                                   "optimization.enable_gradient_checkpointing"
+                                 : "whose backward has already moved weights; set optimization.mixed_precision_dtype = fp32"));
+      }
       optimizer_->zero_grad();
       set_cpu_rng_state(rng_at_start);
       m.forward_seconds = m.backward_seconds = 0;
@@ -178,42 +212,17 @@ StepMetrics Trainer::train_step() {
   }
 
   auto t_opt = Clock::now();
-  if (grad_sync_) {
-    auto t_comm = Clock::now();
-    grad_sync_->finish();
-    m.comm_seconds = seconds_since(t_comm);
-  }
-  auto params = parameters();
-  GradScaler& scaler = precision_->scaler();
-  scaler.unscale(params);
   double grad_norm;
-  if (config_.train.grad_clip > 0) {
-    grad_norm = torch::nn::utils::clip_grad_norm_(params, config_.train.grad_clip, 2.0, /*error_if_nonfinite=*/false);
+  if (in_backward_) {  // the update happened in backward, unless the loss was non-finite
+    grad_norm = in_backward_->grad_norm();
+    if (!std::isfinite(loss) && precision_->precision() != Precision::Fp32) precision_->count_skipped();
+    m.loss_scale = precision_->scaler().current_scale();
+    m.optimizer_seconds = 0;  // inside backward_seconds
   } else {
-    grad_norm = torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+    grad_norm = step_after_backward(loss, lr, m);
+    m.optimizer_seconds = seconds_since(t_opt) - m.comm_seconds;
   }
-  // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
-  if (loss_mean_) loss = loss_mean_(loss);
-  const bool loss_finite = std::isfinite(loss);
-  const bool skip_nonfinite = !loss_finite && precision_->precision() != Precision::Fp32;
-  const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
-  double param_sync_seconds = 0;
-  if (!scaler.found_inf() && !skip_nonfinite) {
-    optimizer_->step(lr);
-    if (sharding_.after_step) {
-      auto t_sync = Clock::now();
-      sharding_.after_step();
-      param_sync_seconds = seconds_since(t_sync);
-    }
-  } else if (!scaler.found_inf()) {
-    precision_->count_skipped();  // a non-finite loss in low precision: keep the last good weights
-  }
-  scaler.update();
-  optimizer_->zero_grad();
-  m.loss_scale = scaler.current_scale();
-  precision_->note_step(loss_finite);  // may switch to fp32 for the next step
-  m.comm_seconds += param_sync_seconds;
-  m.optimizer_seconds = seconds_since(t_opt) - m.comm_seconds;
+  precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
 
   ++step_;
   const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
@@ -238,7 +247,42 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+double Trainer::step_after_backward(double& loss, double lr, StepMetrics& m) {
+  if (grad_sync_) {
+    auto t_comm = Clock::now();
+    grad_sync_->finish();
+    m.comm_seconds = seconds_since(t_comm);
+  }
+  auto params = parameters();
+  GradScaler& scaler = precision_->scaler();
+  scaler.unscale(params);
+  double grad_norm;
+  if (config_.train.grad_clip > 0) {
+    grad_norm = torch::nn::utils::clip_grad_norm_(params, config_.train.grad_clip, 2.0, /*error_if_nonfinite=*/false);
+  } else {
+    grad_norm = torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
+  }
+  // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
+  if (loss_mean_) loss = loss_mean_(loss);
+  const bool skip_nonfinite = !std::isfinite(loss) && precision_->precision() != Precision::Fp32;
+  if (!scaler.found_inf() && !skip_nonfinite) {
+    optimizer_->step(lr);
+    if (sharding_.after_step) {
+      auto t_sync = Clock::now();
+      sharding_.after_step();
+      m.comm_seconds += seconds_since(t_sync);
+    }
+  } else if (!scaler.found_inf()) {
+    precision_->count_skipped();  // a non-finite loss in low precision: keep the last good weights
+  }
+  scaler.update();
+  optimizer_->zero_grad();
+  m.loss_scale = scaler.current_scale();
+  return grad_norm;
+}
+
 BatchProbeResult Trainer::probe_micro_batch() {
+  if (in_backward_) throw ConfigError("optimization.auto_batch_size cannot run with the optimizer in backward");
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
   const auto candidates = micro_batch_candidates(per_rank, config_.optimization.max_batch_size);
   const int64_t T = model_->config().block_size;

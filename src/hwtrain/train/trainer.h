@@ -3,7 +3,8 @@
 // synchronizes gradients (data parallel), unscales and clips, steps AdamW on the schedule, and
 // hands metrics to callbacks, which do the logging, evaluation sinks, checkpointing and stopping.
 // An out-of-memory error in a step halves the micro-batch, doubles accumulation and redoes the
-// step on the same data, so no sample is lost or used twice.
+// step on the same data, so no sample is lost or used twice. With the plan's optimizer in backward
+// (train/optimizer_in_backward.h) AdamW runs inside backward instead, and an OOM stops the run.
 #pragma once
 #include <torch/torch.h>
 
@@ -26,6 +27,7 @@
 #include "hwtrain/train/callback.h"
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
+#include "hwtrain/train/optimizer_in_backward.h"
 
 namespace hwt {
 
@@ -89,6 +91,11 @@ class Trainer : public TrainerControl {
   void enable_mixed_precision(Precision p) { precision_->enable(p); }
   void disable_mixed_precision() { precision_->disable(); }
   MixedPrecisionStatus get_mixed_precision_status() const { return precision_->status(); }
+  // The optimizer in backward at run time (between steps); enabling checks what the planner
+  // checks (one micro-batch per step, train.grad_clip = 0, no fp16, one process) and throws
+  // ConfigError otherwise. The weights and optimizer state carry over either way.
+  void set_optimizer_in_backward(bool enabled);
+  bool optimizer_in_backward() const { return in_backward_ != nullptr; }
   int64_t micro_batch_size() const { return micro_batch_size_; }
   int64_t grad_accum_steps() const { return grad_accum_steps_; }
   const std::vector<double>& loss_history() const { return loss_history_; }
@@ -112,6 +119,9 @@ class Trainer : public TrainerControl {
   StepMetrics train_step();
   // Runs forward/backward over the global batch; returns the mean loss. Throws on OOM.
   double run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m);
+  // Synchronizes, unscales, clips and steps AdamW on the accumulated gradients (skipping a step
+  // with a non-finite loss in low precision); returns their norm. `loss` becomes the ranks' mean.
+  double step_after_backward(double& loss, double lr, StepMetrics& m);
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
 
@@ -123,6 +133,7 @@ class Trainer : public TrainerControl {
   int rank_, world_size_;
   torch::Device device_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<OptimizerInBackward> in_backward_;  // its hooks step optimizer_; null unless planned
   std::unique_ptr<MixedPrecision> precision_;
   std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
   std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
