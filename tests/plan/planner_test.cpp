@@ -219,6 +219,16 @@ TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   EXPECT_THROW(make_plan(gpu_machine(7), c), ConfigError);  // the plan's fp16 needs loss scaling
 }
 
+TEST(Planner, CudaGraphsAreNotImplementedAndSaySo) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.cuda_graphs=true");
+  for (const Plan& p : {make_plan(cpu_machine(true, 300, 900), c), make_plan(gpu_machine(9), c)}) {
+    EXPECT_FALSE(p.cuda_graphs);
+    ASSERT_EQ(p.warnings.size(), 1u);
+    EXPECT_NE(p.warnings[0].find("optimization.cuda_graphs is not implemented"), std::string::npos) << p.warnings[0];
+  }
+}
+
 TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
   MemoryQuery q;
   q.model.n_layer = 12;

@@ -36,7 +36,7 @@ struct OptimizationConfig {
   // gradient, so the gradients never exist all at once. Needs train.grad_clip = 0, one
   // micro-batch per step, one process and no fp16 loss scaling (see train/optimizer_in_backward.h).
   bool optimizer_in_backward = false;
-  bool cuda_graphs = false;                     // capture and replay the training step (CUDA)
+  bool cuda_graphs = false;                     // reserved: not implemented (the plan warns when set)
   bool allow_tf32 = true;                       // TF32 matmuls on Ampere and later
   bool cudnn_benchmark = true;
 
@@ -70,7 +70,7 @@ struct OptimizationConfig {
     v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel where available");
     v("optimizer_in_backward", optimizer_in_backward,
       "step each parameter in backward and free its gradient (no clipping, accumulation, fp16 or data parallel)");
-    v("cuda_graphs", cuda_graphs, "capture the training step in a CUDA graph");
+    v("cuda_graphs", cuda_graphs, "not implemented yet: the plan warns and the step runs eagerly");
     v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
     v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");
   }

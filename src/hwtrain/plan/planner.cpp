@@ -314,10 +314,14 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
   if (on_gpu) {
     p.allow_tf32 = c.optimization.allow_tf32 && gpu->tf32;
     p.cudnn_benchmark = c.optimization.cudnn_benchmark;
-    p.cuda_graphs = c.optimization.cuda_graphs;
+    p.cuda_graphs = false;
     p.decide("pinned_memory", p.pin_memory ? "on, non-blocking copies" : "off",
              p.pin_memory ? "overlaps host-to-device copies with compute" : "optimization.pin_memory = false");
     p.decide("tf32", p.allow_tf32 ? "on" : "off", gpu->tf32 ? "TF32 tensor cores for fp32 matmuls" : "not supported");
+  }
+
+  if (c.optimization.cuda_graphs) {
+    p.warnings.push_back("optimization.cuda_graphs is not implemented in this version: the step runs eagerly");
   }
 
   // Peak FLOP/s for MFU.
