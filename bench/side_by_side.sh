@@ -2,7 +2,8 @@
 # Issue 4's ratios measured side by side: one layer's attention kernels alternating call by call,
 # then whole training steps alternating setting by setting in one Trainer (bench_train_ab_bench):
 # bf16 vs fp32 (W1, W2), the plan's attention kernel vs SDPA (W1 bf16 and fp32), and activation
-# checkpointing of every block vs none (W1, W2, bf16 and fp32). About 15 minutes on 2 cores.
+# checkpointing of every block vs none (W1, W2, bf16 and fp32), the optimizer step in backward vs
+# after it, and checkpointing's cost with the step in backward. About 18 minutes on 2 cores.
 # Usage: bench/side_by_side.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
@@ -25,3 +26,6 @@ run "W1 bf16: none vs ckpt" W1 15 checkpointing
 run "W1 fp32: none vs ckpt" W1 15 checkpointing optimization.mixed_precision_dtype=fp32
 run "W2 bf16: none vs ckpt" W2 8 checkpointing
 run "W2 fp32: none vs ckpt" W2 8 checkpointing optimization.mixed_precision_dtype=fp32
+run "W1 bf16: step after vs in bwd" W1 20 optimizer_in_backward
+run "W2 bf16: step after vs in bwd" W2 10 optimizer_in_backward
+run "W2 bf16, in bwd: none vs ckpt" W2 8 checkpointing optimization.optimizer_in_backward=true train.grad_clip=0
