@@ -229,14 +229,20 @@ TEST(Planner, CudaGraphsAreNotImplementedAndSaySo) {
   }
 }
 
-TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
+// GPT-2 124M's shape at a block size, vocabulary and micro-batch.
+MemoryQuery gpt2_shape(int64_t block_size, int64_t vocab_size, int64_t micro_batch_size) {
   MemoryQuery q;
   q.model.n_layer = 12;
   q.model.n_head = 12;
   q.model.n_embd = 768;
-  q.model.block_size = 256;
-  q.model.vocab_size = 256;
-  q.micro_batch_size = 4;
+  q.model.block_size = block_size;
+  q.model.vocab_size = vocab_size;
+  q.micro_batch_size = micro_batch_size;
+  return q;
+}
+
+TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
+  MemoryQuery q = gpt2_shape(256, 256, 4);  // W2
   q.checkpoint_every = 1;
   const MemoryEstimate after = estimate_memory(q);
   q.optimizer_in_backward = true;
@@ -247,13 +253,7 @@ TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
 }
 
 TEST(MemoryModel, FusedLmHeadLossRemovesTheLogits) {
-  MemoryQuery q;
-  q.model.n_layer = 12;
-  q.model.n_head = 12;
-  q.model.n_embd = 768;
-  q.model.block_size = 1024;
-  q.model.vocab_size = 50304;
-  q.micro_batch_size = 8;
+  MemoryQuery q = gpt2_shape(1024, 50304, 8);
   const MemoryEstimate plain = estimate_memory(q);
   q.fused_lm_head_loss = true;
   const MemoryEstimate fused = estimate_memory(q);

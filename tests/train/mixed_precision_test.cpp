@@ -77,10 +77,18 @@ TEST(MixedPrecision, OtherErrorsAreNotSwallowed) {
   EXPECT_THROW(t->fit(), std::runtime_error);
 }
 
-TEST(MixedPrecision, NonFiniteLossesFallBackToFp32FromTheLastGoodWeights) {
+// With the optimizer in backward the weights move inside backward, so a skipped step must not
+// run backward at all: the same last-good-weights guarantee, checked the same way.
+void expect_nonfinite_losses_fall_back_from_last_good_weights(bool optimizer_in_backward) {
   torch::set_num_threads(1);
   TrainerFixture f;
   f.plan.precision = Precision::Bf16;
+  if (optimizer_in_backward) {
+    f.plan.optimizer_in_backward = true;
+    f.plan.micro_batch_size = 8;
+    f.plan.grad_accum_steps = 1;
+    f.config.train.grad_clip = 0;
+  }
   f.config.optimization.nonfinite_fallback_steps = 3;
   f.config.train.max_steps = 7;
   auto t = f.make("nan");
@@ -121,6 +129,14 @@ TEST(MixedPrecision, NonFiniteLossesFallBackToFp32FromTheLastGoodWeights) {
   resumed->resume_from(ckpt);
   EXPECT_EQ(resumed->get_mixed_precision_status().dtype, "fp32");
   EXPECT_NE(resumed->get_mixed_precision_status().fallback_reason.find("non-finite"), std::string::npos);
+}
+
+TEST(MixedPrecision, NonFiniteLossesFallBackToFp32FromTheLastGoodWeights) {
+  expect_nonfinite_losses_fall_back_from_last_good_weights(false);
+}
+
+TEST(MixedPrecision, NonFiniteLossesFallBackFromTheLastGoodWeightsWithTheOptimizerInBackward) {
+  expect_nonfinite_losses_fall_back_from_last_good_weights(true);
 }
 
 }  // namespace
