@@ -30,9 +30,15 @@ TEST(Trainer, SameSeedSameLosses) {
   EXPECT_LT(a->loss_history().back(), a->loss_history().front());
 }
 
-TEST(Trainer, ResumeGivesBitwiseIdenticalLosses) {
+void expect_resume_gives_bitwise_identical_losses(bool optimizer_in_backward) {
   torch::set_num_threads(1);
   Fixture f;
+  if (optimizer_in_backward) {
+    f.plan.optimizer_in_backward = true;
+    f.plan.micro_batch_size = 8;
+    f.plan.grad_accum_steps = 1;
+    f.config.train.grad_clip = 0;
+  }
   auto full = f.make("full");
   full->fit();
 
@@ -49,6 +55,12 @@ TEST(Trainer, ResumeGivesBitwiseIdenticalLosses) {
   second->fit();
   ASSERT_EQ(second->loss_history().size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(second->loss_history()[i], full->loss_history()[3 + i]) << "step " << 4 + i;
+}
+
+TEST(Trainer, ResumeGivesBitwiseIdenticalLosses) { expect_resume_gives_bitwise_identical_losses(false); }
+
+TEST(Trainer, ResumeGivesBitwiseIdenticalLossesWithTheOptimizerInBackward) {
+  expect_resume_gives_bitwise_identical_losses(true);
 }
 
 TEST(Trainer, CheckpointCarriesTokenizerAndLoaderPosition) {
