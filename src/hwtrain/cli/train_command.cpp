@@ -173,7 +173,9 @@ int run_train(const TrainArgs& a) {
   }
   if (group) group->shutdown();
   if (config.train.sample_tokens > 0 && rank0) {
-    auto tokenizer = dataset_tokenizer(*data, config.data.tokenizer);
+    std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
+    const Tokenizer* tokenizer = trainer.tokenizer();
+    if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(*data, config.data.tokenizer)).get();
     log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, optimizer.device()));
   }
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());

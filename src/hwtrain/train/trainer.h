@@ -100,6 +100,8 @@ class Trainer : public TrainerControl {
   int64_t grad_accum_steps() const { return grad_accum_steps_; }
   const std::vector<double>& loss_history() const { return loss_history_; }
   const BatchLoader& train_loader() const { return *train_loader_; }
+  // The dataset's tokenizer (what checkpoints carry); null for hand-made test data without one.
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
   // TrainerControl
   int64_t step() const override { return step_; }
