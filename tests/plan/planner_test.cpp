@@ -216,7 +216,21 @@ TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   PlanContext two_ranks;
   two_ranks.world_size = 2;
   EXPECT_THROW(make_plan(cpu_machine(true, 300, 900), c, two_ranks), ConfigError);
-  EXPECT_THROW(make_plan(gpu_machine(7), c), ConfigError);  // the plan's fp16 needs loss scaling
+  try {
+    make_plan(gpu_machine(7), c);  // the plan's fp16 needs loss scaling
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
+  }
+  // A whole batch that cannot fit even with recomputation is refused, not planned to fail.
+  RunConfig huge = c;
+  huge.apply_override("optimization.target_batch_size=100000");
+  try {
+    make_plan(cpu_machine(true, 300, 900), huge);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimization.target_batch_size"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Planner, CudaGraphsAreNotImplementedAndSaySo) {
@@ -247,7 +261,7 @@ TEST(MemoryModel, OptimizerInBackwardHoldsOneBlockAndTheEmbeddingOfGradients) {
   const MemoryEstimate after = estimate_memory(q);
   q.optimizer_in_backward = true;
   const MemoryEstimate inside = estimate_memory(q);
-  const double block = 12.0 * 768 * 768 + 13.0 * 768, embedding = 256.0 * 768;
+  const double block = 12.0 * 768 * 768 + 13.0 * 768, embedding = (256.0 + 256.0) * 768;
   EXPECT_NEAR(inside.gradients, (block + embedding) * 4, 1e3);  // + a 12th of the final LayerNorm
   EXPECT_LT(inside.total(), after.total() - 0.9 * 11 * block * 4);
 }

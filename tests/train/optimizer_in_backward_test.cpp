@@ -88,9 +88,19 @@ TEST(OptimizerInBackward, RemovesItsHooksWhenDestroyed) {
   model.gpt->forward_loss(x, y).backward();
   for (const auto& p : model.gpt->parameters()) EXPECT_TRUE(p.grad().defined());
   EXPECT_TRUE(model.gpt->named_parameters()["wte.weight"].equal(before));
-  // And a second installer is refused while the first lives.
-  OptimizerInBackward first(*model.optimizer);
-  EXPECT_THROW(OptimizerInBackward second(*model.optimizer), c10::Error);
+  // A second installer is refused while the first lives, and leaves no hook of its own.
+  {
+    OptimizerInBackward first(*model.optimizer);
+    EXPECT_THROW(OptimizerInBackward second(*model.optimizer), c10::Error);
+  }
+  // A frozen parameter is refused before any hook is set.
+  model.gpt->named_parameters()["wpe.weight"].requires_grad_(false);
+  EXPECT_THROW(OptimizerInBackward frozen(*model.optimizer), c10::Error);
+  model.gpt->zero_grad();
+  model.gpt->forward_loss(x, y).backward();
+  for (const auto& p : model.gpt->named_parameters()) {
+    if (p.value().requires_grad()) EXPECT_TRUE(p.value().grad().defined()) << p.key() << " lost its gradient to a hook";
+  }
 }
 
 TEST(OptimizerInBackward, TheStepHoldsFarFewerGradientBytes) {

@@ -52,6 +52,7 @@ void expect_resume_gives_bitwise_identical_losses(bool optimizer_in_backward) {
   auto second = f.make("part");
   second->resume_from(ckpt);
   EXPECT_EQ(second->step(), 3);
+  EXPECT_EQ(second->optimizer_in_backward(), optimizer_in_backward);
   second->fit();
   ASSERT_EQ(second->loss_history().size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(second->loss_history()[i], full->loss_history()[3 + i]) << "step " << 4 + i;
@@ -112,6 +113,7 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
   after->fit();
   f.plan.optimizer_in_backward = true;
   auto inside = f.make("inside");
+  ASSERT_TRUE(inside->optimizer_in_backward());
   TrainResult r = inside->fit();
   EXPECT_EQ(r.steps, 6);
   ASSERT_EQ(inside->loss_history().size(), after->loss_history().size());
@@ -130,9 +132,22 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
   } catch (const HardwareError& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer_in_backward"), std::string::npos) << e.what();
   }
-  // A hand-made plan that accumulates is refused.
+  // fp16 cannot come back at run time; a checkpoint that accumulates cannot be resumed into it;
+  // a hand-made plan that accumulates is refused.
+  EXPECT_THROW(inside->enable_mixed_precision(Precision::Fp16), ConfigError);
+  f.plan.optimizer_in_backward = false;
+  f.plan.micro_batch_size = 4;
   f.plan.grad_accum_steps = 2;
-  EXPECT_THROW(f.make("accumulating"), ConfigError);
+  auto accumulating = f.make("accumulating");
+  accumulating->fit();
+  const auto checkpoint = accumulating->save_checkpoint();
+  f.plan.optimizer_in_backward = true;
+  f.plan.micro_batch_size = 8;
+  f.plan.grad_accum_steps = 1;
+  EXPECT_THROW(f.make("resumed")->resume_from(checkpoint), ConfigError);
+  f.plan.micro_batch_size = 4;
+  f.plan.grad_accum_steps = 2;
+  EXPECT_THROW(f.make("hand-made"), ConfigError);
 }
 
 TEST(Trainer, CallbacksCanStopAndCheckpointsAreWritten) {

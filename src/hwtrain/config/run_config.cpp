@@ -376,7 +376,7 @@ void RunConfig::validate() const {
       conflict("optimization.auto_batch_size", "true",
                "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
     }
-    if (optimization.mixed_precision_dtype == "fp16") {
+    if (optimization.enable_mixed_precision && optimization.mixed_precision_dtype == "fp16") {
       conflict("optimization.mixed_precision_dtype", "fp16",
                "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
     }

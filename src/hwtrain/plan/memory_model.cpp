@@ -51,11 +51,13 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   e.parameters = params * kBytesFp32;
   if (q.optimizer_in_backward) {
     // A checkpointed block hands back all its weight gradients at once; the tied embedding's
-    // gradient from the head waits for the embedding's own at the very end of backward.
+    // gradient from the head waits for the embedding's own at the very end of backward, where the
+    // position embedding's is made too.
     const ModelConfig& m = q.model;
-    const double per_block = static_cast<double>(gpt_num_parameters(m) - m.vocab_size * m.n_embd -
-                                                 m.block_size * m.n_embd) / static_cast<double>(m.n_layer);
-    e.gradients = (per_block + static_cast<double>(m.vocab_size * m.n_embd)) * kBytesFp32;
+    const int64_t embeddings = (m.vocab_size + m.block_size) * m.n_embd;
+    const double per_block =
+        static_cast<double>(gpt_num_parameters(m) - embeddings) / static_cast<double>(m.n_layer);
+    e.gradients = (per_block + static_cast<double>(embeddings)) * kBytesFp32;
   } else {
     e.gradients = params * kBytesFp32;
   }

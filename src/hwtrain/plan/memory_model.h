@@ -26,7 +26,7 @@ struct MemoryQuery {
   int64_t world_size = 1;
   bool zero1 = false;            // optimizer moments sharded over world_size
   // AdamW steps each parameter in backward and frees its gradient (train/optimizer_in_backward.h):
-  // one block's gradients and the tied embedding's exist at once instead of all of them.
+  // one block's gradients and the embeddings' exist at once instead of all of them.
   bool optimizer_in_backward = false;
 };
 

@@ -243,6 +243,15 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& c, const PlanContext&
                         format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
                         format_number("%.1f", c.optimization.memory_threshold) + " of " + format_bytes(available) + "); " + hint);
   }
+  if (in_backward && !c.is_set("train.micro_batch_size") && !fits(micro, every)) {
+    q.micro_batch_size = micro;
+    q.checkpoint_every = every;
+    throw ConfigError("optimization.optimizer_in_backward = true runs the whole batch of this rank (" +
+                      std::to_string(micro) + " sequences) as one micro-batch, which needs " +
+                      format_bytes(estimate_memory(q).total()) + (every > 0 ? " even with recomputation" : "") +
+                      ", over the budget of " + format_bytes(p.memory_budget_bytes) +
+                      "; set a smaller optimization.target_batch_size or optimization.optimizer_in_backward = false");
+  }
   p.checkpoint_every = every;
   p.decide("activation_checkpointing",
            every == 0 ? "off" : every == 1 ? "every block" : "every " + std::to_string(every) + " blocks", ckpt_reason);

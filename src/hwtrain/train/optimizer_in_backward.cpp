@@ -27,8 +27,8 @@ struct StepHook : torch::autograd::PostAccumulateGradHook {
       torch::NoGradGuard no_grad;
       state_->sum_of_squares.add_(at::linalg_vector_norm(grad, 2, std::nullopt, false, at::kFloat).square());
     }
+    ++state_->updated;  // first: a step that throws half-way still counts as having touched the weights
     state_->optimizer->step_parameter(index_, state_->lr);
-    ++state_->updated;
     param.mutable_grad() = torch::Tensor();  // the point of it all: this gradient's memory is free now
   }
 
@@ -44,14 +44,16 @@ OptimizerInBackward::OptimizerInBackward(AdamW& optimizer) : state_(std::make_sh
   const auto named = optimizer.named_parameters();
   TORCH_CHECK(!named.empty(), "optimizer in backward: the optimizer has no parameters");
   state_->sum_of_squares = torch::zeros({}, named.front().second.options().dtype(torch::kFloat32));
-  for (size_t i = 0; i < named.size(); ++i) {
-    const torch::Tensor& p = named[i].second;
-    TORCH_CHECK(p.is_leaf() && p.requires_grad(), "optimizer in backward: parameter '", named[i].first,
+  // Every check before the first hook, so that a refusal leaves no hook behind.
+  for (const auto& [name, p] : named) {
+    TORCH_CHECK(p.is_leaf() && p.requires_grad(), "optimizer in backward: parameter '", name,
                 "' is not a leaf that requires a gradient");
     TORCH_CHECK(!torch::autograd::impl::post_acc_grad_hooks(p),
-                "optimizer in backward: parameter '", named[i].first, "' already has a post-accumulate hook");
-    torch::autograd::impl::set_post_acc_grad_hooks(p, std::make_unique<StepHook>(state_, i));
-    params_.push_back(p);
+                "optimizer in backward: parameter '", name, "' already has a post-accumulate hook");
+  }
+  for (size_t i = 0; i < named.size(); ++i) {
+    torch::autograd::impl::set_post_acc_grad_hooks(named[i].second, std::make_unique<StepHook>(state_, i));
+    params_.push_back(named[i].second);
   }
 }
 

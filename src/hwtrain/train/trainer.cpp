@@ -107,7 +107,15 @@ void Trainer::set_optimizer_in_backward(bool enabled) {
   if (!in_backward_) in_backward_ = std::make_unique<OptimizerInBackward>(*optimizer_);
 }
 
+void Trainer::enable_mixed_precision(Precision p) {
+  if (in_backward_ && p == Precision::Fp16) {
+    throw ConfigError("fp16 needs loss scaling, which the optimizer in backward cannot do; use bf16 or fp32");
+  }
+  precision_->enable(p);
+}
+
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
+  if (in_backward_) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
   sharding_ = std::move(sharding);
   optimizer_->set_owned(sharding_.owned);
 }
@@ -142,11 +150,16 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
     if (grad_sync_) grad_sync_->begin_micro_step(k == grad_accum_steps_ - 1);
     auto t1 = Clock::now();
     if (in_backward_) {
-      // The hooks move the weights during backward, so a loss to skip must be seen before it.
-      const double value = loss.detach().item<double>();
-      loss_sum += value;
-      if (!std::isfinite(value) && precision_->precision() != Precision::Fp32) continue;
+      // The hooks move the weights during backward, so a low-precision loss to skip must be seen
+      // before it (a sync that fp32, which never skips, does not pay).
+      const bool may_skip = precision_->precision() != Precision::Fp32;
+      const double value = may_skip ? loss.detach().item<double>() : 0.0;
+      if (may_skip && !std::isfinite(value)) {
+        loss_sum += value;
+        continue;
+      }
       loss.backward();
+      loss_sum += may_skip ? value : loss.detach().item<double>();
     } else {
       precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
       loss_sum += loss.detach().item<double>();
@@ -170,10 +183,10 @@ StepMetrics Trainer::train_step() {
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const torch::Tensor rng_at_start = cpu_rng_state();
   const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
-  if (in_backward_) in_backward_->begin_step(lr);
   double loss = 0;
   for (;;) {
     try {
+      if (in_backward_) in_backward_->begin_step(lr);
       loss = run_micro_steps(x_NT, y_NT, m);
       break;
     } catch (const std::exception& e) {
@@ -215,7 +228,10 @@ StepMetrics Trainer::train_step() {
   double grad_norm;
   if (in_backward_) {  // the update happened in backward, unless the loss was non-finite
     grad_norm = in_backward_->grad_norm();
-    if (!std::isfinite(loss) && precision_->precision() != Precision::Fp32) precision_->count_skipped();
+    if (!std::isfinite(loss) && precision_->precision() != Precision::Fp32) {
+      precision_->count_skipped();
+      grad_norm = NAN;  // no backward ran
+    }
     m.loss_scale = precision_->scaler().current_scale();
     m.optimizer_seconds = 0;  // inside backward_seconds
   } else {

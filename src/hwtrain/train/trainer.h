@@ -88,7 +88,7 @@ class Trainer : public TrainerControl {
   // Mixed precision at run time (between steps), e.g. fp32 for an evaluation: enable() restores
   // the plan's dtype (or switches to `p`), disable() trains in fp32; see mixed_precision.h.
   void enable_mixed_precision() { precision_->enable(); }
-  void enable_mixed_precision(Precision p) { precision_->enable(p); }
+  void enable_mixed_precision(Precision p);  // ConfigError: fp16 with the optimizer in backward
   void disable_mixed_precision() { precision_->disable(); }
   MixedPrecisionStatus get_mixed_precision_status() const { return precision_->status(); }
   // The optimizer in backward at run time (between steps); enabling checks what the planner

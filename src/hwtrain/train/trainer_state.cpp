@@ -106,6 +106,11 @@ void Trainer::resume_from(const fs::path& checkpoint) {
     micro_batch_size_ = s.at("micro_batch_size");
     grad_accum_steps_ = s.at("grad_accum_steps");
   }
+  if (in_backward_ && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
+    throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(grad_accum_steps_) +
+                      " micro-batches of " + std::to_string(micro_batch_size_) +
+                      " per step, but optimization.optimizer_in_backward = true takes one; resume with it false");
+  }
   log_info("resumed from {} at step {}", checkpoint.string(), step_);
 }
 
