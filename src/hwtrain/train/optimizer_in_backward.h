@@ -4,6 +4,8 @@
 // exist all at once: the step holds one block's gradients instead of the whole model's (the tied
 // embedding's waits for its second use at the very end of backward). The update is the same
 // per-parameter AdamW update, so without clipping the weights equal those of a step after backward.
+// The hook sits in autograd's one post-accumulate slot per tensor (torch::autograd::impl, the slot
+// Python's hooks use); a parameter that already has one is refused.
 // What it rules out (config and planner refuse these): global-norm clipping and fp16 loss
 // scaling, which must see every gradient before any update; gradient accumulation and OOM retries,
 // which run several backward passes per update; data-parallel gradient averaging.
