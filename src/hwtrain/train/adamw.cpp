@@ -53,6 +53,21 @@ void AdamW::step_reference(Slot& s, double lr) {
   if (s.param.dtype() != torch::kFloat32) s.param.copy_(param32);
 }
 
+void AdamW::step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                       const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                       const std::vector<torch::Tensor>& steps, bool decay, double lr,
+                       const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+  // As in Python's fused AdamW: the caller counts the step, and takes it back if skipped.
+  for (const auto& t : steps) t.add_(1);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                    options_.beta2, decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
+                    /*maximize=*/false, grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt,
+                    found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt);
+  if (found_inf.defined()) {
+    for (const auto& t : steps) t.sub_(found_inf);
+  }
+}
+
 void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
   if (!fused_) {
@@ -67,7 +82,7 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
   // The fused kernel wants lists of same-dtype tensors per call: group by (decay, param dtype).
   for (bool decay : {true, false}) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
-      std::vector<torch::Tensor> params, grads, m, v, max_v, steps;
+      std::vector<torch::Tensor> params, grads, m, v, steps;
       for (auto& s : slots_) {
         if (s.decay != decay || !s.owned || s.param.scalar_type() != dtype || !s.param.grad().defined()) continue;
         params.push_back(s.param);
@@ -89,15 +104,7 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
         }
         continue;
       }
-      // As in Python's fused AdamW: the caller counts the step, and takes it back if skipped.
-      for (auto& t : steps) t.add_(1);
-      at::_fused_adamw_(params, grads, m, v, max_v, steps, lr, options_.beta1, options_.beta2,
-                        decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
-                        /*maximize=*/false, grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt,
-                        found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt);
-      if (found_inf.defined()) {
-        for (auto& t : steps) t.sub_(found_inf);
-      }
+      step_fused(params, grads, m, v, steps, decay, lr, grad_scale, found_inf);
     }
   }
 }
@@ -111,10 +118,7 @@ void AdamW::step_parameter(size_t index, double lr) {
     step_reference(s, lr);
     return;
   }
-  s.step.add_(1);
-  at::_fused_adamw_({s.param}, {s.param.grad()}, {s.exp_avg}, {s.exp_avg_sq}, {}, {s.step}, lr, options_.beta1,
-                    options_.beta2, s.decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
-                    /*maximize=*/false, std::nullopt, std::nullopt);
+  step_fused({s.param}, {s.param.grad()}, {s.exp_avg}, {s.exp_avg_sq}, {s.step}, s.decay, lr, {}, {});
 }
 
 void AdamW::reset_state() {

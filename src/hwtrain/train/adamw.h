@@ -56,6 +56,11 @@ class AdamW {
     bool owned = true;
   };
   void step_reference(Slot& s, double lr);
+  // One at::_fused_adamw_ call over same-dtype lists of one decay group; counts their steps.
+  void step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                  const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                  const std::vector<torch::Tensor>& steps, bool decay, double lr, const torch::Tensor& grad_scale,
+                  const torch::Tensor& found_inf);
   std::vector<Slot> slots_;
   AdamWOptions options_;
   bool fused_;
