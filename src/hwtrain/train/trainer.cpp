@@ -149,22 +149,14 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
     m.forward_seconds += seconds_since(t0);
     if (grad_sync_) grad_sync_->begin_micro_step(k == grad_accum_steps_ - 1);
     auto t1 = Clock::now();
-    if (in_backward_) {
-      // The hooks move the weights during backward, so a low-precision loss to skip must be seen
-      // before it (a sync that fp32, which never skips, does not pay).
-      const bool may_skip = precision_->precision() != Precision::Fp32;
-      const double value = may_skip ? loss.detach().item<double>() : 0.0;
-      if (may_skip && !std::isfinite(value)) {
-        loss_sum += value;
-        continue;
-      }
-      loss.backward();
-      loss_sum += may_skip ? value : loss.detach().item<double>();
-    } else {
-      precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
-      loss_sum += loss.detach().item<double>();
-    }
+    // With the optimizer in backward the hooks move the weights during backward, so a loss to skip
+    // must be seen before it (a sync that fp32, which never skips, does not pay). Its plan has one
+    // micro-step and no loss scaling, so the backward below is the plain one.
+    const bool skip = in_backward_ && precision_->precision() != Precision::Fp32 &&
+                      skips_step(loss.detach().item<double>());
+    if (!skip) precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
     m.backward_seconds += seconds_since(t1);
+    loss_sum += loss.detach().item<double>();
   }
   return loss_sum / static_cast<double>(grad_accum_steps_);
 }
@@ -228,7 +220,7 @@ StepMetrics Trainer::train_step() {
   double grad_norm;
   if (in_backward_) {  // the update happened in backward, unless the loss was non-finite
     grad_norm = in_backward_->grad_norm();
-    if (!std::isfinite(loss) && precision_->precision() != Precision::Fp32) {
+    if (skips_step(loss)) {
       precision_->count_skipped();
       grad_norm = NAN;  // no backward ran
     }
@@ -263,6 +255,10 @@ StepMetrics Trainer::train_step() {
   return m;
 }
 
+bool Trainer::skips_step(double loss) const {
+  return !std::isfinite(loss) && precision_->precision() != Precision::Fp32;
+}
+
 double Trainer::step_after_backward(double& loss, double lr, StepMetrics& m) {
   if (grad_sync_) {
     auto t_comm = Clock::now();
@@ -280,8 +276,7 @@ double Trainer::step_after_backward(double& loss, double lr, StepMetrics& m) {
   }
   // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
   if (loss_mean_) loss = loss_mean_(loss);
-  const bool skip_nonfinite = !std::isfinite(loss) && precision_->precision() != Precision::Fp32;
-  if (!scaler.found_inf() && !skip_nonfinite) {
+  if (!scaler.found_inf() && !skips_step(loss)) {
     optimizer_->step(lr);
     if (sharding_.after_step) {
       auto t_sync = Clock::now();

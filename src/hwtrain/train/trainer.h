@@ -124,6 +124,8 @@ class Trainer : public TrainerControl {
   // Synchronizes, unscales, clips and steps AdamW on the accumulated gradients (skipping a step
   // with a non-finite loss in low precision); returns their norm. `loss` becomes the ranks' mean.
   double step_after_backward(double& loss, double lr, StepMetrics& m);
+  // A non-finite loss in low precision: the step keeps the last good weights (fp32 steps regardless).
+  bool skips_step(double loss) const;
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
 
