@@ -1,0 +1,149 @@
+// Refactors that should not change the math must keep training losses bit-identical under a fixed
+// seed. These runs go through the whole binary (config -> plan -> model/data -> trainer -> metrics)
+// and compare every step's loss, to the last bit, with losses recorded from commit 094e67e (before
+// the Plan/Trainer redesign of issue 20) in tests/cli/golden_losses.json.
+//
+// The bits depend on the math kernels the machine runs (oneDNN's bf16 GEMMs on AVX512_BF16, MKL's
+// fp32 ones), so the file records the CPU model and the LibTorch version it was made with; on
+// another CPU or LibTorch the test is skipped, saying why. To record anew on purpose (a change that
+// is meant to alter the math), run the test with HWTRAIN_RECORD_GOLDEN="<commit and why>" and say so in
+// the commit.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <torch/version.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kGoldenFile = fs::path(HWTRAIN_SOURCE_DIR) / "tests" / "cli" / "golden_losses.json";
+
+struct GoldenRun {
+  const char* name;
+  int ranks;
+  const char* args;  // beyond the common ones
+};
+
+// Every run pins what the planner would otherwise measure or detect (precision, threads), so the
+// plan, and with it the math, is the same on every machine of a kind.
+const char* kTinyCommon =
+    "--data corpus --set data.document_separator=% --set model.preset=tiny --set train.eval_interval=0 "
+    "--set train.max_steps=30 --set train.micro_batch_size=4 ";
+
+const GoldenRun kRuns[] = {
+    // The default model on the default corpus (fortunes), its first 50 steps, bf16 autocast.
+    {"default_bf16", 1,
+     "--set train.max_steps=50 --set train.eval_interval=0 --set optimization.mixed_precision_dtype=bf16 "
+     "--set optimization.intra_op_threads=2"},
+    {"fp32", 1, "--set optimization.mixed_precision_dtype=fp32 --set model.dropout=0.1"},
+    {"checkpointing_bf16", 1,
+     "--set optimization.mixed_precision_dtype=bf16 --set optimization.enable_gradient_checkpointing=true"},
+    {"accumulation_fp32", 1,
+     "--set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=2 --set train.grad_accum_steps=3"},
+    {"optimizer_in_backward_bf16", 1,
+     "--set optimization.mixed_precision_dtype=bf16 --set optimization.optimizer_in_backward=true "
+     "--set train.grad_clip=0"},
+    {"fused_head_sdpa_fp32", 1,
+     "--set optimization.mixed_precision_dtype=fp32 --set optimization.fused_lm_head_loss=true "
+     "--set model.attention=sdpa"},
+    {"data_parallel_fp32", 2,
+     "--set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=2 --set train.grad_accum_steps=2"},
+    {"zero1_fp32", 2,
+     "--set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=2 --set dist.zero1=true"},
+};
+
+std::string fingerprint() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return model + " | LibTorch " + TORCH_VERSION;
+}
+
+std::vector<double> step_losses(const fs::path& jsonl) {
+  std::vector<double> out;
+  std::ifstream in(jsonl);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "step" && j["loss"].is_number()) out.push_back(j["loss"]);
+  }
+  return out;
+}
+
+std::vector<double> train(const GoldenRun& run, const fs::path& dir, int port) {
+  const bool tiny = std::string(run.name) != "default_bf16";
+  std::string args = std::string(tiny ? kTinyCommon : "") + run.args +
+                     " --set data.cache_dir=cache --set train.sample_tokens=0 --set train.log_interval=1 "
+                     "--set train.time_budget=0 --set log.tensorboard=false --set log.gpu_log_interval=0 "
+                     "--set log.report=false --set checkpoint.save_final=false --out " + run.name;
+  if (tiny && run.ranks == 1) args += " --set optimization.intra_op_threads=1";
+  std::string cmd = "cd '" + dir.string() + "' && " + HWTRAIN_BINARY + " ";
+  cmd += run.ranks > 1 ? "launch --nproc-per-node " + std::to_string(run.ranks) + " --master-port " +
+                             std::to_string(port) + " -- train " + args + " --set optimization.intra_op_threads=1"
+                       : "train " + args;
+  cmd += " > '" + std::string(run.name) + ".log' 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << run.name << ": see " << (dir / (std::string(run.name) + ".log"));
+  return step_losses(dir / run.name / "metrics.jsonl");
+}
+
+std::string corpus() {
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
+  return text;
+}
+
+TEST(GoldenLosses, BitIdenticalToTheRecordedRuns) {
+  const char* record_note = std::getenv("HWTRAIN_RECORD_GOLDEN");
+  const bool record = record_note != nullptr;
+  nlohmann::json golden;
+  if (!record) {
+    std::ifstream in(kGoldenFile);
+    ASSERT_TRUE(in) << "missing " << kGoldenFile;
+    golden = nlohmann::json::parse(in);
+    if (golden.at("fingerprint") != fingerprint()) {
+      GTEST_SKIP() << "losses were recorded on '" << golden.at("fingerprint").get<std::string>() << "', this is '"
+                   << fingerprint() << "': other math kernels give other bits";
+    }
+  }
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", corpus());
+  nlohmann::json runs = nlohmann::json::object();
+  int port = 29641;
+  for (const GoldenRun& run : kRuns) {
+    std::vector<double> losses = train(run, dir.path(), port++);
+    if (record) {
+      runs[run.name] = losses;
+      continue;
+    }
+    const std::vector<double> want = golden.at("runs").at(run.name).get<std::vector<double>>();
+    ASSERT_EQ(losses.size(), want.size()) << run.name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      // Exact equality: the same bits, not merely close (printed with all 17 digits).
+      EXPECT_EQ(losses[i], want[i]) << std::setprecision(17) << run.name << " step " << i + 1;
+    }
+  }
+  if (record) {
+    nlohmann::json out = {{"fingerprint", fingerprint()},
+                          {"recorded_from", record_note},
+                          {"runs", runs}};
+    std::ofstream(kGoldenFile) << out.dump(1) << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace hwt
