@@ -58,7 +58,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   q.precision = precision;
   q.checkpoint_every = checkpoint_every;
   q.fused_lm_head_loss = c.fused_lm_head_loss;
-  q.attention = c.attention;
+  q.attention = parse_attention_kernel(c.attention);
   q.optimizer_in_backward = c.optimizer_in_backward;
   *predicted = estimate_memory(q).total();
 

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
 
   GPT model = optimizer.build_model();
   Trainer* trainer_ptr = nullptr;
-  const AttentionKernel planned_kernel = parse_attention_kernel(plan.attention);
+  const AttentionKernel planned_kernel = plan.attention;
   auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, mode, planned_kernel, other_kernel);
   const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-train-ab-" + std::to_string(getpid()));
   {

@@ -52,7 +52,7 @@ const Decision& decision(const Plan& p, const std::string& name) {
 TEST(Planner, Bf16OnCpuWithAvx512Bf16WhenMeasuredFaster) {
   Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
   EXPECT_EQ(p.precision, Precision::Bf16);
-  EXPECT_EQ(p.device, "cpu");
+  EXPECT_EQ(p.device.str(), "cpu");
   EXPECT_NE(decision(p, "precision").reason.find("AVX512_BF16"), std::string::npos);
   EXPECT_DOUBLE_EQ(p.peak_flops, 900e9);
   EXPECT_EQ(p.intra_op_threads, 2);
@@ -79,16 +79,16 @@ TEST(Planner, UserChoiceWins) {
 
 TEST(Planner, AttentionGemmOnCpuWhereItsProbabilitiesFitElseSdpa) {
   Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
-  EXPECT_EQ(p.attention, "gemm");
+  EXPECT_EQ(p.attention, AttentionKernel::Gemm);
   EXPECT_NE(decision(p, "attention").reason.find("fits"), std::string::npos);
 
   RunConfig dropout = small_config();
   dropout.apply_override("model.dropout=0.1");
   p = make_plan(cpu_machine(true, 300, 900), dropout);
-  EXPECT_EQ(p.attention, "sdpa");
+  EXPECT_EQ(p.attention, AttentionKernel::Sdpa);
   EXPECT_NE(decision(p, "attention").reason.find("dropout"), std::string::npos);
 
-  EXPECT_EQ(make_plan(gpu_machine(9), small_config()).attention, "sdpa");
+  EXPECT_EQ(make_plan(gpu_machine(9), small_config()).attention, AttentionKernel::Sdpa);
 
   // Long sequences: 64 x 12 heads x 4096^2 probabilities per layer cannot be kept in 20 GiB.
   RunConfig long_context = small_config();
@@ -97,14 +97,14 @@ TEST(Planner, AttentionGemmOnCpuWhereItsProbabilitiesFitElseSdpa) {
   long_context.apply_override("model.n_embd=768");
   long_context.apply_override("train.micro_batch_size=64");
   p = make_plan(cpu_machine(true, 300, 900), long_context);
-  EXPECT_EQ(p.attention, "sdpa");
+  EXPECT_EQ(p.attention, AttentionKernel::Sdpa);
   EXPECT_NE(decision(p, "attention").reason.find("keeps none"), std::string::npos);
 
   RunConfig user = small_config();
   user.apply_override("model.attention=sdpa");
-  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, "sdpa");
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, AttentionKernel::Sdpa);
   user.apply_override("model.attention=math");
-  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, "math");
+  EXPECT_EQ(make_plan(cpu_machine(true, 300, 900), user).attention, AttentionKernel::Math);
 }
 
 TEST(MemoryModel, GemmAttentionKeepsProbabilitiesPerLayerNotRecomputed) {
@@ -113,9 +113,9 @@ TEST(MemoryModel, GemmAttentionKeepsProbabilitiesPerLayerNotRecomputed) {
   q.model.n_layer = 6;
   q.model.block_size = 256;
   q.micro_batch_size = 12;
-  q.attention = "sdpa";
+  q.attention = AttentionKernel::Sdpa;
   const double sdpa = estimate_memory(q).attention;
-  q.attention = "gemm";
+  q.attention = AttentionKernel::Gemm;
   const double gemm = estimate_memory(q).attention;
   const double per_layer = 12.0 * q.model.n_head * 256 * 256 * 5 / 8 * 4;  // fp32, four chunks of 64 rows
   EXPECT_GT(gemm, 6 * per_layer);
@@ -139,7 +139,7 @@ TEST(Planner, GpuPrecisionByComputeCapability) {
   EXPECT_EQ(make_plan(gpu_machine(7), small_config()).precision, Precision::Fp16);
   EXPECT_EQ(make_plan(gpu_machine(6), small_config()).precision, Precision::Fp32);
   Plan p = make_plan(gpu_machine(9), small_config());
-  EXPECT_EQ(p.device, "cuda:0");
+  EXPECT_EQ(p.device.str(), "cuda:0");
   EXPECT_TRUE(p.allow_tf32);
   EXPECT_TRUE(p.pin_memory);
 }
@@ -204,8 +204,8 @@ TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   c.apply_override("optimization.target_batch_size=64");
   c.apply_override("optimization.max_batch_size=16");
   Plan p = make_plan(cpu_machine(true, 300, 900), c);
-  EXPECT_TRUE(p.optimizer_in_backward);
-  EXPECT_TRUE(Plan::from_json(p.to_json()).optimizer_in_backward);
+  EXPECT_TRUE(p.optimizer_in_backward());
+  EXPECT_TRUE(Plan::from_json(p.to_json()).optimizer_in_backward());
   EXPECT_EQ(p.micro_batch_size, 64);  // one micro-batch per step, past max_batch_size
   EXPECT_EQ(p.grad_accum_steps, 1);
   EXPECT_NE(decision(p, "optimizer_step").value.find("in backward"), std::string::npos);
@@ -319,6 +319,61 @@ TEST(Plan, JsonRoundTrip) {
   Plan q = Plan::from_json(p.to_json());
   EXPECT_EQ(q.to_json(), p.to_json());
   EXPECT_THROW(Plan::from_json("{\"device\": 3}"), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt
+
+namespace hwt {
+namespace {
+
+TEST(PlanIntent, KeepsWhatTheUserSetAndLeavesTheRestToThePlanner) {
+  RunConfig c = small_config();
+  PlanIntent unset = plan_intent(c);
+  EXPECT_FALSE(unset.micro_batch_size);
+  EXPECT_FALSE(unset.checkpoint_every);
+  EXPECT_FALSE(unset.attention);
+  EXPECT_FALSE(unset.precision.dtype);
+  // A value equal to the default still counts as the user's choice.
+  c.apply_override("train.micro_batch_size=" + std::to_string(c.train.micro_batch_size));
+  c.apply_override("optimization.enable_gradient_checkpointing=false");
+  c.apply_override("model.attention=math");
+  c.apply_override("optimization.mixed_precision_dtype=bf16");
+  c.apply_override("train.device=cuda:1");
+  PlanIntent set = plan_intent(c);
+  EXPECT_EQ(set.micro_batch_size, c.train.micro_batch_size);
+  EXPECT_EQ(set.checkpoint_every, 0);
+  EXPECT_EQ(set.attention, AttentionKernel::Math);
+  EXPECT_EQ(set.precision.dtype, Precision::Bf16);
+  EXPECT_EQ(set.precision.source, "optimization.mixed_precision_dtype = bf16");
+  EXPECT_EQ(set.device.kind, DeviceIntent::Kind::Cuda);
+  EXPECT_EQ(set.device.index, 1);
+}
+
+TEST(Planner, HostOptimizerStateIsNotImplementedAndSaysSo) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.optimizer_state_device=cpu");
+  Plan p = make_plan(gpu_machine(9), c);
+  EXPECT_EQ(p.optimizer_state_device, StateDevice::Device);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("optimization.optimizer_state_device = cpu is not implemented"), std::string::npos);
+  EXPECT_NE(p.to_json().find("\"optimizer_state_device\": \"device\""), std::string::npos);
+}
+
+TEST(Plan, JsonRoundTripKeepsTheTypedValues) {
+  RunConfig c = small_config();
+  c.apply_override("optimization.loss_scale_init=1024");
+  c.apply_override("optimization.nonfinite_fallback_steps=7");
+  c.apply_override("model.attention=math");
+  const Plan p = make_plan(gpu_machine(9), c);
+  const Plan q = Plan::from_json(p.to_json());
+  EXPECT_EQ(q.device, p.device);
+  EXPECT_TRUE(q.device.is_cuda());
+  EXPECT_EQ(q.attention, AttentionKernel::Math);
+  EXPECT_EQ(q.loss_scaling.init_scale, 1024.0);
+  EXPECT_EQ(q.loss_scaling.nonfinite_fallback_steps, 7);
+  EXPECT_EQ(q.to_json(), p.to_json());
+  EXPECT_THROW(Plan::from_json(R"({"device": "tpu:0"})"), ConfigError);
 }
 
 }  // namespace

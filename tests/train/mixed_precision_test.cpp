@@ -84,7 +84,7 @@ void expect_nonfinite_losses_fall_back_from_last_good_weights(bool optimizer_in_
   TrainerFixture f;
   f.plan.precision = Precision::Bf16;
   if (optimizer_in_backward) {
-    f.plan.optimizer_in_backward = true;
+    f.plan.optimizer_step = OptimizerStep::InBackward;
     f.plan.micro_batch_size = 8;
     f.plan.grad_accum_steps = 1;
     f.config.train.grad_clip = 0;

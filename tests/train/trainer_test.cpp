@@ -34,7 +34,7 @@ void expect_resume_gives_bitwise_identical_losses(bool optimizer_in_backward) {
   torch::set_num_threads(1);
   Fixture f;
   if (optimizer_in_backward) {
-    f.plan.optimizer_in_backward = true;
+    f.plan.optimizer_step = OptimizerStep::InBackward;
     f.plan.micro_batch_size = 8;
     f.plan.grad_accum_steps = 1;
     f.config.train.grad_clip = 0;
@@ -111,7 +111,7 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
   f.plan.grad_accum_steps = 1;
   auto after = f.make("after");
   after->fit();
-  f.plan.optimizer_in_backward = true;
+  f.plan.optimizer_step = OptimizerStep::InBackward;
   auto inside = f.make("inside");
   ASSERT_TRUE(inside->optimizer_in_backward());
   TrainResult r = inside->fit();
@@ -135,13 +135,13 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
   // fp16 cannot come back at run time; a checkpoint that accumulates cannot be resumed into it;
   // a hand-made plan that accumulates is refused.
   EXPECT_THROW(inside->enable_mixed_precision(Precision::Fp16), ConfigError);
-  f.plan.optimizer_in_backward = false;
+  f.plan.optimizer_step = OptimizerStep::AfterBackward;
   f.plan.micro_batch_size = 4;
   f.plan.grad_accum_steps = 2;
   auto accumulating = f.make("accumulating");
   accumulating->fit();
   const auto checkpoint = accumulating->save_checkpoint();
-  f.plan.optimizer_in_backward = true;
+  f.plan.optimizer_step = OptimizerStep::InBackward;
   f.plan.micro_batch_size = 8;
   f.plan.grad_accum_steps = 1;
   EXPECT_THROW(f.make("resumed")->resume_from(checkpoint), ConfigError);

@@ -16,17 +16,9 @@
 #include <string>
 #include <tuple>
 
+#include "hwtrain/model/attention_kernel.h"
+
 namespace hwt {
-
-enum class AttentionKernel {
-  Sdpa,  // at::scaled_dot_product_attention(..., is_causal=true): fused kernels where available
-  Math,  // the reference: explicit scores, cached causal mask, softmax, dropout, @ v
-  Gemm,  // gemm_causal_attention: batched GEMMs, probabilities kept for backward, no dropout
-};
-
-const char* to_string(AttentionKernel kernel);
-// "sdpa" | "gemm" | "math"; anything else (including "auto", which the planner resolves) is a ConfigError.
-AttentionKernel parse_attention_kernel(const std::string& name);
 
 // Causal masks for the math and GEMM paths: future_TT[i][j] is true where j > i (positions to hide).
 // Thread-safe; shared by the blocks of one model so each (T, device) is built once.

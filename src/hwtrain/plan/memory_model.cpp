@@ -88,9 +88,9 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   const double t = static_cast<double>(q.model.block_size);
   const double scores = static_cast<double>(q.micro_batch_size) * heads * t * t;
   const double score_bytes = low ? 2.0 : kBytesFp32;
-  if (q.attention == "sdpa") {  // one block's workspace
+  if (q.attention == AttentionKernel::Sdpa) {  // one block's workspace
     e.attention = scores * kBytesFp32 / (q.on_gpu ? 8.0 : 1.0);
-  } else if (q.attention == "gemm") {  // kept probabilities, and one chunk's scores and gradients
+  } else if (q.attention == AttentionKernel::Gemm) {  // kept probabilities, and one chunk's scores and gradients
     const double kept = static_cast<double>(q.micro_batch_size) * heads *
                         static_cast<double>(gemm_attention_kept_probabilities(q.model.block_size));
     const double chunk = static_cast<double>(q.micro_batch_size) * heads * t *

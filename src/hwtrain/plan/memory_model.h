@@ -18,9 +18,9 @@ struct MemoryQuery {
   int64_t micro_batch_size = 1;
   Precision precision = Precision::Fp32;
   int64_t checkpoint_every = 0;  // 0 = none, 1 = every block, k = every k-th block
-  // "sdpa": fused, no T x T matrix kept; "gemm": the chunked causal probabilities kept per layer;
-  // "math": the whole score and probability matrices kept per layer.
-  std::string attention = "sdpa";
+  // Sdpa: fused, no T x T matrix kept; Gemm: the chunked causal probabilities kept per layer;
+  // Math: the whole score and probability matrices kept per layer.
+  AttentionKernel attention = AttentionKernel::Sdpa;
   bool fused_lm_head_loss = false;  // chunked head + loss: logits one chunk at a time
   bool on_gpu = false;
   int64_t world_size = 1;

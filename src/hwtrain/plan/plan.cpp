@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/model/attention.h"
 
 namespace hwt {
 
@@ -23,6 +24,14 @@ Precision precision_from_name(const std::string& s) {
   if (s == "fp16") return Precision::Fp16;
   if (s == "fp32") return Precision::Fp32;
   throw ConfigError("plan: precision '" + s + "' is not valid: expected fp32, bf16 or fp16");
+}
+
+const char* state_device_name(StateDevice d) { return d == StateDevice::Host ? "cpu" : "device"; }
+
+StateDevice state_device_from_name(const std::string& s) {
+  if (s == "device") return StateDevice::Device;
+  if (s == "cpu") return StateDevice::Host;
+  throw ConfigError("plan: optimizer_state_device '" + s + "' is not valid: expected device or cpu");
 }
 }  // namespace
 
@@ -43,10 +52,10 @@ std::string Plan::to_text() const {
 
 std::string Plan::to_json() const {
   nlohmann::ordered_json j;
-  j["device"] = device;
+  j["device"] = device.str();
   j["precision"] = precision_name(precision);
   j["pure_bf16_weights"] = pure_bf16_weights;
-  j["attention"] = attention;
+  j["attention"] = to_string(attention);
   j["checkpoint_every"] = checkpoint_every;
   j["fused_lm_head_loss"] = fused_lm_head_loss;
   j["micro_batch_size"] = micro_batch_size;
@@ -60,16 +69,22 @@ std::string Plan::to_json() const {
   j["allow_tf32"] = allow_tf32;
   j["cudnn_benchmark"] = cudnn_benchmark;
   j["fused_optimizer"] = fused_optimizer;
-  j["optimizer_in_backward"] = optimizer_in_backward;
+  j["optimizer_in_backward"] = optimizer_in_backward();
   j["hardware_bf16"] = hardware_bf16;
   j["hardware_fp16"] = hardware_fp16;
   j["cuda_graphs"] = cuda_graphs;
   j["zero1"] = zero1;
   j["auto_batch_size"] = auto_batch_size;
-  j["optimizer_state_device"] = optimizer_state_device;
+  j["optimizer_state_device"] = state_device_name(optimizer_state_device);
   j["memory_budget_bytes"] = memory_budget_bytes;
   j["predicted_peak_bytes"] = predicted_peak_bytes;
   j["peak_flops"] = peak_flops;
+  j["loss_scaling"] = {{"dynamic", loss_scaling.dynamic},
+                       {"init_scale", loss_scaling.init_scale},
+                       {"growth_factor", loss_scaling.growth_factor},
+                       {"backoff_factor", loss_scaling.backoff_factor},
+                       {"growth_interval", loss_scaling.growth_interval},
+                       {"nonfinite_fallback_steps", loss_scaling.nonfinite_fallback_steps}};
   auto& ds = j["decisions"] = nlohmann::ordered_json::array();
   for (const auto& d : decisions) ds.push_back({{"decision", d.name}, {"value", d.value}, {"reason", d.reason}});
   j["warnings"] = warnings;
@@ -80,10 +95,10 @@ Plan Plan::from_json(const std::string& text) {
   Plan p;
   try {
     auto j = nlohmann::json::parse(text);
-    p.device = j.at("device");
+    p.device = c10::Device(j.at("device").get<std::string>());
     p.precision = precision_from_name(j.at("precision"));
     p.pure_bf16_weights = j.value("pure_bf16_weights", false);
-    p.attention = j.at("attention");
+    p.attention = parse_attention_kernel(j.at("attention"));
     p.checkpoint_every = j.at("checkpoint_every");
     p.fused_lm_head_loss = j.value("fused_lm_head_loss", false);
     p.micro_batch_size = j.at("micro_batch_size");
@@ -96,20 +111,31 @@ Plan Plan::from_json(const std::string& text) {
     p.allow_tf32 = j.value("allow_tf32", false);
     p.cudnn_benchmark = j.value("cudnn_benchmark", false);
     p.fused_optimizer = j.value("fused_optimizer", true);
-    p.optimizer_in_backward = j.value("optimizer_in_backward", false);
+    p.optimizer_step = j.value("optimizer_in_backward", false) ? OptimizerStep::InBackward : OptimizerStep::AfterBackward;
     p.hardware_bf16 = j.value("hardware_bf16", false);
     p.hardware_fp16 = j.value("hardware_fp16", false);
     p.cuda_graphs = j.value("cuda_graphs", false);
     p.zero1 = j.value("zero1", false);
     p.auto_batch_size = j.value("auto_batch_size", false);
-    p.optimizer_state_device = j.value("optimizer_state_device", "device");
+    p.optimizer_state_device = state_device_from_name(j.value("optimizer_state_device", "device"));
     p.memory_budget_bytes = j.value("memory_budget_bytes", 0.0);
     p.predicted_peak_bytes = j.value("predicted_peak_bytes", 0.0);
     p.peak_flops = j.value("peak_flops", 0.0);
+    if (j.contains("loss_scaling")) {  // plans written before it was recorded take the defaults
+      const auto& l = j.at("loss_scaling");
+      p.loss_scaling.dynamic = l.at("dynamic");
+      p.loss_scaling.init_scale = l.at("init_scale");
+      p.loss_scaling.growth_factor = l.at("growth_factor");
+      p.loss_scaling.backoff_factor = l.at("backoff_factor");
+      p.loss_scaling.growth_interval = l.at("growth_interval");
+      p.loss_scaling.nonfinite_fallback_steps = l.at("nonfinite_fallback_steps");
+    }
     for (const auto& d : j.at("decisions")) p.decisions.push_back({d.at("decision"), d.at("value"), d.at("reason")});
     p.warnings = j.value("warnings", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(std::string("plan.json is malformed: ") + e.what());
+  } catch (const c10::Error& e) {  // a device string LibTorch cannot parse
+    throw ConfigError(std::string("plan.json: device is not valid: ") + e.what_without_backtrace());
   }
   return p;
 }

@@ -1,15 +1,42 @@
-// Plan: how a run trains on this hardware. Every decision carries a one-line reason; the plan is
-// printed at the start of each run and saved with every checkpoint. Produced by plan/planner.h,
-// consumed by the trainer, which never decides these things itself.
+// Plan: how a run trains on this hardware, and everything the training loop needs to know about
+// it. Every decision carries a one-line reason; the plan is printed at the start of each run and
+// saved with every checkpoint (plan.json). Produced by plan/planner.h, consumed by the parts the
+// trainer is built from, which never decide these things themselves. Values are typed here; their
+// plan.json spelling is kept stable (device "cpu" / "cuda:0", attention "gemm", ...).
 #pragma once
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "hwtrain/model/attention_kernel.h"
 
 namespace hwt {
 
 enum class Precision { Fp32, Bf16, Fp16 };
 const char* precision_name(Precision p);  // "fp32" | "bf16" | "fp16"
+
+// Where and when AdamW updates a parameter.
+enum class OptimizerStep {
+  AfterBackward,  // one step over all parameters once the gradients are complete (and synced)
+  InBackward,     // per parameter from its post-accumulate-grad hook; gradients freed as made
+};
+
+// Where the optimizer moments live. Host is planned when asked for but not implemented yet (the
+// plan warns and keeps them on the device): the sharding issue makes it real.
+enum class StateDevice { Device, Host };
+
+// Loss scaling for fp16 (PyTorch's GradScaler defaults); unused with bf16 and fp32.
+struct LossScaling {
+  bool dynamic = true;  // false: a static scale, never updated
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  // Consecutive non-finite losses in low precision after which training continues in fp32; 0 = never.
+  int64_t nonfinite_fallback_steps = 3;
+};
 
 struct Decision {
   std::string name;    // "precision"
@@ -18,12 +45,13 @@ struct Decision {
 };
 
 struct Plan {
-  std::string device = "cpu";  // "cpu" | "cuda:N"
+  c10::Device device{c10::kCPU};
   Precision precision = Precision::Fp32;
   bool pure_bf16_weights = false;  // bf16 weights with fp32 optimizer moments
   bool hardware_bf16 = false;      // the device runs bf16 natively (for the precision status)
   bool hardware_fp16 = false;
-  std::string attention = "sdpa";  // "sdpa" | "gemm" | "math"
+  LossScaling loss_scaling;
+  AttentionKernel attention = AttentionKernel::Sdpa;
   int64_t checkpoint_every = 0;    // activation checkpointing: 0 = none, k = every k-th block
   bool fused_lm_head_loss = false; // chunked LM head + cross-entropy (model/lm_head_loss.h)
   int64_t micro_batch_size = 1;
@@ -36,17 +64,19 @@ struct Plan {
   bool allow_tf32 = false;
   bool cudnn_benchmark = false;
   bool fused_optimizer = true;
-  bool optimizer_in_backward = false;  // AdamW per parameter inside backward; gradients freed as made
-  bool cuda_graphs = false;
+  OptimizerStep optimizer_step = OptimizerStep::AfterBackward;
+  bool cuda_graphs = false;        // not implemented: always false (the plan warns when asked for)
   bool zero1 = false;
   bool auto_batch_size = false;    // probe the largest micro-batch before training
-  std::string optimizer_state_device = "device";
+  StateDevice optimizer_state_device = StateDevice::Device;
   double memory_budget_bytes = 0;     // memory_threshold x available memory
   double predicted_peak_bytes = 0;    // memory model's estimate for the chosen settings
   double peak_flops = 0;              // hardware peak at the chosen precision (for MFU)
   std::vector<Decision> decisions;    // in the order they were made
   std::vector<std::string> warnings;  // user settings overridden or impossible, with the fallback
 
+  bool on_gpu() const { return device.is_cuda(); }
+  bool optimizer_in_backward() const { return optimizer_step == OptimizerStep::InBackward; }
   int64_t global_batch_size() const { return micro_batch_size * grad_accum_steps * world_size; }
   void decide(const std::string& name, const std::string& value, const std::string& reason) {
     decisions.push_back({name, value, reason});

@@ -1,11 +1,13 @@
-// The planner: hardware profile + run config -> Plan. Every decision carries its reason, and
-// every value the user set explicitly (RunConfig::explicit_keys) wins over the planner's choice;
-// where a user's choice cannot run here the plan says so and takes a stated fallback.
+// The planner: hardware profile + the user's intent -> Plan. Every decision carries its reason, and
+// every value the user set explicitly (an engaged optional of PlanIntent) wins over the planner's
+// choice; where a user's choice cannot run here the plan says so and takes a stated fallback. The
+// decisions themselves are plan/decisions.h; make_plan runs them in one fixed order.
 #pragma once
 #include "hwtrain/config/run_config.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/plan/memory_model.h"
 #include "hwtrain/plan/plan.h"
+#include "hwtrain/plan/plan_intent.h"
 
 namespace hwt {
 
@@ -19,6 +21,7 @@ struct PlanContext {
 // cannot fit even at micro-batch 1 with full activation checkpointing (the message says how much
 // memory it needs and what would make it fit), ConfigError for impossible explicit settings.
 Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context = {});
 
 // The vocabulary the model uses for a tokenizer of `tokenizer_vocab` ids: rounded up to a
 // multiple of 64 (faster matmuls), unless model.vocab_size is set.

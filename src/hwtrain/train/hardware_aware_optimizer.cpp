@@ -41,15 +41,15 @@ std::string HardwareAwareOptimizer::get_optimization_summary() const { return pl
 
 nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
   nlohmann::json j;
-  j["active"] = {{"device", plan_.device},
+  j["active"] = {{"device", plan_.device.str()},
                  {"precision", precision_name(plan_.precision)},
                  {"loss_scaling", plan_.precision == Precision::Fp16},
-                 {"attention", plan_.attention},
+                 {"attention", to_string(plan_.attention)},
                  {"activation_checkpointing_every", plan_.checkpoint_every},
                  {"micro_batch_size", plan_.micro_batch_size},
                  {"grad_accum_steps", plan_.grad_accum_steps},
                  {"fused_optimizer", plan_.fused_optimizer},
-                 {"optimizer_in_backward", plan_.optimizer_in_backward},
+                 {"optimizer_in_backward", plan_.optimizer_in_backward()},
                  {"intra_op_threads", plan_.intra_op_threads},
                  {"loader_workers", plan_.num_workers},
                  {"pinned_memory", plan_.pin_memory},
@@ -67,7 +67,7 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
 
 void apply_process_settings(const Plan& plan) {
   if (torch::get_num_threads() != plan.intra_op_threads) torch::set_num_threads(static_cast<int>(plan.intra_op_threads));
-  if (plan.device != "cpu") {
+  if (plan.on_gpu()) {
     at::globalContext().setAllowTF32CuBLAS(plan.allow_tf32);
     at::globalContext().setAllowTF32CuDNN(plan.allow_tf32);
     at::globalContext().setBenchmarkCuDNN(plan.cudnn_benchmark);
@@ -83,7 +83,7 @@ void HardwareAwareOptimizer::apply_optimizations(torch::nn::Module& module) cons
 void HardwareAwareOptimizer::apply_optimizations(GPT& model) const {
   apply_process_settings(plan_);
   if (plan_.pure_bf16_weights) model->to(torch::kBFloat16);
-  model->set_attention_kernel(parse_attention_kernel(plan_.attention));
+  model->set_attention_kernel(plan_.attention);
   model->set_activation_checkpointing(plan_.checkpoint_every);
   model->set_fused_lm_head_loss(plan_.fused_lm_head_loss);
   model->to(device());
@@ -110,7 +110,7 @@ void HardwareAwareOptimizer::backward(const torch::Tensor& loss) {
 }
 
 double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double max_grad_norm) {
-  if (plan_.optimizer_in_backward) {
+  if (plan_.optimizer_in_backward()) {
     warn_once("user-loop-in-backward", "optimization.optimizer_in_backward applies to hwtrain's Trainer; a "
                                        "torch::optim optimizer in a user's loop steps after backward");
   }

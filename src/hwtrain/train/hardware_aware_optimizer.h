@@ -33,7 +33,7 @@ class HardwareAwareOptimizer {
   const Plan& plan() const { return plan_; }
   const RunConfig& config() const { return config_; }
   const HardwareProfile& hardware() const { return hardware_; }
-  torch::Device device() const { return torch::Device(plan_.device); }
+  torch::Device device() const { return plan_.device; }
 
   std::string get_hardware_summary() const;
   std::string get_optimization_summary() const;

@@ -89,7 +89,7 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
     warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
   }
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
-  if (plan_.optimizer_in_backward) set_optimizer_in_backward(true);
+  if (plan_.optimizer_in_backward()) set_optimizer_in_backward(true);
 }
 
 void Trainer::set_optimizer_in_backward(bool enabled) {

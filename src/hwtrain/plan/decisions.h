@@ -1,0 +1,58 @@
+// The planner's decisions, one function each. Each reads the typed inputs (hardware, the user's
+// intent, the launch) and the plan as decided so far, sets its fields of the plan and records its
+// decision with the reason. make_plan (plan/planner.cpp) calls them in one fixed order, written
+// there once; a decision may read only what an earlier one decided.
+//
+// To add a decision: a decide_* function here, in the file of its kind (device_decisions.cpp:
+// where and with what the step runs; memory_decisions.cpp: what must fit the memory budget;
+// optimizer_decisions.cpp: where and when the optimizer steps), called from make_plan in order.
+#pragma once
+#include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/plan/memory_model.h"
+#include "hwtrain/plan/plan.h"
+#include "hwtrain/plan/plan_intent.h"
+#include "hwtrain/plan/planner.h"
+
+namespace hwt {
+
+struct PlanInputs {
+  const HardwareProfile& hw;
+  const PlanIntent& want;
+  const PlanContext& ctx;
+};
+
+// The GPU this rank would use (local rank modulo the node's GPUs), or null without one.
+const GpuInfo* local_gpu(const PlanInputs& in);
+// The plan's GPU once the device is decided: null when the plan runs on the CPU.
+const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in);
+
+// device_decisions.cpp
+void decide_device(Plan& p, const PlanInputs& in);
+void decide_threads(Plan& p, const PlanInputs& in);
+void decide_loader(Plan& p, const PlanInputs& in);
+void decide_gpu_settings(Plan& p, const PlanInputs& in);  // pinned memory, TF32, cuDNN, CUDA graphs
+void decide_mfu_peak(Plan& p, const PlanInputs& in);
+
+// precision_decision.cpp: precision, loss scaling and the bf16-weights choice.
+void decide_precision(Plan& p, const PlanInputs& in);
+void decide_weights(Plan& p, const PlanInputs& in);
+
+// memory_decisions.cpp
+void decide_memory_budget(Plan& p, const PlanInputs& in);  // no decision line; the memory line says it
+void decide_attention(Plan& p, const PlanInputs& in);
+void decide_lm_head(Plan& p, const PlanInputs& in);
+void decide_batch_and_checkpointing(Plan& p, const PlanInputs& in);  // micro-batch, recomputation, accumulation
+void decide_memory(Plan& p, const PlanInputs& in);                   // the predicted peak for all of it
+
+// optimizer_decisions.cpp
+// Refuses an optimizer placement the launch or the planned precision cannot run (ConfigError).
+void check_optimizer_step(const Plan& p, const PlanInputs& in);
+void decide_optimizer(Plan& p, const PlanInputs& in);  // kernel, step placement, state device
+
+// The memory query of the plan so far at `micro` sequences and checkpointing `every` k-th block.
+MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every);
+// Global batch the user asked for, in sequences, and its share per rank.
+int64_t target_batch_size(const PlanInputs& in);
+int64_t per_rank_target(const PlanInputs& in);
+
+}  // namespace hwt

@@ -1,0 +1,107 @@
+// Where and with what the step runs: the device, threads, the data loader, the GPU's process-wide
+// settings, and the peak FLOP/s that MFU is measured against (plan/decisions.h).
+#include <algorithm>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/plan/decisions.h"
+
+namespace hwt {
+
+const GpuInfo* local_gpu(const PlanInputs& in) {
+  const HardwareProfile& hw = in.hw;
+  if (hw.gpus.empty()) return nullptr;
+  const size_t per_node = std::max<size_t>(1, hw.gpus.size() / std::max(1, hw.num_nodes));
+  return &hw.gpus[static_cast<size_t>(in.ctx.local_rank) % per_node];
+}
+
+const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in) { return p.on_gpu() ? local_gpu(in) : nullptr; }
+
+void decide_device(Plan& p, const PlanInputs& in) {
+  const GpuInfo* gpu = local_gpu(in);
+  const bool gpu_usable = gpu && (gpu->usable_by_torch || in.ctx.paper);
+  const DeviceIntent& want = in.want.device;
+  const int64_t rank = in.ctx.local_rank;
+  if (want.kind == DeviceIntent::Kind::Cpu) {
+    p.device = c10::Device(c10::kCPU);
+    p.decide("device", "cpu", "train.device set by user");
+  } else if (want.kind == DeviceIntent::Kind::Cuda) {
+    if (!gpu_usable) {
+      throw HardwareError("train.device = '" + want.text + "' but no CUDA GPU is usable here" +
+                          std::string(in.hw.gpus.empty() ? " (none detected)" : " (LibTorch cannot use it)") +
+                          "; set train.device=cpu or auto");
+    }
+    p.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(want.index.value_or(static_cast<int>(rank))));
+    p.decide("device", p.device.str(), "train.device set by user");
+  } else if (gpu_usable) {
+    const int64_t gpus = static_cast<int64_t>(std::max<size_t>(1, in.hw.gpus.size()));
+    p.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % gpus));
+    p.decide("device", p.device.str() + " (" + gpu->name + ")", "a CUDA GPU is available");
+  } else {
+    p.device = c10::Device(c10::kCPU);
+    p.decide("device", "cpu", in.hw.gpus.empty() ? "no CUDA GPU detected" : "GPU present but LibTorch cannot use it");
+  }
+}
+
+void decide_threads(Plan& p, const PlanInputs& in) {
+  const int64_t cores = std::max(1, in.hw.cpu.num_physical_cores);
+  if (in.want.intra_op_threads) {
+    p.intra_op_threads = *in.want.intra_op_threads;
+    p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
+    return;
+  }
+  const int64_t local_ranks = p.on_gpu() ? 1 : std::max<int64_t>(1, in.ctx.world_size);
+  p.intra_op_threads = std::max<int64_t>(1, cores / local_ranks);
+  p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
+           std::to_string(cores) + " physical cores usable by this process" +
+               (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " local ranks" : ""));
+}
+
+void decide_loader(Plan& p, const PlanInputs& in) {
+  const int64_t cores = std::max(1, in.hw.cpu.num_physical_cores);
+  if (in.want.num_workers) {
+    p.num_workers = *in.want.num_workers;
+    p.decide("loader_workers", std::to_string(p.num_workers), "optimization.num_workers set by user");
+  } else {
+    p.num_workers = p.on_gpu() ? std::min<int64_t>(4, std::max<int64_t>(1, cores / 2)) : 1;
+    p.decide("loader_workers", std::to_string(p.num_workers),
+             p.on_gpu() ? "batches are cheap to cut from memory-mapped tokens; a few threads keep the GPU fed"
+                        : "one thread cuts windows from memory-mapped tokens at >100M tokens/s; the cores train");
+  }
+  p.prefetch_factor = in.want.prefetch_factor;
+  p.pin_memory = p.on_gpu() && in.want.pin_memory;
+}
+
+void decide_gpu_settings(Plan& p, const PlanInputs& in) {
+  if (const GpuInfo* gpu = plan_gpu(p, in)) {
+    p.allow_tf32 = in.want.allow_tf32 && gpu->tf32;
+    p.cudnn_benchmark = in.want.cudnn_benchmark;
+    p.decide("pinned_memory", p.pin_memory ? "on, non-blocking copies" : "off",
+             p.pin_memory ? "overlaps host-to-device copies with compute" : "optimization.pin_memory = false");
+    p.decide("tf32", p.allow_tf32 ? "on" : "off", gpu->tf32 ? "TF32 tensor cores for fp32 matmuls" : "not supported");
+  }
+  p.cuda_graphs = false;
+  if (in.want.cuda_graphs) {
+    p.warnings.push_back("optimization.cuda_graphs is not implemented in this version: the step runs eagerly");
+  }
+}
+
+void decide_mfu_peak(Plan& p, const PlanInputs& in) {
+  if (const GpuInfo* gpu = plan_gpu(p, in)) {
+    p.peak_flops = gpu->peak_bf16_tflops * 1e12;
+    p.decide("mfu_peak", format_number("%.1f", gpu->peak_bf16_tflops) + " TFLOP/s",
+             "dense bf16 tensor-core peak of " + gpu->name);
+    return;
+  }
+  const auto& m = in.hw.math;
+  const bool bf16 = p.precision == Precision::Bf16;
+  double measured = bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops;
+  if (measured <= 0) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
+  p.peak_flops = measured * 1e9;
+  const int64_t cores = std::max(1, in.hw.cpu.num_physical_cores);
+  p.decide("mfu_peak", format_number("%.1f", measured) + " GFLOP/s",
+           std::string(m.gemm_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
+               std::to_string(m.gemm_threads > 0 ? m.gemm_threads : cores) + " threads");
+}
+
+}  // namespace hwt
