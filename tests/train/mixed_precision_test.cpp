@@ -89,7 +89,7 @@ void expect_nonfinite_losses_fall_back_from_last_good_weights(bool optimizer_in_
     f.plan.grad_accum_steps = 1;
     f.config.train.grad_clip = 0;
   }
-  f.config.optimization.nonfinite_fallback_steps = 3;
+  f.plan.loss_scaling.nonfinite_fallback_steps = 3;
   f.config.train.max_steps = 7;
   auto t = f.make("nan");
   const NamedTensors initial = t->snapshot_weights();

@@ -3,8 +3,11 @@
 #include <ATen/Context.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "hwtrain/obs/log.h"
+#include "hwtrain/train/mixed_precision.h"
+#include "hwtrain/train/update_step.h"
 
 namespace hwt {
 
@@ -57,6 +60,7 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
                  {"zero1", plan_.zero1}};
   j["predicted_peak_bytes"] = plan_.predicted_peak_bytes;
   j["measured"] = {{"steps", measured_->steps},
+                   {"skipped_updates", skipped_steps_},
                    {"tokens_per_second", measured_->tokens_per_second},
                    {"mfu", measured_->mfu},
                    {"step_seconds", measured_->step_seconds},
@@ -100,13 +104,19 @@ std::unique_ptr<AutocastGuard> HardwareAwareOptimizer::autocast() const {
   return std::make_unique<AutocastGuard>(device().type(), autocast_dtype(plan_.precision));
 }
 
-void HardwareAwareOptimizer::backward(const torch::Tensor& loss) {
+GradScaler& HardwareAwareOptimizer::scaler() {
   if (!scaler_) {
-    GradScalerOptions o;
+    GradScalerOptions o = scaler_options(plan_.loss_scaling);
     o.enabled = plan_.precision == Precision::Fp16;
     scaler_ = std::make_unique<GradScaler>(o, device());
   }
-  scaler_->scale(loss).backward();
+  return *scaler_;
+}
+
+void HardwareAwareOptimizer::backward(const torch::Tensor& loss) {
+  // The skip rule needs the loss on the host in low precision (a sync, as the Trainer's).
+  if (plan_.precision != Precision::Fp32 && !std::isfinite(loss.detach().item<double>())) nonfinite_loss_ = true;
+  scaler().scale(loss).backward();
 }
 
 double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double max_grad_norm) {
@@ -118,13 +128,13 @@ double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double m
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) params.push_back(p);
   }
-  double norm = 0;
-  if (scaler_) scaler_->unscale(params);
-  norm = torch::nn::utils::clip_grad_norm_(params, max_grad_norm > 0 ? max_grad_norm : 1e30);
-  if (!scaler_ || !scaler_->found_inf()) optimizer.step();
-  if (scaler_) scaler_->update();
-  optimizer.zero_grad();
-  return norm;
+  const UpdateRule rule{max_grad_norm, plan_.precision != Precision::Fp32};
+  const double loss = nonfinite_loss_ ? NAN : 0.0;  // the losses of the backward calls since the last step
+  nonfinite_loss_ = false;
+  const UpdateOutcome out = update_after_backward(
+      params, scaler(), loss, rule, [&] { optimizer.step(); }, [&] { optimizer.zero_grad(); });
+  if (!out.updated) ++skipped_steps_;
+  return out.grad_norm;
 }
 
 std::shared_ptr<Callback> HardwareAwareOptimizer::metrics_probe() { return std::make_shared<Probe>(measured_); }

@@ -53,11 +53,14 @@ class HardwareAwareOptimizer {
   GPT build_model() const;
 
   // For a user's own training loop: an autocast region for the planned precision, a scaled
-  // backward, and an optimizer step that unscales, clips, skips on inf/NaN and updates the scale.
+  // backward, and an optimizer step that unscales, clips, skips on inf/NaN and updates the scale,
+  // by the same rule as the Trainer (train/update_step.h): in bf16/fp16 a non-finite loss passed
+  // to backward() since the last step, or inf/NaN gradients under fp16 loss scaling, skip the update.
   std::unique_ptr<AutocastGuard> autocast() const;
   void backward(const torch::Tensor& loss);
   // Returns the gradient norm before clipping; `max_grad_norm` <= 0 disables clipping.
   double step(torch::optim::Optimizer& optimizer, double max_grad_norm = 1.0);
+  int64_t skipped_steps() const { return skipped_steps_; }  // updates step() skipped
 
   // A callback that records measured throughput and memory for get_optimization_metrics().
   std::shared_ptr<Callback> metrics_probe();
@@ -71,7 +74,10 @@ class HardwareAwareOptimizer {
   RunConfig config_;
   HardwareProfile hardware_;
   Plan plan_;
-  std::unique_ptr<GradScaler> scaler_;  // for user loops
+  GradScaler& scaler();                 // for user loops, made on first use
+  std::unique_ptr<GradScaler> scaler_;
+  bool nonfinite_loss_ = false;         // a non-finite low-precision loss since the last step
+  int64_t skipped_steps_ = 0;
   std::shared_ptr<Measured> measured_ = std::make_shared<Measured>();
 };
 

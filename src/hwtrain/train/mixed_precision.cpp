@@ -18,13 +18,22 @@ nlohmann::json MixedPrecisionStatus::to_json() const {
           {"fallback_reason", fallback_reason}};
 }
 
-MixedPrecision::MixedPrecision(const Plan& plan, torch::Device device, GradScalerOptions scaler_options,
-                               int64_t fallback_after)
+GradScalerOptions scaler_options(const LossScaling& l) {
+  GradScalerOptions o;
+  o.dynamic = l.dynamic;
+  o.init_scale = l.init_scale;
+  o.growth_factor = l.growth_factor;
+  o.backoff_factor = l.backoff_factor;
+  o.growth_interval = l.growth_interval;
+  return o;
+}
+
+MixedPrecision::MixedPrecision(const Plan& plan)
     : planned_(plan.precision),
       current_(plan.precision),
-      device_(device),
-      scaler_options_(scaler_options),
-      fallback_after_(fallback_after),
+      device_(plan.device),
+      scaler_options_(scaler_options(plan.loss_scaling)),
+      fallback_after_(plan.loss_scaling.nonfinite_fallback_steps),
       hardware_bf16_(plan.hardware_bf16),
       hardware_fp16_(plan.hardware_fp16) {
   scaler_options_.enabled = current_ == Precision::Fp16;

@@ -36,10 +36,14 @@ struct MixedPrecisionStatus {
   nlohmann::json to_json() const;
 };
 
+// The GradScaler options of the plan's loss scaling (enabled is decided by the dtype in force).
+GradScalerOptions scaler_options(const LossScaling& loss_scaling);
+
 class MixedPrecision {
  public:
-  // `fallback_after`: K consecutive non-finite steps before falling back (0 = never).
-  MixedPrecision(const Plan& plan, torch::Device device, GradScalerOptions scaler_options, int64_t fallback_after);
+  // The plan's device, precision and loss scaling (its nonfinite_fallback_steps: K consecutive
+  // non-finite steps before falling back to fp32, 0 = never).
+  explicit MixedPrecision(const Plan& plan);
 
   c10::ScalarType autocast_dtype() const;
   Precision precision() const { return current_; }

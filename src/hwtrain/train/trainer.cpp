@@ -13,6 +13,7 @@
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/train/rng_state.h"
+#include "hwtrain/train/update_step.h"
 
 namespace hwt {
 
@@ -59,14 +60,7 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
   opt.fused = plan_.fused_optimizer;
   optimizer_ = std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 
-  const auto& o = config_.optimization;
-  GradScalerOptions scaler_options;
-  scaler_options.dynamic = o.dynamic_loss_scale;
-  scaler_options.init_scale = o.loss_scale_init;
-  scaler_options.growth_factor = o.loss_scale_growth_factor;
-  scaler_options.backoff_factor = o.loss_scale_backoff_factor;
-  scaler_options.growth_interval = o.loss_scale_growth_interval;
-  precision_ = std::make_unique<MixedPrecision>(plan_, device_, scaler_options, o.nonfinite_fallback_steps);
+  precision_ = std::make_unique<MixedPrecision>(plan_);
 
   const int64_t block = model_->config().block_size;
   // Every rank draws the same global batch of each step and keeps its rows (see batch_loader.h);
@@ -265,31 +259,24 @@ double Trainer::step_after_backward(double& loss, double lr, StepMetrics& m) {
     grad_sync_->finish();
     m.comm_seconds = seconds_since(t_comm);
   }
-  auto params = parameters();
-  GradScaler& scaler = precision_->scaler();
-  scaler.unscale(params);
-  double grad_norm;
-  if (config_.train.grad_clip > 0) {
-    grad_norm = torch::nn::utils::clip_grad_norm_(params, config_.train.grad_clip, 2.0, /*error_if_nonfinite=*/false);
-  } else {
-    grad_norm = torch::nn::utils::clip_grad_norm_(params, std::numeric_limits<double>::infinity());
-  }
   // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
   if (loss_mean_) loss = loss_mean_(loss);
-  if (!scaler.found_inf() && !skips_step(loss)) {
-    optimizer_->step(lr);
-    if (sharding_.after_step) {
-      auto t_sync = Clock::now();
-      sharding_.after_step();
-      m.comm_seconds += seconds_since(t_sync);
-    }
-  } else if (!scaler.found_inf()) {
-    precision_->count_skipped();  // a non-finite loss in low precision: keep the last good weights
-  }
-  scaler.update();
-  optimizer_->zero_grad();
+  GradScaler& scaler = precision_->scaler();
+  const UpdateRule rule{config_.train.grad_clip, precision_->precision() != Precision::Fp32};
+  const UpdateOutcome out = update_after_backward(
+      parameters(), scaler, loss, rule,
+      [&] {
+        optimizer_->step(lr);
+        if (sharding_.after_step) {
+          auto t_sync = Clock::now();
+          sharding_.after_step();
+          m.comm_seconds += seconds_since(t_sync);
+        }
+      },
+      [&] { optimizer_->zero_grad(); });
+  if (out.skipped_for_loss) precision_->count_skipped();  // keep the last good weights
   m.loss_scale = scaler.current_scale();
-  return grad_norm;
+  return out.grad_norm;
 }
 
 BatchProbeResult Trainer::probe_micro_batch() {

@@ -1,0 +1,35 @@
+// The update that follows backward when the optimizer steps after it, written once for the Trainer
+// and for HardwareAwareOptimizer::step (a user's own loop):
+//   unscale the gradients (fp16 loss scaling), measure their global norm and clip it, skip the
+//   update when the scaler found inf/NaN or the loss is non-finite in low precision (the weights
+//   stay the last good ones), else update; then update the loss scale and zero the gradients.
+// fp32 never skips on the loss: there is no lower precision to blame, and the Trainer's fallback
+// logic (train/mixed_precision.h) counts such steps.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "hwtrain/train/grad_scaler.h"
+
+namespace hwt {
+
+struct UpdateRule {
+  double max_grad_norm = 0;    // clip the global L2 norm to this; <= 0: measure it, clip nothing
+  bool low_precision = false;  // bf16/fp16 autocast in force: a non-finite loss skips the update
+};
+
+struct UpdateOutcome {
+  double grad_norm = 0;            // before clipping (after unscaling)
+  bool updated = false;
+  bool skipped_for_loss = false;   // a non-finite loss in low precision (the scaler counts its own skips)
+};
+
+// `update` performs the optimizer step (and whatever must follow it, e.g. re-syncing shards);
+// `zero_grad` clears the gradients afterwards, updated or not.
+UpdateOutcome update_after_backward(const std::vector<torch::Tensor>& params, GradScaler& scaler, double loss,
+                                    const UpdateRule& rule, const std::function<void()>& update,
+                                    const std::function<void()>& zero_grad);
+
+}  // namespace hwt
