@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "trainer_fixture.h"
+#include "trainer_test_seam.h"
 
 namespace hwt {
 namespace {
@@ -53,7 +54,7 @@ TEST(MixedPrecision, MissingLowPrecisionKernelRedoesTheStepInFp32) {
   f.plan.precision = Precision::Bf16;
   auto t = f.make("bf16");
   int thrown = 0;
-  t->set_loss_hook([&](const torch::Tensor& loss) {
+  TrainerTestSeam::set_loss_hook(*t, [&](const torch::Tensor& loss) {
     if (autocast_on()) {
       ++thrown;
       throw std::runtime_error("\"addmm_impl_cpu_\" not implemented for 'BFloat16'");
@@ -73,7 +74,7 @@ TEST(MixedPrecision, OtherErrorsAreNotSwallowed) {
   TrainerFixture f;
   f.plan.precision = Precision::Bf16;
   auto t = f.make("err");
-  t->set_loss_hook([](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("disk on fire"); });
+  TrainerTestSeam::set_loss_hook(*t, [](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("disk on fire"); });
   EXPECT_THROW(t->fit(), std::runtime_error);
 }
 
@@ -95,7 +96,7 @@ void expect_nonfinite_losses_fall_back_from_last_good_weights(bool optimizer_in_
   const NamedTensors initial = t->snapshot_weights();
   // Overflow in low precision from step 2 on; fp32 is fine.
   int calls = 0;
-  t->set_loss_hook([&](const torch::Tensor& loss) {
+  TrainerTestSeam::set_loss_hook(*t, [&](const torch::Tensor& loss) {
     ++calls;
     return autocast_on() && calls > f.plan.grad_accum_steps ? loss * std::numeric_limits<float>::infinity() : loss;
   });

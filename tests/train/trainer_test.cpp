@@ -1,6 +1,7 @@
 // The trainer end to end on a tiny model: determinism, bitwise-identical resume, OOM recovery,
 // the optimizer in backward.
 #include "hwtrain/train/trainer.h"
+#include "trainer_test_seam.h"
 
 #include <gtest/gtest.h>
 
@@ -94,7 +95,7 @@ TEST(Trainer, OomHalvesMicroBatchAndRedoesTheStep) {
   f.plan.micro_batch_size = 4;
   f.plan.grad_accum_steps = 2;
   auto recovering = f.make("oom");
-  recovering->inject_oom_at_step(0);
+  TrainerTestSeam::inject_oom_at_step(*recovering, 0);
   TrainResult r = recovering->fit();
   EXPECT_EQ(r.oom_recoveries, 1);
   EXPECT_EQ(recovering->micro_batch_size(), 2);
@@ -125,7 +126,7 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
 
   // It cannot split a step, so an out-of-memory error stops the run with what to change.
   auto oom = f.make("oom");
-  oom->inject_oom_at_step(1);
+  TrainerTestSeam::inject_oom_at_step(*oom, 1);
   try {
     oom->fit();
     ADD_FAILURE() << "expected an error";

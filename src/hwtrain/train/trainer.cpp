@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hwtrain/core/clock.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/memory_meter.h"
@@ -13,16 +14,12 @@
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/train/rng_state.h"
-#include "hwtrain/train/update_step.h"
 
 namespace hwt {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 bool is_oom(const std::exception& e) {
   if (dynamic_cast<const OutOfMemoryError*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
@@ -61,6 +58,10 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
   optimizer_ = std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 
   precision_ = std::make_unique<MixedPrecision>(plan_);
+  parts_.optimizer = optimizer_.get();
+  parts_.precision = precision_.get();
+  parts_.parameters = [this] { return parameters(); };
+  parts_.grad_clip = config_.train.grad_clip;
 
   const int64_t block = model_->config().block_size;
   // Every rank draws the same global batch of each step and keeps its rows (see batch_loader.h);
@@ -83,35 +84,34 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
     warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
   }
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
-  if (plan_.optimizer_in_backward()) set_optimizer_in_backward(true);
+  set_optimizer_in_backward(plan_.optimizer_in_backward());
 }
 
 void Trainer::set_optimizer_in_backward(bool enabled) {
+  if (placement_ && optimizer_in_backward() == enabled) return;
   if (!enabled) {
-    in_backward_.reset();
+    placement_ = std::make_unique<UpdateAfterBackward>(parts_);
     return;
   }
-  // The planner and the config refuse these combinations; a hand-made plan or a switch must too.
-  if (grad_accum_steps_ != 1 || config_.train.grad_clip > 0 || precision_->precision() == Precision::Fp16 ||
-      world_size_ > 1 || plan_.auto_batch_size) {
-    throw ConfigError("the optimizer in backward needs one micro-batch per step (here " +
-                      std::to_string(grad_accum_steps_) + "), train.grad_clip = 0 (here " +
-                      std::to_string(config_.train.grad_clip) + "), no fp16, one process and no auto batch sizing");
+  if (plan_.auto_batch_size) {
+    throw ConfigError("the optimizer in backward cannot run with optimization.auto_batch_size, whose probe steps "
+                      "update after backward");
   }
-  if (!in_backward_) in_backward_ = std::make_unique<OptimizerInBackward>(*optimizer_);
+  placement_.reset();  // the placement being replaced releases nothing the new one needs
+  placement_ = std::make_unique<UpdateInBackward>(parts_, grad_accum_steps_, world_size_);
 }
 
 void Trainer::enable_mixed_precision(Precision p) {
-  if (in_backward_ && p == Precision::Fp16) {
+  if (optimizer_in_backward() && p == Precision::Fp16) {
     throw ConfigError("fp16 needs loss scaling, which the optimizer in backward cannot do; use bf16 or fp32");
   }
   precision_->enable(p);
 }
 
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
-  if (in_backward_) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
-  sharding_ = std::move(sharding);
-  optimizer_->set_owned(sharding_.owned);
+  if (optimizer_in_backward()) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
+  parts_.sharding = std::move(sharding);
+  optimizer_->set_owned(parts_.sharding.owned);
 }
 
 double Trainer::elapsed_seconds() const { return elapsed_before_ + seconds_since(start_); }
@@ -141,14 +141,11 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
     auto t0 = Clock::now();
     auto loss = forward_loss(x_BT, y_BT);
     m.forward_seconds += seconds_since(t0);
-    if (grad_sync_) grad_sync_->begin_micro_step(k == grad_accum_steps_ - 1);
+    if (parts_.grad_sync) parts_.grad_sync->begin_micro_step(k == grad_accum_steps_ - 1);
     auto t1 = Clock::now();
-    // With the optimizer in backward the hooks move the weights during backward, so a loss to skip
-    // must be seen before it (a sync that fp32, which never skips, does not pay). Its plan has one
-    // micro-step and no loss scaling, so the backward below is the plain one.
-    const bool skip = in_backward_ && precision_->precision() != Precision::Fp32 &&
-                      skips_step(loss.detach().item<double>());
-    if (!skip) precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
+    if (placement_->runs_backward(loss)) {
+      precision_->scaler().scale(loss / static_cast<double>(grad_accum_steps_)).backward();
+    }
     m.backward_seconds += seconds_since(t1);
     loss_sum += loss.detach().item<double>();
   }
@@ -163,31 +160,39 @@ StepMetrics Trainer::train_step() {
   // so an OOM retry with smaller micro-batches sees exactly the same sequences.
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
   LoadedBatch batch = train_loader_->next();  // [per_rank, T], pinned on CUDA
-  const torch::Tensor x_NT = batch.x_NT, y_NT = batch.y_NT;
   m.data_wait_seconds = batch.wait_seconds;
-
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
-  const torch::Tensor rng_at_start = cpu_rng_state();
   const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
-  double loss = 0;
+  double loss = run_step_with_retries(batch.x_NT, batch.y_NT, lr, m);
+  const double grad_norm = placement_->finish_step(loss, lr, m);
+  precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
+
+  ++step_;
+  const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
+  tokens_seen_ += tokens;
+  m.loss = loss;
+  m.lr = lr;
+  m.grad_norm = grad_norm;
+  m.step_seconds = seconds_since(step_start);
+  fill_step_metrics(m, tokens);
+  loss_history_.push_back(loss);
+  return m;
+}
+
+double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr,
+                                      StepMetrics& m) {
+  const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
+  const torch::Tensor rng_at_start = cpu_rng_state();
   for (;;) {
     try {
-      if (in_backward_) in_backward_->begin_step(lr);
-      loss = run_micro_steps(x_NT, y_NT, m);
-      break;
+      placement_->begin_step(lr);
+      return run_micro_steps(x_NT, y_NT, m);
     } catch (const std::exception& e) {
       const bool oom = is_oom(e);
       const bool no_kernel = !oom && precision_->precision() != Precision::Fp32 &&
                              MixedPrecision::is_unsupported_dtype_error(e);
       if (!oom && !no_kernel) throw;
-      if (in_backward_ && (oom || in_backward_->parameters_updated() > 0)) {
-        throw HardwareError(std::string(oom ? "out of memory" : "a missing low-precision kernel") + " in step " +
-                            std::to_string(step_ + 1) + " (" + e.what() +
-                            ") with optimization.optimizer_in_backward = true, which cannot redo a step " +
-                            (oom ? "in smaller micro-batches; set a smaller train.micro_batch_size or enable "
-                                   "optimization.enable_gradient_checkpointing"
-                                 : "whose backward has already moved weights; set optimization.mixed_precision_dtype = fp32"));
-      }
+      placement_->check_redo(e, oom, step_ + 1);
       optimizer_->zero_grad();
       set_cpu_rng_state(rng_at_start);
       m.forward_seconds = m.backward_seconds = 0;
@@ -209,30 +214,9 @@ StepMetrics Trainer::train_step() {
                e.what(), micro_batch_size_, grad_accum_steps_);
     }
   }
+}
 
-  auto t_opt = Clock::now();
-  double grad_norm;
-  if (in_backward_) {  // the update happened in backward, unless the loss was non-finite
-    grad_norm = in_backward_->grad_norm();
-    if (skips_step(loss)) {
-      precision_->count_skipped();
-      grad_norm = NAN;  // no backward ran
-    }
-    m.loss_scale = precision_->scaler().current_scale();
-    m.optimizer_seconds = 0;  // inside backward_seconds
-  } else {
-    grad_norm = step_after_backward(loss, lr, m);
-    m.optimizer_seconds = seconds_since(t_opt) - m.comm_seconds;
-  }
-  precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
-
-  ++step_;
-  const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
-  tokens_seen_ += tokens;
-  m.loss = loss;
-  m.lr = lr;
-  m.grad_norm = grad_norm;
-  m.step_seconds = seconds_since(step_start);
+void Trainer::fill_step_metrics(StepMetrics& m, int64_t tokens) const {
   m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
   m.mfu = plan_.peak_flops > 0 ? m.tokens_per_second * flops_per_token_ / (plan_.peak_flops * world_size_) : NAN;
   m.skipped_steps = precision_->skipped_steps();
@@ -245,42 +229,10 @@ StepMetrics Trainer::train_step() {
     m.device_reserved_bytes = dm.reserved_bytes;
     m.device_peak_bytes = dm.peak_bytes;
   }
-  loss_history_.push_back(loss);
-  return m;
-}
-
-bool Trainer::skips_step(double loss) const {
-  return !std::isfinite(loss) && precision_->precision() != Precision::Fp32;
-}
-
-double Trainer::step_after_backward(double& loss, double lr, StepMetrics& m) {
-  if (grad_sync_) {
-    auto t_comm = Clock::now();
-    grad_sync_->finish();
-    m.comm_seconds = seconds_since(t_comm);
-  }
-  // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
-  if (loss_mean_) loss = loss_mean_(loss);
-  GradScaler& scaler = precision_->scaler();
-  const UpdateRule rule{config_.train.grad_clip, precision_->precision() != Precision::Fp32};
-  const UpdateOutcome out = update_after_backward(
-      parameters(), scaler, loss, rule,
-      [&] {
-        optimizer_->step(lr);
-        if (sharding_.after_step) {
-          auto t_sync = Clock::now();
-          sharding_.after_step();
-          m.comm_seconds += seconds_since(t_sync);
-        }
-      },
-      [&] { optimizer_->zero_grad(); });
-  if (out.skipped_for_loss) precision_->count_skipped();  // keep the last good weights
-  m.loss_scale = scaler.current_scale();
-  return out.grad_norm;
 }
 
 BatchProbeResult Trainer::probe_micro_batch() {
-  if (in_backward_) throw ConfigError("optimization.auto_batch_size cannot run with the optimizer in backward");
+  if (optimizer_in_backward()) throw ConfigError("optimization.auto_batch_size cannot run with the optimizer in backward");
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
   const auto candidates = micro_batch_candidates(per_rank, config_.optimization.max_batch_size);
   const int64_t T = model_->config().block_size;

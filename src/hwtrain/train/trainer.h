@@ -3,8 +3,8 @@
 // synchronizes gradients (data parallel), unscales and clips, steps AdamW on the schedule, and
 // hands metrics to callbacks, which do the logging, evaluation sinks, checkpointing and stopping.
 // An out-of-memory error in a step halves the micro-batch, doubles accumulation and redoes the
-// step on the same data, so no sample is lost or used twice. With the plan's optimizer in backward
-// (train/optimizer_in_backward.h) AdamW runs inside backward instead, and an OOM stops the run.
+// step on the same data, so no sample is lost or used twice. Where AdamW updates is the plan's
+// UpdatePlacement (train/update_placement.h): after backward, or inside it (where an OOM stops the run).
 #pragma once
 #include <torch/torch.h>
 
@@ -27,7 +27,7 @@
 #include "hwtrain/train/callback.h"
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
-#include "hwtrain/train/optimizer_in_backward.h"
+#include "hwtrain/train/update_placement.h"
 
 namespace hwt {
 
@@ -42,15 +42,6 @@ struct TrainResult {
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
-// ZeRO-1 (dist/zero1.h) as the trainer sees it: the optimizer keeps state for and updates only
-// `owned`; after each optimizer step `after_step` makes every rank's parameters equal again, and
-// checkpoints call `gather` (collective) so that rank 0 writes the whole optimizer state.
-struct OptimizerSharding {
-  std::vector<std::string> owned;
-  std::function<void()> after_step;
-  std::function<NamedTensors(const NamedTensors&)> gather;
-};
-
 class Trainer : public TrainerControl {
  public:
   Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
@@ -58,9 +49,9 @@ class Trainer : public TrainerControl {
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
   const CallbackList& callbacks() const { return callbacks_; }
-  void set_gradient_sync(std::shared_ptr<GradientSync> sync) { grad_sync_ = std::move(sync); }
+  void set_gradient_sync(std::shared_ptr<GradientSync> sync) { parts_.grad_sync = std::move(sync); }
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
-  void set_loss_reducer(std::function<double(double)> mean) { loss_mean_ = std::move(mean); }
+  void set_loss_reducer(std::function<double(double)> mean) { parts_.loss_mean = std::move(mean); }
   // Must be set after resume_from (which loads the whole optimizer state), before fit().
   void set_optimizer_sharding(OptimizerSharding sharding);
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
@@ -68,10 +59,6 @@ class Trainer : public TrainerControl {
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
   // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint.
   void resume_from(const std::filesystem::path& checkpoint);
-  // Test hook: the forward of step `step` (0-based) throws OutOfMemoryError once.
-  void inject_oom_at_step(int64_t step) { inject_oom_step_ = step; }
-  // Test hook: applied to every micro-step's loss (tests simulate overflow or a missing kernel).
-  void set_loss_hook(std::function<torch::Tensor(const torch::Tensor&)> hook) { loss_hook_ = std::move(hook); }
 
   // optimization.auto_batch_size: measures probe steps and sets the micro-batch and accumulation
   // (their product, the rows per rank and step, stays). Call before fit() and before gradient
@@ -95,7 +82,7 @@ class Trainer : public TrainerControl {
   // checks (one micro-batch per step, train.grad_clip = 0, no fp16, one process) and throws
   // ConfigError otherwise. The weights and optimizer state carry over either way.
   void set_optimizer_in_backward(bool enabled);
-  bool optimizer_in_backward() const { return in_backward_ != nullptr; }
+  bool optimizer_in_backward() const { return placement_->kind() == OptimizerStep::InBackward; }
   int64_t micro_batch_size() const { return micro_batch_size_; }
   int64_t grad_accum_steps() const { return grad_accum_steps_; }
   const std::vector<double>& loss_history() const { return loss_history_; }
@@ -118,14 +105,14 @@ class Trainer : public TrainerControl {
   void restore_weights(const NamedTensors& weights) override;
 
  private:
+  friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)
   StepMetrics train_step();
   // Runs forward/backward over the global batch; returns the mean loss. Throws on OOM.
   double run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m);
-  // Synchronizes, unscales, clips and steps AdamW on the accumulated gradients (skipping a step
-  // with a non-finite loss in low precision); returns their norm. `loss` becomes the ranks' mean.
-  double step_after_backward(double& loss, double lr, StepMetrics& m);
-  // A non-finite loss in low precision: the step keeps the last good weights (fp32 steps regardless).
-  bool skips_step(double loss) const;
+  // Runs the step's micro-steps on the same data until they succeed, halving the micro-batch after
+  // an OOM and falling back to fp32 for a missing kernel, as far as the placement allows.
+  double run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr, StepMetrics& m);
+  void fill_step_metrics(StepMetrics& m, int64_t tokens) const;
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
 
@@ -137,16 +124,14 @@ class Trainer : public TrainerControl {
   int rank_, world_size_;
   torch::Device device_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<OptimizerInBackward> in_backward_;  // its hooks step optimizer_; null unless planned
   std::unique_ptr<MixedPrecision> precision_;
+  UpdateParts parts_;                           // what the placement acts on: optimizer, precision, sync
+  std::unique_ptr<UpdatePlacement> placement_;  // where AdamW updates: after backward or inside it
   std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
   std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
   std::unique_ptr<WindowSampler> val_sampler_;
   std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
-  std::shared_ptr<GradientSync> grad_sync_;
-  std::function<double(double)> loss_mean_;
   std::function<bool(bool)> stop_any_;
-  OptimizerSharding sharding_;
   CallbackList callbacks_;
 
   int64_t step_ = 0;

@@ -32,7 +32,7 @@ void Trainer::restore_weights(const NamedTensors& weights) {
 
 fs::path Trainer::save_checkpoint() {
   NamedTensors optimizer_state = optimizer_->state();
-  if (sharding_.gather) optimizer_state = sharding_.gather(optimizer_state);  // collective: every rank
+  if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
   if (rank_ != 0) return {};
   TrainingCheckpoint ckpt;
   ckpt.model = snapshot_weights();
@@ -106,7 +106,7 @@ void Trainer::resume_from(const fs::path& checkpoint) {
     micro_batch_size_ = s.at("micro_batch_size");
     grad_accum_steps_ = s.at("grad_accum_steps");
   }
-  if (in_backward_ && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
+  if (optimizer_in_backward() && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
     throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(grad_accum_steps_) +
                       " micro-batches of " + std::to_string(micro_batch_size_) +
                       " per step, but optimization.optimizer_in_backward = true takes one; resume with it false");
