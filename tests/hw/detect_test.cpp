@@ -7,6 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "hwtrain/hw/nvml.h"
+#include "hwtrain/obs/nvml.h"
+#include "hwtrain/obs/nvml_library.h"
 #include "hwtrain/hw/cpu_info.h"
 #include "hwtrain/hw/env_info.h"
 #include "hwtrain/hw/gemm_bench.h"
@@ -132,6 +135,27 @@ TEST(Detect, NoGpuMeansEmptyListNotCrash) {
   for (const GpuInfo& g : p.gpus) {
     EXPECT_FALSE(g.name.empty());
     EXPECT_GT(g.total_memory_bytes, 0);
+  }
+}
+
+}  // namespace
+}  // namespace hwt
+
+namespace hwt {
+namespace {
+
+// One NVML loader serves the hardware detection and the run-time monitor: both see the library
+// the same way, and without a driver both say why in the same words.
+TEST(NvmlLibrary, DetectionAndMonitorShareOneLoader) {
+  const NvmlLibrary& lib = NvmlLibrary::instance();
+  EXPECT_EQ(&lib, &NvmlLibrary::instance());
+  const NvmlReport report = query_nvml();
+  EXPECT_EQ(report.loaded, lib.loaded() && lib.symbol<void*>("nvmlDeviceGetCount_v2") != nullptr);
+  EXPECT_EQ(Nvml().available(), report.loaded);
+  if (!lib.loaded()) {
+    EXPECT_EQ(report.error, lib.error());
+    EXPECT_NE(lib.error().find("libnvidia-ml.so.1"), std::string::npos) << lib.error();
+    EXPECT_EQ(lib.symbol<void*>("nvmlInit_v2"), nullptr);
   }
 }
 

@@ -1,8 +1,8 @@
-// NVML through dlopen (see nvml.h). Declarations follow nvml.h of the driver API; only stable
+// NVML through the process's one loader (obs/nvml_library.h). Declarations follow nvml.h of the driver API; only stable
 // entry points (present since driver 450) are used.
 #include "hwtrain/hw/nvml.h"
 
-#include <dlfcn.h>
+#include "hwtrain/obs/nvml_library.h"
 
 namespace hwt {
 namespace {
@@ -13,11 +13,6 @@ struct NvmlMemory {
   unsigned long long total, free, used;
 };
 constexpr unsigned kMaxNvLinks = 18;  // NVML_NVLINK_MAX_LINKS on Hopper
-
-template <typename Fn>
-Fn sym(void* lib, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(lib, name));
-}
 
 }  // namespace
 
@@ -30,35 +25,27 @@ std::string describe_links(const NvmlDevice& d) {
 
 NvmlReport query_nvml() {
   NvmlReport r;
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (lib == nullptr) {
-    r.error = "libnvidia-ml.so.1 not found (no NVIDIA driver)";
+  const NvmlLibrary& lib = NvmlLibrary::instance();
+  if (!lib.loaded()) {
+    r.error = lib.error();
     return r;
   }
-  auto init = sym<Ret (*)()>(lib, "nvmlInit_v2");
-  auto shutdown = sym<Ret (*)()>(lib, "nvmlShutdown");
-  auto count = sym<Ret (*)(unsigned*)>(lib, "nvmlDeviceGetCount_v2");
-  auto by_index = sym<Ret (*)(unsigned, Handle*)>(lib, "nvmlDeviceGetHandleByIndex_v2");
-  if (init == nullptr || shutdown == nullptr || count == nullptr || by_index == nullptr) {
-    r.error = "libnvidia-ml.so.1 lacks nvmlInit_v2 (driver too old)";
-    dlclose(lib);
-    return r;
-  }
-  if (init() != 0) {
-    r.error = "nvmlInit failed (driver not loaded)";
-    dlclose(lib);
+  auto count = lib.symbol<Ret (*)(unsigned*)>("nvmlDeviceGetCount_v2");
+  auto by_index = lib.symbol<Ret (*)(unsigned, Handle*)>("nvmlDeviceGetHandleByIndex_v2");
+  if (count == nullptr || by_index == nullptr) {
+    r.error = "libnvidia-ml.so.1 lacks nvmlDeviceGetCount_v2 (driver too old)";
     return r;
   }
   r.loaded = true;
-  auto name = sym<Ret (*)(Handle, char*, unsigned)>(lib, "nvmlDeviceGetName");
-  auto uuid = sym<Ret (*)(Handle, char*, unsigned)>(lib, "nvmlDeviceGetUUID");
-  auto memory = sym<Ret (*)(Handle, NvmlMemory*)>(lib, "nvmlDeviceGetMemoryInfo");
-  auto cc = sym<Ret (*)(Handle, int*, int*)>(lib, "nvmlDeviceGetCudaComputeCapability");
-  auto nvlink = sym<Ret (*)(Handle, unsigned, int*)>(lib, "nvmlDeviceGetNvLinkState");
-  auto pcie_gen = sym<Ret (*)(Handle, unsigned*)>(lib, "nvmlDeviceGetMaxPcieLinkGeneration");
-  auto pcie_width = sym<Ret (*)(Handle, unsigned*)>(lib, "nvmlDeviceGetMaxPcieLinkWidth");
-  auto driver = sym<Ret (*)(char*, unsigned)>(lib, "nvmlSystemGetDriverVersion");
-  auto cuda_driver = sym<Ret (*)(int*)>(lib, "nvmlSystemGetCudaDriverVersion_v2");
+  auto name = lib.symbol<Ret (*)(Handle, char*, unsigned)>("nvmlDeviceGetName");
+  auto uuid = lib.symbol<Ret (*)(Handle, char*, unsigned)>("nvmlDeviceGetUUID");
+  auto memory = lib.symbol<Ret (*)(Handle, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
+  auto cc = lib.symbol<Ret (*)(Handle, int*, int*)>("nvmlDeviceGetCudaComputeCapability");
+  auto nvlink = lib.symbol<Ret (*)(Handle, unsigned, int*)>("nvmlDeviceGetNvLinkState");
+  auto pcie_gen = lib.symbol<Ret (*)(Handle, unsigned*)>("nvmlDeviceGetMaxPcieLinkGeneration");
+  auto pcie_width = lib.symbol<Ret (*)(Handle, unsigned*)>("nvmlDeviceGetMaxPcieLinkWidth");
+  auto driver = lib.symbol<Ret (*)(char*, unsigned)>("nvmlSystemGetDriverVersion");
+  auto cuda_driver = lib.symbol<Ret (*)(int*)>("nvmlSystemGetCudaDriverVersion_v2");
 
   char buf[128] = {};
   if (driver != nullptr && driver(buf, sizeof(buf)) == 0) r.driver_version = buf;
@@ -91,8 +78,6 @@ NvmlReport query_nvml() {
     if (pcie_width != nullptr && pcie_width(h, &v) == 0) d.pcie_width = static_cast<int>(v);
     r.devices.push_back(d);
   }
-  shutdown();
-  // The library stays loaded: unloading NVML while the CUDA driver holds it is not worth the risk.
   return r;
 }
 

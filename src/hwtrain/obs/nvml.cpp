@@ -1,6 +1,8 @@
 #include "hwtrain/obs/nvml.h"
 
-#include <dlfcn.h>
+#include <memory>
+
+#include "hwtrain/obs/nvml_library.h"
 
 namespace hwt {
 
@@ -21,8 +23,6 @@ constexpr int kNvmlTemperatureGpu = 0;
 }  // namespace
 
 struct Nvml::Api {
-  nvmlReturn_t (*init)();
-  nvmlReturn_t (*shutdown)();
   nvmlReturn_t (*device_count)(unsigned int*);
   nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*);
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
@@ -33,41 +33,30 @@ struct Nvml::Api {
 
 namespace {
 template <class F>
-bool load(void* lib, const char* name, F& fn) {
-  fn = reinterpret_cast<F>(::dlsym(lib, name));
+bool load(const NvmlLibrary& lib, const char* name, F& fn) {
+  fn = lib.symbol<F>(name);
   return fn != nullptr;
 }
 }  // namespace
 
 Nvml::Nvml() {
-  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return;
-  auto* api = new Api{};
-  bool ok = load(lib, "nvmlInit_v2", api->init) && load(lib, "nvmlShutdown", api->shutdown) &&
-            load(lib, "nvmlDeviceGetCount_v2", api->device_count) &&
-            load(lib, "nvmlDeviceGetHandleByIndex_v2", api->handle_by_index) &&
-            load(lib, "nvmlDeviceGetUtilizationRates", api->utilization) &&
-            load(lib, "nvmlDeviceGetMemoryInfo", api->memory) &&
-            load(lib, "nvmlDeviceGetTemperature", api->temperature) &&
-            load(lib, "nvmlDeviceGetPowerUsage", api->power);
+  const NvmlLibrary& lib = NvmlLibrary::instance();
+  if (!lib.loaded()) return;
+  auto api = std::make_unique<Api>();
+  const bool ok = load(lib, "nvmlDeviceGetCount_v2", api->device_count) &&
+                  load(lib, "nvmlDeviceGetHandleByIndex_v2", api->handle_by_index) &&
+                  load(lib, "nvmlDeviceGetUtilizationRates", api->utilization) &&
+                  load(lib, "nvmlDeviceGetMemoryInfo", api->memory) &&
+                  load(lib, "nvmlDeviceGetTemperature", api->temperature) &&
+                  load(lib, "nvmlDeviceGetPowerUsage", api->power);
   unsigned int count = 0;
-  if (!ok || api->init() != 0) {
-    delete api;
-    ::dlclose(lib);
-    return;
-  }
+  if (!ok) return;
   if (api->device_count(&count) != 0) count = 0;
-  lib_ = lib;
-  api_ = api;
+  api_ = api.release();
   num_gpus_ = static_cast<int>(count);
 }
 
-Nvml::~Nvml() {
-  if (!lib_) return;
-  api_->shutdown();
-  delete api_;
-  ::dlclose(lib_);
-}
+Nvml::~Nvml() { delete api_; }
 
 std::vector<GpuSample> Nvml::sample() const {
   std::vector<GpuSample> out;
