@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   auto alternate = std::make_shared<AlternateSetting>(&trainer_ptr, model, mode, planned_kernel, other_kernel);
   const auto run_dir = std::filesystem::temp_directory_path() / ("hwtrain-train-ab-" + std::to_string(getpid()));
   {
-    Trainer trainer(config, plan, model, data, run_dir);
+    Trainer trainer(trainer_options(config), plan, model, data, run_dir);
     trainer_ptr = &trainer;
     trainer.add_callback(alternate);
     trainer.fit();

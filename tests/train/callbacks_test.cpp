@@ -158,7 +158,7 @@ TEST(ReduceLROnPlateau, CooldownDelaysTheNextReduction) {
 
 TEST(ReduceLROnPlateau, NeverGoesBelowMinLr) {
   FakeTrainerControl t;
-  t.run_config.train.lr = 1e-3;
+  t.run_options.train.lr = 1e-3;
   ReduceLROnPlateau cb(plateau(1, 0.5, 0, /*min_lr=*/3e-4));
   auto s = scales_after(cb, t, {1.0, 2.0, 2.0, 2.0, 2.0});
   EXPECT_EQ(s[1], 0.5);
@@ -176,7 +176,7 @@ TEST(ReduceLROnPlateau, RejectsBadOptions) {
 
 TEST(LearningRateMonitor, SamplesEveryIntervalAndRecordsScaleChanges) {
   FakeTrainerControl t;
-  t.run_config.train.lr = 1e-3;
+  t.run_options.train.lr = 1e-3;
   LrMonitorConfig c;
   c.enabled = true;
   c.interval = 3;
@@ -258,7 +258,7 @@ TEST(InterruptDeathTest, SecondSignalExitsImmediately) {
 TEST(ModelCheckpoint, KeepsTheBestEvaluationCheckpointBesideRotatingOnes) {
   hwt::testing::TempDir dir;
   FakeTrainerControl t(dir.path());
-  t.run_config.checkpoint.keep_last = 1;
+  t.run_options.checkpoint.keep_last = 1;
   ModelCheckpointOptions o;
   o.every_steps = 1;
   o.monitor = "val_loss";

@@ -6,11 +6,11 @@
 
 #include <cmath>
 
-#include "hwtrain/config/run_config.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/train/callback.h"
+#include "hwtrain/train/trainer_options.h"
 
 namespace hwt::testing {
 
@@ -18,7 +18,7 @@ class FakeTrainerControl : public TrainerControl {
  public:
   explicit FakeTrainerControl(std::filesystem::path run_dir = {}) : run_dir_(std::move(run_dir)) {}
 
-  RunConfig run_config;
+  TrainerOptions run_options;
   Plan run_plan;
   int64_t current_step = 0;
   double elapsed = 0;
@@ -31,7 +31,7 @@ class FakeTrainerControl : public TrainerControl {
 
   int64_t step() const override { return current_step; }
   double elapsed_seconds() const override { return elapsed; }
-  const RunConfig& config() const override { return run_config; }
+  const TrainerOptions& options() const override { return run_options; }
   const Plan& plan() const override { return run_plan; }
   const std::filesystem::path& run_dir() const override { return run_dir_; }
   void request_stop(const std::string& reason) override {
@@ -42,7 +42,7 @@ class FakeTrainerControl : public TrainerControl {
   void set_lr_scale(double s) override { scale = s; }
   std::filesystem::path save_checkpoint() override {
     ++num_saves;
-    CheckpointStore store(run_dir_ / "checkpoints", run_config.checkpoint.keep_last);
+    CheckpointStore store(run_dir_ / "checkpoints", run_options.checkpoint.keep_last);
     return store.save(current_step, [&](const std::filesystem::path& dir) {
       write_file_atomic(dir / "weight.txt", std::to_string(weight[0].item<double>()));
     });

@@ -168,7 +168,7 @@ TEST(ProfilerCallback, ProfilesARealTrainingRun) {
   plan.grad_accum_steps = 2;
   torch::manual_seed(1);
   GPT model(config.model, config.model.vocab_size);
-  Trainer trainer(config, plan, model, data, dir / "run");
+  Trainer trainer(trainer_options(config), plan, model, data, dir / "run");
   ProfilerOptions o;
   o.steps = {2, 3};
   trainer.add_callback(std::make_shared<ProfilerCallback>(o));

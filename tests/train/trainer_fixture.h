@@ -42,7 +42,7 @@ struct TrainerFixture {
   std::unique_ptr<Trainer> make(const std::string& run) {
     torch::manual_seed(config.train.seed);
     GPT model(config.model, config.model.vocab_size);
-    return std::make_unique<Trainer>(config, plan, model, data, dir / run);
+    return std::make_unique<Trainer>(trainer_options(config), plan, model, data, dir / run);
   }
 };
 

@@ -129,7 +129,7 @@ int run_train(const TrainArgs& a) {
   GPT model = optimizer.build_model();
   log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
            model->num_parameters(true));
-  Trainer trainer(config, optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
+  Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
   auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
                                                         config.train.log_interval, rank0, checkpoint.has_value());
   trainer.add_callback(metrics_logger);

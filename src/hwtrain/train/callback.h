@@ -17,7 +17,7 @@
 
 namespace hwt {
 
-struct RunConfig;
+struct TrainerOptions;
 struct Plan;
 
 class TrainerControl {
@@ -25,7 +25,7 @@ class TrainerControl {
   virtual ~TrainerControl() = default;
   virtual int64_t step() const = 0;  // optimizer steps completed
   virtual double elapsed_seconds() const = 0;
-  virtual const RunConfig& config() const = 0;
+  virtual const TrainerOptions& options() const = 0;  // the schedule, checkpoint placement, ...
   virtual const Plan& plan() const = 0;
   virtual const std::filesystem::path& run_dir() const = 0;
   virtual void request_stop(const std::string& reason) = 0;

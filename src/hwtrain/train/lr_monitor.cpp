@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/train/trainer_options.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -11,8 +11,8 @@ namespace hwt {
 LearningRateMonitor::LearningRateMonitor(const LrMonitorConfig& options) : options_(validated(options)) {}
 
 void LearningRateMonitor::on_train_begin(TrainerControl& t) {
-  interval_ = options_.interval > 0 ? options_.interval : std::max<int64_t>(1, t.config().train.log_interval);
-  base_lr_ = t.config().train.lr;
+  interval_ = options_.interval > 0 ? options_.interval : std::max<int64_t>(1, t.options().train.log_interval);
+  base_lr_ = t.options().train.lr;
   last_scale_ = t.lr_scale();  // a resumed run starts from its checkpoint's scale: not a change
   samples_.clear();
   changes_.clear();

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/train/trainer_options.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -13,7 +13,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(const LrPlateauConfig& options)
              "lr_plateau.monitor") {}
 
 void ReduceLROnPlateau::on_train_begin(TrainerControl& t) {
-  const double base_lr = t.config().train.lr;
+  const double base_lr = t.options().train.lr;
   min_scale_ = base_lr > 0 ? options_.min_lr / base_lr : 0.0;
   watch_.reset();
   cooldown_left_ = 0;

@@ -35,9 +35,9 @@ double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
          12.0 * static_cast<double>(m.n_layer * m.n_embd * m.block_size);
 }
 
-Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data, fs::path run_dir,
+Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data, fs::path run_dir,
                  int rank, int world_size)
-    : config_(std::move(config)),
+    : options_(std::move(options)),
       plan_(std::move(plan)),
       model_(std::move(model)),
       data_(std::move(data)),
@@ -50,10 +50,10 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
   std::vector<std::pair<std::string, torch::Tensor>> named_decay, named_no_decay;
   model_->named_decay_and_no_decay(named_decay, named_no_decay);
   AdamWOptions opt;
-  opt.beta1 = config_.train.beta1;
-  opt.beta2 = config_.train.beta2;
-  opt.eps = config_.train.eps;
-  opt.weight_decay = config_.train.weight_decay;
+  opt.beta1 = options_.train.beta1;
+  opt.beta2 = options_.train.beta2;
+  opt.eps = options_.train.eps;
+  opt.weight_decay = options_.train.weight_decay;
   opt.fused = plan_.fused_optimizer;
   optimizer_ = std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 
@@ -61,7 +61,7 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
   parts_.optimizer = optimizer_.get();
   parts_.precision = precision_.get();
   parts_.parameters = [this] { return parameters(); };
-  parts_.grad_clip = config_.train.grad_clip;
+  parts_.grad_clip = options_.train.grad_clip;
 
   const int64_t block = model_->config().block_size;
   // Every rank draws the same global batch of each step and keeps its rows (see batch_loader.h);
@@ -71,15 +71,15 @@ Trainer::Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const S
   lo.block_size = block;
   lo.rank = rank_;
   lo.world_size = world_size_;
-  lo.sampling = parse_sampling_mode(config_.data.sampling);
-  lo.seed = static_cast<uint64_t>(config_.train.seed);
+  lo.sampling = options_.sampling;
+  lo.seed = static_cast<uint64_t>(options_.train.seed);
   lo.num_workers = plan_.num_workers;
   lo.prefetch_factor = plan_.prefetch_factor;
   lo.pin_memory = plan_.pin_memory;
   train_loader_ = std::make_unique<BatchLoader>(data_->train(), lo, "training split of " + data_->path().string());
-  val_sampler_ = std::make_unique<WindowSampler>(*data_, Split::kVal, block, static_cast<uint64_t>(config_.train.seed) + 1);
+  val_sampler_ = std::make_unique<WindowSampler>(*data_, Split::kVal, block, static_cast<uint64_t>(options_.train.seed) + 1);
   try {
-    tokenizer_ = dataset_tokenizer(*data_, config_.data.tokenizer);
+    tokenizer_ = dataset_tokenizer(*data_, options_.tokenizer);
   } catch (const DataError& e) {  // resolve_dataset() already refused real mismatches
     warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
   }
@@ -162,7 +162,7 @@ StepMetrics Trainer::train_step() {
   LoadedBatch batch = train_loader_->next();  // [per_rank, T], pinned on CUDA
   m.data_wait_seconds = batch.wait_seconds;
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
-  const double lr = scheduled_lr(config_.train, step_) * lr_scale_;
+  const double lr = scheduled_lr(options_.train, step_) * lr_scale_;
   double loss = run_step_with_retries(batch.x_NT, batch.y_NT, lr, m);
   const double grad_norm = placement_->finish_step(loss, lr, m);
   precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
@@ -234,10 +234,10 @@ void Trainer::fill_step_metrics(StepMetrics& m, int64_t tokens) const {
 BatchProbeResult Trainer::probe_micro_batch() {
   if (optimizer_in_backward()) throw ConfigError("optimization.auto_batch_size cannot run with the optimizer in backward");
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
-  const auto candidates = micro_batch_candidates(per_rank, config_.optimization.max_batch_size);
+  const auto candidates = micro_batch_candidates(per_rank, options_.max_batch_size);
   const int64_t T = model_->config().block_size;
   // Random tokens: memory does not depend on the values, and the training stream stays untouched.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config_.train.seed));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options_.train.seed));
   const auto x_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
   const auto y_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
   const torch::Tensor rng_at_start = cpu_rng_state();
@@ -286,12 +286,12 @@ double Trainer::evaluate() {
   model_->eval();
   double sum = 0;
   torch::Tensor x_BT, y_BT;
-  for (int64_t i = 0; i < config_.train.eval_batches; ++i) {
+  for (int64_t i = 0; i < options_.train.eval_batches; ++i) {
     val_sampler_->batch_at(i, micro_batch_size_, x_BT, y_BT);  // the same batches every evaluation
     sum += forward_loss(x_BT.to(device_), y_BT.to(device_)).item<double>();
   }
   if (was_training) model_->train();
-  return sum / static_cast<double>(config_.train.eval_batches);
+  return sum / static_cast<double>(options_.train.eval_batches);
 }
 
 TrainResult Trainer::fit() {
@@ -312,16 +312,16 @@ TrainResult Trainer::fit() {
     log_debug("evaluation took {:.2f}s", seconds_since(t0));
     callbacks_.evaluation_end(*this, e);
   };
-  while (step_ < config_.train.max_steps && !stop_requested_) {
+  while (step_ < options_.train.max_steps && !stop_requested_) {
     StepMetrics m = train_step();
     if (!std::isfinite(m.loss)) log_warn("step {}: loss is {}", step_, m.loss);
     callbacks_.step_end(*this, m);
     if (stop_any_ && stop_any_(stop_requested_) && !stop_requested_) request_stop("another rank stopped");
-    const int64_t every = config_.train.eval_interval;
+    const int64_t every = options_.train.eval_interval;
     if (every > 0 && step_ % every == 0) run_eval();
   }
-  if (!stop_requested_) stop_reason_ = "reached train.max_steps = " + std::to_string(config_.train.max_steps);
-  if (last_eval_step != step_ && config_.train.eval_interval > 0) run_eval();
+  if (!stop_requested_) stop_reason_ = "reached train.max_steps = " + std::to_string(options_.train.max_steps);
+  if (last_eval_step != step_ && options_.train.eval_interval > 0) run_eval();
   callbacks_.train_end(*this);
 
   TrainResult r;

@@ -14,7 +14,6 @@
 #include <memory>
 #include <optional>
 
-#include "hwtrain/config/run_config.h"
 #include "hwtrain/data/batch_loader.h"
 #include "hwtrain/data/sharded_dataset.h"
 #include "hwtrain/data/tokenizer.h"
@@ -27,6 +26,7 @@
 #include "hwtrain/train/callback.h"
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
+#include "hwtrain/train/trainer_options.h"
 #include "hwtrain/train/update_placement.h"
 
 namespace hwt {
@@ -44,7 +44,7 @@ struct TrainResult {
 
 class Trainer : public TrainerControl {
  public:
-  Trainer(RunConfig config, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
+  Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
           std::filesystem::path run_dir, int rank = 0, int world_size = 1);
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
@@ -93,7 +93,7 @@ class Trainer : public TrainerControl {
   // TrainerControl
   int64_t step() const override { return step_; }
   double elapsed_seconds() const override;
-  const RunConfig& config() const override { return config_; }
+  const TrainerOptions& options() const override { return options_; }
   const Plan& plan() const override { return plan_; }
   const std::filesystem::path& run_dir() const override { return run_dir_; }
   void request_stop(const std::string& reason) override;
@@ -116,7 +116,7 @@ class Trainer : public TrainerControl {
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
 
-  RunConfig config_;
+  TrainerOptions options_;
   Plan plan_;
   GPT model_;
   std::shared_ptr<const ShardedDataset> data_;

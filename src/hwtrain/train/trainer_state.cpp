@@ -53,10 +53,10 @@ fs::path Trainer::save_checkpoint() {
                  {{"tokenizer", data_->tokenizer_name()},
                   {"vocab_size", data_->vocab_size()},
                   {"fingerprint", data_->fingerprint()}}}};
-  ckpt.config_toml = config_.to_toml();
+  ckpt.config_toml = options_.config_toml;
   ckpt.plan_json = plan_.to_json();
-  fs::path dir = config_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(config_.checkpoint.dir);
-  CheckpointStore store(dir, config_.checkpoint.keep_last);
+  fs::path dir = options_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(options_.checkpoint.dir);
+  CheckpointStore store(dir, options_.checkpoint.keep_last);
   fs::path written = store.save(step_, [&](const fs::path& staging) {
     write_training_checkpoint(staging, ckpt);
     if (tokenizer_) save_tokenizer(*tokenizer_, staging);  // tokenizer.json (+ tokenizer.model)
@@ -99,7 +99,7 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   if (s.contains("loader")) {
     train_loader_->restore(LoaderState::from_json(s.at("loader")));
   } else {  // checkpoints of the WindowSampler era: a count of windows drawn, same random stream
-    train_loader_->restore({static_cast<uint64_t>(config_.train.seed), 0, s.at("sampler_position").get<int64_t>()});
+    train_loader_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.at("sampler_position").get<int64_t>()});
   }
   lr_scale_ = s.at("lr_scale");
   if (s.value("world_size", 1) == world_size_) {
