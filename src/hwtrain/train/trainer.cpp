@@ -14,6 +14,7 @@
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/train/rng_state.h"
+#include "hwtrain/train/training_parts.h"
 
 namespace hwt {
 
@@ -47,42 +48,16 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
       device_(plan_.device),
       micro_batch_size_(plan_.micro_batch_size),
       grad_accum_steps_(plan_.grad_accum_steps) {
-  std::vector<std::pair<std::string, torch::Tensor>> named_decay, named_no_decay;
-  model_->named_decay_and_no_decay(named_decay, named_no_decay);
-  AdamWOptions opt;
-  opt.beta1 = options_.train.beta1;
-  opt.beta2 = options_.train.beta2;
-  opt.eps = options_.train.eps;
-  opt.weight_decay = options_.train.weight_decay;
-  opt.fused = plan_.fused_optimizer;
-  optimizer_ = std::make_unique<AdamW>(named_decay, named_no_decay, opt);
-
-  precision_ = std::make_unique<MixedPrecision>(plan_);
+  TrainingParts built = make_training_parts(plan_, options_, model_, *data_, rank_, world_size_);
+  optimizer_ = std::move(built.optimizer);
+  precision_ = std::move(built.precision);
+  train_loader_ = std::move(built.train_loader);
+  val_sampler_ = std::move(built.val_sampler);
+  tokenizer_ = std::move(built.tokenizer);
   parts_.optimizer = optimizer_.get();
   parts_.precision = precision_.get();
   parts_.parameters = [this] { return parameters(); };
   parts_.grad_clip = options_.train.grad_clip;
-
-  const int64_t block = model_->config().block_size;
-  // Every rank draws the same global batch of each step and keeps its rows (see batch_loader.h);
-  // rows per rank stay fixed through OOM retries (micro-batch halves, accumulation doubles).
-  LoaderOptions lo;
-  lo.batch_size = micro_batch_size_ * grad_accum_steps_;
-  lo.block_size = block;
-  lo.rank = rank_;
-  lo.world_size = world_size_;
-  lo.sampling = options_.sampling;
-  lo.seed = static_cast<uint64_t>(options_.train.seed);
-  lo.num_workers = plan_.num_workers;
-  lo.prefetch_factor = plan_.prefetch_factor;
-  lo.pin_memory = plan_.pin_memory;
-  train_loader_ = std::make_unique<BatchLoader>(data_->train(), lo, "training split of " + data_->path().string());
-  val_sampler_ = std::make_unique<WindowSampler>(*data_, Split::kVal, block, static_cast<uint64_t>(options_.train.seed) + 1);
-  try {
-    tokenizer_ = dataset_tokenizer(*data_, options_.tokenizer);
-  } catch (const DataError& e) {  // resolve_dataset() already refused real mismatches
-    warn_once("checkpoint-tokenizer", std::string("checkpoints will carry no tokenizer files: ") + e.what());
-  }
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
   set_optimizer_in_backward(plan_.optimizer_in_backward());
 }
