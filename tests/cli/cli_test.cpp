@@ -152,6 +152,31 @@ TEST_F(Cli, BadResumeAndOutputLeaveCheckpointsIntact) {
   expect_error(run("train --data corpus " + common() + " --out afile/sub", dir.path()), "afile");
 }
 
+// A copy of run `from` as `to`, with one byte of checkpoint file `file` flipped near its end
+// (inside the last tensor, so the file still parses and only the checksum can tell).
+void flipped_copy(const testing::TempDir& dir, const std::string& from, const std::string& to,
+                  const std::string& file) {
+  fs::copy(dir / from, dir / to, fs::copy_options::recursive);
+  const fs::path path = dir / to / "checkpoints" / "step_00000004" / file;
+  std::string bytes = read_file(path);
+  bytes[bytes.size() - 3] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST_F(Cli, ResumeVerifiesTheChecksumsEvalAndGenerateVerify) {
+  Result r = run("train --data corpus " + common() + " --out good", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const std::string& file : {std::string("model.safetensors"), std::string("optimizer.safetensors")}) {
+    const std::string copy = "bad-" + file.substr(0, file.find('.'));
+    flipped_copy(dir, "good", copy, file);
+    r = run("train --resume " + copy + " " + common() + " --set train.max_steps=6", dir.path());
+    expect_error(r, (fs::path(copy) / "checkpoints" / "step_00000004" / file).string());
+    expect_error(r, "CRC32C");
+    EXPECT_FALSE(fs::exists(dir / copy / "checkpoints" / "step_00000006")) << r.output;
+  }
+  expect_error(run("eval bad-model", dir.path()), "CRC32C");  // the same check, the same words
+}
+
 TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {
   Result r = run("profile --data corpus " + common() + " --steps 5 --top 5 --out prof", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;

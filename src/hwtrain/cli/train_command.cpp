@@ -80,6 +80,9 @@ int run_train(const TrainArgs& a) {
   init_logging(env.distributed() ? env.rank : -1);
   std::optional<fs::path> checkpoint;
   if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
+  // Verified (the same checks as eval and generate) before anything is written.
+  std::optional<TrainingCheckpoint> resumed;
+  if (checkpoint) resumed = read_training_checkpoint(*checkpoint);
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
@@ -139,7 +142,10 @@ int run_train(const TrainArgs& a) {
   trainer.add_callback(std::make_shared<TimeBudgetStopper>(config.train.time_budget, agree));
   for (auto& c : configured_callbacks) trainer.add_callback(c);
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
-  if (checkpoint) trainer.resume_from(*checkpoint);
+  if (checkpoint) {
+    trainer.resume_from(*resumed, *checkpoint);
+    resumed.reset();  // the tensors are in the model and optimizer now
+  }
   // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();

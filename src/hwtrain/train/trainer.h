@@ -28,6 +28,7 @@
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
 #include "hwtrain/train/optimizer_in_backward.h"
+#include "hwtrain/train/training_checkpoint.h"
 
 namespace hwt {
 
@@ -66,8 +67,11 @@ class Trainer : public TrainerControl {
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
-  // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint.
+  // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint
+  // (read_training_checkpoint: verified against its COMPLETE marker).
   void resume_from(const std::filesystem::path& checkpoint);
+  // The same from a checkpoint already read from `where` (the CLI reads it before any other work).
+  void resume_from(const TrainingCheckpoint& checkpoint, const std::filesystem::path& where);
   // Test hook: the forward of step `step` (0-based) throws OutOfMemoryError once.
   void inject_oom_at_step(int64_t step) { inject_oom_step_ = step; }
   // Test hook: applied to every micro-step's loss (tests simulate overflow or a missing kernel).

@@ -66,8 +66,9 @@ fs::path Trainer::save_checkpoint() {
   return written;
 }
 
-void Trainer::resume_from(const fs::path& checkpoint) {
-  TrainingCheckpoint ckpt = read_training_checkpoint(checkpoint);
+void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_training_checkpoint(checkpoint), checkpoint); }
+
+void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkpoint) {
   const auto& ds = ckpt.state.at("dataset");
   if (ds.at("tokenizer") != data_->tokenizer_name() || ds.at("vocab_size") != data_->vocab_size()) {
     throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" +
@@ -81,7 +82,7 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   restore_weights(ckpt.model);
   NamedTensors opt, scaler;
   torch::Tensor rng;
-  for (auto& [name, t] : ckpt.optimizer) {
+  for (const auto& [name, t] : ckpt.optimizer) {
     if (name.rfind("scaler.", 0) == 0) scaler.emplace_back(name, t);
     else if (name == "rng.cpu") rng = t;
     else opt.emplace_back(name, t);
