@@ -68,7 +68,7 @@ class Trainer : public TrainerControl {
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
   // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint
-  // (read_training_checkpoint: verified against its COMPLETE marker).
+  // (read_training_checkpoint: verified against its COMPLETE marker, its state range-checked).
   void resume_from(const std::filesystem::path& checkpoint);
   // The same from a checkpoint already read from `where` (the CLI reads it before any other work).
   void resume_from(const TrainingCheckpoint& checkpoint, const std::filesystem::path& where);

@@ -4,6 +4,7 @@
 #include "hwtrain/core/files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/trainer_state_file.h"
 
 namespace hwt {
 
@@ -43,6 +44,7 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     throw IoError(state_path.string() + " is corrupt: " + e.what());
   }
+  parse_trainer_state(ckpt.state, state_path);  // range errors now, before a resume starts any work
   if (fs::exists(dir / "plan.json")) ckpt.plan_json = read_regular_file(dir / "plan.json", kMaxTextBytes);
   return ckpt;
 }

@@ -27,7 +27,8 @@ struct TrainingCheckpoint {
 // Writes the files into `dir` (a staging directory).
 void write_training_checkpoint(const std::filesystem::path& dir, const TrainingCheckpoint& ckpt);
 // Verifies a checkpoint directory against its COMPLETE marker (verify_checkpoint: sizes and
-// CRC32C of every file) and reads it; throws IoError naming the file at fault.
+// CRC32C of every file), reads it and range-checks trainer_state.json (trainer_state_file.h);
+// throws IoError naming the file at fault.
 TrainingCheckpoint read_training_checkpoint(const std::filesystem::path& dir);
 // Reads just the resolved config of a checkpoint (for --resume and generate/eval), after checking
 // config.toml against the marker.
