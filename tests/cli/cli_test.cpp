@@ -177,6 +177,34 @@ TEST_F(Cli, ResumeVerifiesTheChecksumsEvalAndGenerateVerify) {
   expect_error(run("eval bad-model", dir.path()), "CRC32C");  // the same check, the same words
 }
 
+TEST_F(Cli, OutDirHoldingARunIsRefusedUnlessResumedOrOverwritten) {
+  Result r = run("train --data corpus " + common() + " --out run1", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  dir.write("run1/notes.txt", "mine");
+  const std::string config = read_file(dir / "run1" / "config.toml");
+  const std::string metrics = read_file(dir / "run1" / "metrics.jsonl");
+  // Another run into the same directory would mix metrics, configs and checkpoints: refused.
+  r = run("train --data corpus " + common() + " --set model.n_layer=1 --out run1", dir.path());
+  expect_error(r, "--out run1 already holds a run");
+  expect_error(r, "--overwrite");
+  EXPECT_EQ(read_file(dir / "run1" / "config.toml"), config);
+  EXPECT_EQ(read_file(dir / "run1" / "metrics.jsonl"), metrics);
+  // --overwrite with a config error: the old run is kept (it is cleared only once the new one checks out).
+  expect_error(run("train --data corpus " + common() + " --set train.lr=fast --out run1 --overwrite", dir.path()),
+               "train.lr");
+  EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004"));
+  // --overwrite may not delete the checkpoint it resumes.
+  expect_error(run("train --resume run1 " + common() + " --out run1 --overwrite", dir.path()), "--overwrite");
+  // --overwrite replaces the run: no old checkpoint or metric line survives; other files stay.
+  r = run("train --data corpus " + common() + " --set train.max_steps=2 --out run1 --overwrite", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004"));
+  EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000002"));
+  EXPECT_EQ(read_file(dir / "run1" / "metrics.jsonl").find("\"step\":4"), std::string::npos);
+  EXPECT_NE(read_file(dir / "run1" / "config.toml").find("max_steps = 2"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "run1" / "notes.txt"), "mine");
+}
+
 TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {
   Result r = run("profile --data corpus " + common() + " --steps 5 --top 5 --out prof", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
