@@ -8,8 +8,11 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/safetensors.h"
+#include "support/checkpoint_edit.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -203,6 +206,33 @@ TEST_F(Cli, OutDirHoldingARunIsRefusedUnlessResumedOrOverwritten) {
   EXPECT_EQ(read_file(dir / "run1" / "metrics.jsonl").find("\"step\":4"), std::string::npos);
   EXPECT_NE(read_file(dir / "run1" / "config.toml").find("max_steps = 2"), std::string::npos);
   EXPECT_EQ(read_file(dir / "run1" / "notes.txt"), "mine");
+}
+
+// Rewrites run1's last checkpoint with every weight multiplied by `factor` (checksums resealed).
+void scale_weights(const testing::TempDir& dir, float factor) {
+  const fs::path ckpt = dir / "run1" / "checkpoints" / "step_00000004";
+  NamedTensors weights = load_safetensors(ckpt / "model.safetensors").tensors;
+  for (auto& [name, t] : weights) t = t * factor;
+  save_safetensors(dir / "scaled.safetensors", weights, {{"format", "hwtrain-gpt"}});
+  testing::reseal_checkpoint(ckpt, {{"model.safetensors", read_file(dir / "scaled.safetensors")}});
+}
+
+TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
+  Result r = run("train --data corpus " + common() + " --out run1", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (fs::path("run1") / "checkpoints" / "step_00000004").string();
+  scale_weights(dir, std::numeric_limits<float>::quiet_NaN());
+  r = run("eval run1 --data corpus", dir.path());
+  expect_error(r, "checkpoint " + ckpt);
+  expect_error(r, "NaN or infinite");
+  expect_error(run("generate run1 -n 5", dir.path()), "NaN or infinite");
+  // Finite weights whose activations overflow: the loss itself is not finite.
+  r = run("train --data corpus " + common() + " --out run1 --overwrite", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  scale_weights(dir, 1e30f);
+  r = run("eval run1 --data corpus", dir.path());
+  expect_error(r, "checkpoint " + ckpt);
+  expect_error(r, "non-finite validation loss");
 }
 
 TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {
