@@ -76,6 +76,8 @@ TEST_F(Cli, TrainResumeGenerateEval) {
   r = run("train --resume latest --out run1 " + common() + " --set train.max_steps=6", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  // The new max_steps re-fits the schedule: said once, with both values.
+  EXPECT_NE(r.output.find("train.max_steps changes from 4 to 6 on resume"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000006"));
 
   r = run("generate run1 --prompt \"The \" -n 10", dir.path());
