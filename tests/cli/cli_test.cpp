@@ -8,8 +8,11 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/safetensors.h"
+#include "support/checkpoint_edit.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -73,6 +76,8 @@ TEST_F(Cli, TrainResumeGenerateEval) {
   r = run("train --resume latest --out run1 " + common() + " --set train.max_steps=6", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  // The new max_steps re-fits the schedule: said once, with both values.
+  EXPECT_NE(r.output.find("train.max_steps changes from 4 to 6 on resume"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000006"));
 
   r = run("generate run1 --prompt \"The \" -n 10", dir.path());
@@ -150,6 +155,86 @@ TEST_F(Cli, BadResumeAndOutputLeaveCheckpointsIntact) {
 
   dir.write("afile", "x");
   expect_error(run("train --data corpus " + common() + " --out afile/sub", dir.path()), "afile");
+}
+
+// A copy of run `from` as `to`, with one byte of checkpoint file `file` flipped near its end
+// (inside the last tensor, so the file still parses and only the checksum can tell).
+void flipped_copy(const testing::TempDir& dir, const std::string& from, const std::string& to,
+                  const std::string& file) {
+  fs::copy(dir / from, dir / to, fs::copy_options::recursive);
+  const fs::path path = dir / to / "checkpoints" / "step_00000004" / file;
+  std::string bytes = read_file(path);
+  bytes[bytes.size() - 3] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST_F(Cli, ResumeVerifiesTheChecksumsEvalAndGenerateVerify) {
+  Result r = run("train --data corpus " + common() + " --out good", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const std::string& file : {std::string("model.safetensors"), std::string("optimizer.safetensors")}) {
+    const std::string copy = "bad-" + file.substr(0, file.find('.'));
+    flipped_copy(dir, "good", copy, file);
+    r = run("train --resume " + copy + " " + common() + " --set train.max_steps=6", dir.path());
+    expect_error(r, (fs::path(copy) / "checkpoints" / "step_00000004" / file).string());
+    expect_error(r, "CRC32C");
+    EXPECT_FALSE(fs::exists(dir / copy / "checkpoints" / "step_00000006")) << r.output;
+  }
+  expect_error(run("eval bad-model", dir.path()), "CRC32C");  // the same check, the same words
+}
+
+TEST_F(Cli, OutDirHoldingARunIsRefusedUnlessResumedOrOverwritten) {
+  Result r = run("train --data corpus " + common() + " --out run1", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  dir.write("run1/notes.txt", "mine");
+  const std::string config = read_file(dir / "run1" / "config.toml");
+  const std::string metrics = read_file(dir / "run1" / "metrics.jsonl");
+  // Another run into the same directory would mix metrics, configs and checkpoints: refused.
+  r = run("train --data corpus " + common() + " --set model.n_layer=1 --out run1", dir.path());
+  expect_error(r, "--out run1 already holds a run");
+  expect_error(r, "--overwrite");
+  EXPECT_EQ(read_file(dir / "run1" / "config.toml"), config);
+  EXPECT_EQ(read_file(dir / "run1" / "metrics.jsonl"), metrics);
+  // --overwrite with a config error: the old run is kept (it is cleared only once the new one checks out).
+  expect_error(run("train --data corpus " + common() + " --set train.lr=fast --out run1 --overwrite", dir.path()),
+               "train.lr");
+  EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004"));
+  // --overwrite may not delete the checkpoint it resumes.
+  expect_error(run("train --resume run1 " + common() + " --out run1 --overwrite", dir.path()), "--overwrite");
+  // --overwrite replaces the run: no old checkpoint or metric line survives; other files stay.
+  r = run("train --data corpus " + common() + " --set train.max_steps=2 --out run1 --overwrite", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run1" / "checkpoints" / "step_00000004"));
+  EXPECT_TRUE(fs::exists(dir / "run1" / "checkpoints" / "step_00000002"));
+  EXPECT_EQ(read_file(dir / "run1" / "metrics.jsonl").find("\"step\":4"), std::string::npos);
+  EXPECT_NE(read_file(dir / "run1" / "config.toml").find("max_steps = 2"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "run1" / "notes.txt"), "mine");
+}
+
+// Rewrites run1's last checkpoint with every weight multiplied by `factor` (checksums resealed).
+void scale_weights(const testing::TempDir& dir, float factor) {
+  const fs::path ckpt = dir / "run1" / "checkpoints" / "step_00000004";
+  NamedTensors weights = load_safetensors(ckpt / "model.safetensors").tensors;
+  for (auto& [name, t] : weights) t = t * factor;
+  save_safetensors(dir / "scaled.safetensors", weights, {{"format", "hwtrain-gpt"}});
+  testing::reseal_checkpoint(ckpt, {{"model.safetensors", read_file(dir / "scaled.safetensors")}});
+}
+
+TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
+  Result r = run("train --data corpus " + common() + " --out run1", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string ckpt = (fs::path("run1") / "checkpoints" / "step_00000004").string();
+  scale_weights(dir, std::numeric_limits<float>::quiet_NaN());
+  r = run("eval run1 --data corpus", dir.path());
+  expect_error(r, "checkpoint " + ckpt);
+  expect_error(r, "NaN or infinite");
+  expect_error(run("generate run1 -n 5", dir.path()), "NaN or infinite");
+  // Finite weights whose activations overflow: the loss itself is not finite.
+  r = run("train --data corpus " + common() + " --out run1 --overwrite", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  scale_weights(dir, 1e30f);
+  r = run("eval run1 --data corpus", dir.path());
+  expect_error(r, "checkpoint " + ckpt);
+  expect_error(r, "non-finite validation loss");
 }
 
 TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {

@@ -63,6 +63,33 @@ TEST(RunConfig, UnknownKeySuggestsClosest) {
   EXPECT_NE(msg.find("model.n_layer"), std::string::npos) << msg;
 }
 
+TEST(RunConfig, UnknownKeysGetTheSameHintFromTomlAsFromSet) {
+  // (TOML document, the same key as --set): one code path, so one message but for the source.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"max_steps = 5\n", "max_steps=5"},                      // outside any table
+      {"[train]\nmax_step = 5\n", "train.max_step=5"},
+      {"[train.sub]\nx = 1\n", "train.sub=1"},                 // a table where a value belongs
+      {"[train]\nlearnin_rate = [1]\n", "train.learnin_rate=1"},  // unknown and not a scalar
+      {"[[log]]\nx = 1\n", "log=1"},
+  };
+  for (const auto& [toml_text, assignment] : cases) {
+    RunConfig a, b;
+    std::string from_toml = error_of([&] { a.apply_toml(toml_text, "x.toml"); });
+    std::string from_set = error_of([&] { b.apply_override(assignment); });
+    ASSERT_EQ(from_toml.rfind("x.toml: ", 0), 0u) << from_toml;
+    ASSERT_EQ(from_set.rfind("--set: ", 0), 0u) << from_set;
+    EXPECT_EQ(from_toml.substr(8), from_set.substr(7)) << toml_text;
+  }
+  // The hint itself, from a file.
+  RunConfig c;
+  EXPECT_NE(error_of([&] { c.apply_toml("max_steps = 5\n", "x.toml"); }).find("did you mean 'train.max_steps'"),
+            std::string::npos);
+  // A known key with a table or list for a value is a type error, without a hint at another key.
+  const std::string msg = error_of([&] { c.apply_toml("[train]\nlr = [1]\n", "x.toml"); });
+  EXPECT_NE(msg.find("train.lr must be a number, boolean or string, not a list"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+}
+
 TEST(RunConfig, WrongTypesNameKeyAndExpectedType) {
   RunConfig c;
   std::string msg = error_of([&] { c.apply_override("train.max_steps=abc"); });

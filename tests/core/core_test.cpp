@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
@@ -59,6 +60,46 @@ TEST(Files, UncreatableDirectoryIsReported) {
     EXPECT_NE(std::string(e.what()).find("file/sub"), std::string::npos);
   }
   EXPECT_THROW(read_file(dir / "nope"), IoError);
+}
+
+
+// The error read_regular_file throws for `path`, or "" when it reads it.
+std::string regular_file_error(const fs::path& path, uint64_t max_bytes) {
+  try {
+    read_regular_file(path, max_bytes);
+    return "";
+  } catch (const IoError& e) {
+    return e.what();
+  }
+}
+
+TEST(Files, ReadRegularFileRefusesFifosDevicesLinksAndOversizedFiles) {
+  testing::TempDir dir;
+  const fs::path plain = dir.write("plain.txt", "0123456789");
+  EXPECT_EQ(read_regular_file(plain, 10), "0123456789");
+  // Bounded before reading: one byte over the limit is refused, naming the file and both sizes.
+  const std::string big = regular_file_error(plain, 9);
+  EXPECT_NE(big.find(plain.string()), std::string::npos) << big;
+  EXPECT_NE(big.find("10 bytes"), std::string::npos) << big;
+  // A FIFO with no writer would block a plain open for reading forever; it is refused at once.
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string fifo_error = regular_file_error(fifo, 1 << 20);
+  EXPECT_NE(fifo_error.find("FIFO"), std::string::npos) << fifo_error;
+  EXPECT_NE(fifo_error.find(fifo.string()), std::string::npos) << fifo_error;
+  EXPECT_NE(regular_file_error("/dev/zero", 1 << 20).find("device"), std::string::npos);
+  fs::create_symlink(plain, dir / "link");
+  EXPECT_NE(regular_file_error(dir / "link", 1 << 20).find("symbolic link"), std::string::npos);
+  EXPECT_NE(regular_file_error(dir.path(), 1 << 20).find("directory"), std::string::npos);
+  EXPECT_THROW(read_regular_file(dir / "missing", 10), IoError);
+}
+
+TEST(Files, PathInsideDirIsRelativeWithoutDotComponents) {
+  for (const char* ok : {"tokenizer.model", "sub/file.bin", "a.b", ".hidden"}) EXPECT_TRUE(is_path_inside_dir(ok)) << ok;
+  for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a/..", ".", "./x", "a//b", "a/", "/dev/zero"}) {
+    EXPECT_FALSE(is_path_inside_dir(bad)) << bad;
+  }
+  EXPECT_FALSE(is_path_inside_dir(std::string("a\0/../../x", 10)));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // SentencePiece: training, encoding round trips, tokenizer files, and datasets that carry them.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
 
 #include "data_test_util.h"
 #include "hwtrain/core/error.h"
@@ -151,6 +154,38 @@ TEST(SentencePiece, TrainingErrorsAreClear) {
   testing::expect_data_error([&] { train_tokenizer({dir / "empty.txt"}, dir / "t", o); }, {"is empty"});
   o.model_type = "wordpiece";
   EXPECT_THROW(train_tokenizer({dir / "empty.txt"}, dir / "t", o), ConfigError);
+}
+
+TEST(SentencePiece, TokenizerJsonNamesOnlyPlainFilesInsideItsDirectory) {
+  TempDir dir;
+  const TokenizerTrainStats own = train_tiny(dir, "tok");
+  const TokenizerTrainStats other = train_tiny(dir, "other", "bpe", 2);  // a valid model elsewhere
+  const fs::path json_path = dir / "tok" / kTokenizerJsonFile;
+  const nlohmann::json original = nlohmann::json::parse(read_file(json_path));
+  auto names = [&](const nlohmann::json& file, const std::string& name) {
+    nlohmann::json j = original;
+    j["file"] = file;
+    j["name"] = name;
+    std::ofstream(json_path, std::ios::trunc) << j.dump();
+  };
+  // Outside the directory: refused by name, before anything is opened (the other model's name is
+  // written too, so only the path check stands between it and a load that bypasses the checksums).
+  for (const std::string& bad : {std::string("../../../../../etc/passwd"), (dir / "other" / kTokenizerModelFile).string(),
+                                std::string("../other/") + kTokenizerModelFile, std::string("/dev/zero")}) {
+    names(bad, other.name);
+    testing::expect_data_error([&] { load_tokenizer(dir / "tok"); }, {json_path.string(), "\"file\"", bad});
+  }
+  names(42, own.name);
+  testing::expect_data_error([&] { load_tokenizer(dir / "tok"); }, {"\"file\" is 42"});
+  // Inside it but not a plain file: a FIFO (refused at once, where a plain open would block) and a link.
+  ASSERT_EQ(::mkfifo((dir / "tok" / "fifo.model").c_str(), 0600), 0);
+  names("fifo.model", own.name);
+  testing::expect_data_error([&] { load_tokenizer(dir / "tok"); }, {"fifo.model", "FIFO"});
+  fs::create_symlink(dir / "other" / kTokenizerModelFile, dir / "tok" / "link.model");
+  names("link.model", other.name);
+  testing::expect_data_error([&] { load_tokenizer(dir / "tok"); }, {"link.model", "symbolic link"});
+  names(kTokenizerModelFile, own.name);
+  EXPECT_EQ(load_tokenizer(dir / "tok")->name(), own.name);
 }
 
 }  // namespace

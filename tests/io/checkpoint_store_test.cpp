@@ -289,5 +289,29 @@ TEST(VerifyCheckpoint, RejectsMalformedMarkers) {
   }
 }
 
+TEST(VerifyCheckpoint, RefusesUnlistedFilesAndLinksInPlaceOfListedOnes) {
+  TempDir tmp;
+  CheckpointStore store(tmp / "ckpts", 1);
+  const fs::path p = store.save(1, writes("tokenizer.model", "model bytes"));
+  EXPECT_NO_THROW(verify_checkpoint(p));
+  // A file added after the checkpoint was sealed (say, a model file tokenizer.json was edited to
+  // name): every file of a checkpoint is listed and checksummed, so it is refused.
+  tmp.write("ckpts/step_00000001/other.model", "swapped in");
+  std::string msg = message_of([&] { verify_checkpoint(p); });
+  EXPECT_NE(msg.find((p / "other.model").string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not listed in COMPLETE"), std::string::npos) << msg;
+  fs::remove(p / "other.model");
+  // A listed file replaced by a link to identical bytes elsewhere: not a plain file inside the checkpoint.
+  tmp.write("elsewhere.model", "model bytes");
+  fs::remove(p / "tokenizer.model");
+  fs::create_symlink(tmp / "elsewhere.model", p / "tokenizer.model");
+  msg = message_of([&] { verify_checkpoint(p); });
+  EXPECT_NE(msg.find("not a plain file"), std::string::npos) << msg;
+  // verify_checkpoint_file checks one listed file the same way, and refuses an unlisted name.
+  EXPECT_NE(message_of([&] { verify_checkpoint_file(p, "tokenizer.model"); }).find("not a plain file"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { verify_checkpoint_file(p, "config.toml"); }).find("not listed"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hwt

@@ -50,6 +50,10 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
         throw IoError((ckpt / "model.safetensors").string() + ": tensor '" + name + "' has shape " +
                       c10::str(value.sizes()) + ", the model needs " + c10::str(p->sizes()));
       }
+      if (!torch::isfinite(value).all().item<bool>()) {
+        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' of model.safetensors holds NaN or "
+                      "infinite values (the run diverged before this checkpoint); use an earlier checkpoint");
+      }
       p->copy_(value);
     }
   }
@@ -116,6 +120,11 @@ int run_eval(const EvalArgs& a) {
     sum += m.model->forward_loss(x.to(m.device), y.to(m.device)).item<double>();
   }
   const double loss = sum / static_cast<double>(batches);
+  if (!std::isfinite(loss)) {
+    throw IoError("checkpoint " + m.checkpoint.string() + " gives a non-finite validation loss (" +
+                  std::to_string(loss) + ") on " + data->path().string() +
+                  ": its weights overflow in this precision or the run diverged; use an earlier checkpoint");
+  }
   std::cout << "val_loss " << loss << " | val_perplexity " << std::exp(loss) << " | batches " << batches << "\n";
   return 0;
 }

@@ -7,11 +7,30 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/default_corpus.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/obs/log.h"
+#include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/train/training_checkpoint.h"
 
 namespace hwt::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// A new train.max_steps on resume re-fits a schedule that decays until max_steps: said once, with
+// the learning rate at the checkpoint's step on both curves.
+void warn_if_schedule_refits(const TrainConfig& saved, const TrainConfig& asked, const fs::path& checkpoint) {
+  if (asked.max_steps == saved.max_steps || asked.lr_schedule == "constant" || asked.decay_steps > 0) return;
+  const int64_t step = read_checkpoint_manifest(checkpoint).step;
+  log_warn("train.max_steps changes from {} to {} on resume: the {} learning-rate schedule is re-fitted to decay "
+           "over {} steps instead of {}, and from the checkpoint's step {} on the LR follows the new curve "
+           "({:.3g} there, {:.3g} on the old one); set train.decay_steps to keep a fixed decay",
+           saved.max_steps, asked.max_steps, asked.lr_schedule, asked.max_steps, saved.max_steps, step,
+           scheduled_lr(asked, step), scheduled_lr(saved, step));
+}
+
+}  // namespace
 
 RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
   std::vector<std::string> overrides = options.overrides;
@@ -35,6 +54,7 @@ RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::p
     }
   }
   config.model = saved.model;  // the preset name as well
+  warn_if_schedule_refits(saved.train, config.train, *checkpoint);
   // The planner may re-decide batch geometry only if the user asks; keep the saved user choices.
   for (const auto& key : saved.explicit_keys) config.explicit_keys.insert(key);
   config.validate();

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/run_dir.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
@@ -31,6 +32,7 @@ struct TrainArgs {
   ConfigOptions config;
   std::string out;
   std::string resume;
+  bool overwrite = false;     // --out DIR may replace the run DIR holds
   std::string profile_steps;  // shorthand for --set log.profile_steps=a:b
 };
 
@@ -80,6 +82,10 @@ int run_train(const TrainArgs& a) {
   init_logging(env.distributed() ? env.rank : -1);
   std::optional<fs::path> checkpoint;
   if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
+  if (rank0 && !a.out.empty()) check_out_dir(a.out, checkpoint, a.overwrite);  // before any work
+  // Verified (the same checks as eval and generate) and range-checked before anything is written.
+  std::optional<TrainingCheckpoint> resumed;
+  if (checkpoint) resumed = read_training_checkpoint(*checkpoint);
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
@@ -120,6 +126,10 @@ int run_train(const TrainArgs& a) {
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) {
+    if (a.overwrite) {  // as late as possible: a config or data error above keeps the old run
+      const auto removed = clear_run_outputs(run_dir);
+      if (!removed.empty()) log_warn("--overwrite: removed the old run's {} from {}", join(removed), run_dir.string());
+    }
     write_file_atomic(run_dir / "config.toml", config.to_toml());
     write_file_atomic(run_dir / "plan.json", optimizer.plan().to_json());
     write_file_atomic(run_dir / "hardware.txt", optimizer.get_hardware_summary());
@@ -139,7 +149,10 @@ int run_train(const TrainArgs& a) {
   trainer.add_callback(std::make_shared<TimeBudgetStopper>(config.train.time_budget, agree));
   for (auto& c : configured_callbacks) trainer.add_callback(c);
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
-  if (checkpoint) trainer.resume_from(*checkpoint);
+  if (checkpoint) {
+    trainer.resume_from(*resumed, *checkpoint);
+    resumed.reset();  // the tensors are in the model and optimizer now
+  }
   // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
@@ -188,8 +201,14 @@ Command add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train a GPT model (default: the default model on the fortunes corpus)");
   add_config_options(cmd, args->config);
-  cmd->add_option("--out", args->out, "run directory (default: runs/<date-time>, linked as runs/latest)");
+  cmd->add_option("--out", args->out,
+                  "run directory (default: runs/<date-time>, linked as runs/latest); one that already holds a "
+                  "run is refused unless --resume continues it or --overwrite replaces it");
   cmd->add_option("--resume", args->resume, "checkpoint directory, run directory, or 'latest'");
+  cmd->add_flag("--overwrite", args->overwrite,
+                "let --out replace the run it holds: once the new run's config and data check out, the old "
+                "run's outputs (config.toml, metrics, tb/, report.html, checkpoints/, ...) are deleted; "
+                "other files in the directory are left alone");
   cmd->add_option("--profile-steps", args->profile_steps,
                   "a:b writes a Chrome trace of steps a..b (trace.json, ops_trace.json) into the run directory");
   cmd->footer(
@@ -197,6 +216,7 @@ Command add_train(CLI::App& app) {
       "  hwtrain train\n"
       "  hwtrain train --data corpus/ --set model.preset=char-small --set train.max_steps=2000\n"
       "  hwtrain train --config run.toml --out runs/exp1\n"
+      "  hwtrain train --config run.toml --out runs/exp1 --overwrite\n"
       "  hwtrain train --resume latest --set train.max_steps=6000\n"
       "  hwtrain train --profile-steps 5:10");
   return {cmd, [args] { return run_train(*args); }};

@@ -1,5 +1,7 @@
 #include "hwtrain/config/run_config.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
@@ -163,16 +165,19 @@ struct JsonWriter {
   }
 };
 
+// The one error for a key no option has, wherever it was written (a TOML file or --set).
+[[noreturn]] void unknown_key(const std::string& key, const std::string& source) {
+  throw ConfigError(source + ": unknown key '" + key + "'" + did_you_mean(key, RunConfig::all_keys()) +
+                    "; 'hwtrain train --help-config' lists every key");
+}
+
 void set_key(RunConfig& config, const std::string& key, const RawValue& value, const std::string& source) {
   Setter setter;
   setter.key = key;
   setter.source = source;
   setter.value = &value;
   config.visit_tables(setter);
-  if (!setter.found) {
-    throw ConfigError(source + ": unknown key '" + key + "'" + did_you_mean(key, RunConfig::all_keys()) +
-                      "; 'hwtrain train --help-config' lists every key");
-  }
+  if (!setter.found) unknown_key(key, source);
   config.explicit_keys.insert(key);
 }
 
@@ -202,16 +207,15 @@ std::vector<std::pair<std::string, RawValue>> flatten(const toml::table& doc, co
   for (const auto& [table_name, node] : doc) {
     std::string t(table_name.str());
     const toml::table* table = node.as_table();
-    if (!table) {
-      throw ConfigError(source + ": top-level key '" + t + "' must be inside a table such as [train]" +
-                        did_you_mean(t, RunConfig::all_keys()));
-    }
+    if (!table) unknown_key(t, source);  // every key is inside a table such as [train]
     for (const auto& [k, v] : *table) {
       std::string key = t + "." + std::string(k.str());
       auto raw = raw_from_toml(v);
       if (!raw) {
-        throw ConfigError(source + ": " + key + " must be a number, boolean or string" +
-                          did_you_mean(key, RunConfig::all_keys()));
+        const auto keys = RunConfig::all_keys();
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) unknown_key(key, source);
+        throw ConfigError(source + ": " + key + " must be a number, boolean or string, not a " +
+                          (v.is_table() ? "table" : v.is_array() ? "list" : "date or time"));
       }
       out.emplace_back(key, *raw);
     }

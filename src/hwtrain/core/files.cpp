@@ -1,6 +1,7 @@
 #include "hwtrain/core/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +25,69 @@ std::string read_file(const fs::path& path) {
   ss << in.rdbuf();
   if (in.bad()) throw IoError("error while reading " + path.string());
   return ss.str();
+}
+
+namespace {
+const char* file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+[[noreturn]] void refuse(const fs::path& path, const std::string& why) {
+  throw IoError("refusing to read " + path.string() + ": " + why);
+}
+}  // namespace
+
+std::string read_regular_file(const fs::path& path, uint64_t max_bytes) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) throw IoError("cannot read " + path.string() + ": " + errno_text());
+  if (!S_ISREG(st.st_mode)) refuse(path, std::string("it is ") + file_kind(st.st_mode) + ", not a plain file");
+  const auto too_big = [&](uint64_t size) {
+    refuse(path, "it has " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
+                     " bytes such a file may have");
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) too_big(static_cast<uint64_t>(st.st_size));
+  // O_NONBLOCK | O_NOFOLLOW: a file swapped for a FIFO or a link after the lstat still cannot block or redirect us.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) throw IoError("cannot read " + path.string() + ": " + errno_text());
+  std::string out;
+  try {
+    if (::fstat(fd, &st) != 0) throw IoError("cannot stat " + path.string() + ": " + errno_text());
+    if (!S_ISREG(st.st_mode)) refuse(path, std::string("it is ") + file_kind(st.st_mode) + ", not a plain file");
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) too_big(static_cast<uint64_t>(st.st_size));
+    out.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = ::read(fd, &out[done], out.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw IoError("error while reading " + path.string() + ": " + errno_text());
+      if (n == 0) break;  // shrank while we read: what is there is what the checksums will judge
+      done += static_cast<size_t>(n);
+    }
+    out.resize(done);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return out;
+}
+
+bool is_path_inside_dir(const std::string& name) {
+  if (name.empty() || name.front() == '/' || name.find('\0') != std::string::npos) return false;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
 }
 
 void fsync_path(const fs::path& path) {

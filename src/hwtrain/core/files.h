@@ -13,6 +13,16 @@ namespace fs = std::filesystem;
 // Reads a whole file; throws IoError naming the path if it cannot.
 std::string read_file(const fs::path& path);
 
+// Reads a whole file that a checkpoint or dataset names: it must be a regular file (not a
+// symlink, FIFO or device; checked with lstat before opening, and the open never blocks) of at
+// most `max_bytes` (checked before reading). Throws IoError naming the path and what is wrong.
+std::string read_regular_file(const fs::path& path, uint64_t max_bytes);
+
+// True when `name` names something inside a directory: a non-empty relative path none of whose
+// components is empty, "." or "..". The one check for every file name that a checkpoint's
+// COMPLETE list, a dataset manifest or a tokenizer.json holds.
+bool is_path_inside_dir(const std::string& name);
+
 // Writes `content` to `path` atomically (temp file in the same directory, fsync, rename, fsync dir).
 void write_file_atomic(const fs::path& path, const std::string& content);
 

@@ -14,6 +14,9 @@ using nlohmann::json;
 
 namespace {
 
+// A manifest lists a few hundred bytes per 4 MiB block of tokens: 256 MiB covers petabytes.
+constexpr uint64_t kMaxManifestBytes = 256u << 20;
+
 [[noreturn]] void bad_manifest(const fs::path& file, const std::string& what) {
   throw DataError("manifest " + file.string() + ": " + what + "; re-run hwtrain prepare");
 }
@@ -113,7 +116,7 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
   for (const json& s : shard_list) {
     ShardRecord r;
     r.file = field<std::string>(s, "file", file);
-    if (r.file.empty() || r.file.find('/') != std::string::npos || r.file[0] == '.') {
+    if (!is_path_inside_dir(r.file) || r.file.find('/') != std::string::npos) {  // shards sit directly in the dataset dir
       bad_manifest(file, "shard file name '" + r.file + "' is not a plain file name in the dataset directory");
     }
     std::string sp = field<std::string>(s, "split", file);
@@ -155,7 +158,7 @@ DatasetManifest read_manifest(const fs::path& dir) {
   const fs::path file = dir / kManifestFile;
   std::string text;
   try {
-    text = read_file(file);
+    text = read_regular_file(file, kMaxManifestBytes);
   } catch (const IoError& e) {
     throw DataError(std::string(e.what()) + "; a dataset directory needs the manifest.json hwtrain prepare writes last");
   }

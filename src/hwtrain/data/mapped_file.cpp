@@ -13,7 +13,9 @@
 namespace hwt {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named by a manifest opens at once and fails the regular-file check below
+  // instead of hanging the open; mmap ignores the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw DataError("cannot open " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -9,6 +9,25 @@ namespace hwt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// tokenizer.json is a few hundred bytes; SentencePiece models of 256k pieces are ~5 MB.
+constexpr uint64_t kMaxTokenizerJsonBytes = 1u << 20;
+constexpr uint64_t kMaxTokenizerModelBytes = 256u << 20;
+
+// The model file tokenizer.json names: a plain name inside the tokenizer's own directory (whose
+// files a checkpoint's COMPLETE or a dataset manifest checksums), never a path elsewhere.
+fs::path model_file(const nlohmann::json& j, const fs::path& json_path) {
+  if (!j.contains("file")) return json_path.parent_path() / kTokenizerModelFile;
+  if (!j["file"].is_string() || !is_path_inside_dir(j["file"].get<std::string>())) {
+    throw DataError(json_path.string() + ": \"file\" is " + j["file"].dump() + "; it must name a file inside " +
+                    json_path.parent_path().string() + " (such as \"" + kTokenizerModelFile + "\")");
+  }
+  return json_path.parent_path() / j["file"].get<std::string>();
+}
+
+}  // namespace
+
 nlohmann::json describe_tokenizer(const Tokenizer& tok) {
   nlohmann::json j = {{"name", tok.name()}, {"vocab_size", tok.vocab_size()}, {"eot_id", tok.eot_id()}};
   if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
@@ -43,7 +62,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   const fs::path json_path = dir / kTokenizerJsonFile;
   std::string text;
   try {
-    text = read_file(json_path);
+    text = read_regular_file(json_path, kMaxTokenizerJsonBytes);
   } catch (const IoError& e) {
     throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
   }
@@ -57,10 +76,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   if (type == "byte") {
     tok = std::make_unique<ByteTokenizer>();
   } else if (type == "sentencepiece") {
-    const fs::path model = dir / j.value("file", std::string(kTokenizerModelFile));
+    const fs::path model = model_file(j, json_path);
     std::string bytes;
     try {
-      bytes = read_file(model);
+      bytes = read_regular_file(model, kMaxTokenizerModelBytes);
     } catch (const IoError& e) {
       throw DataError(json_path.string() + " names the SentencePiece model " + model.string() +
                       ", which cannot be read (" + e.what() + ")");

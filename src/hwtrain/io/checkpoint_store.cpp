@@ -27,6 +27,8 @@ constexpr int kVersion = 1;
 constexpr const char* kStaging = ".tmp-";
 constexpr const char* kAside = ".old-";
 constexpr const char* kDeleting = ".del-";
+// A marker lists a few files at ~100 bytes each; anything near this is not one.
+constexpr uint64_t kMaxMarkerBytes = 16u << 20;
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -266,7 +268,7 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   if (!is_complete(ckpt)) {
     throw IoError(ckpt.string() + " is not a complete checkpoint (missing COMPLETE marker)");
   }
-  const std::string text = read_file(marker);
+  const std::string text = read_regular_file(marker, kMaxMarkerBytes);
   auto bad = [&](const std::string& why) {
     return IoError(marker.string() + " is malformed: " + why + " (the checkpoint is corrupt; use an earlier one)");
   };
@@ -292,36 +294,65 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
       throw bad("file entry " + f.dump() + " lacks path, size or crc32c");
     }
     const std::string path = f["path"].get<std::string>();
-    const fs::path rel(path);
-    if (path.empty() || rel.is_absolute() ||
-        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
-      throw bad("file path '" + path + "' is not inside the checkpoint");
-    }
+    if (!is_path_inside_dir(path)) throw bad("file path '" + path + "' is not inside the checkpoint");
     m.files.push_back({path, f["size"].get<uint64_t>(), f["crc32c"].get<uint32_t>()});
   }
   return m;
 }
 
-void verify_checkpoint(const fs::path& ckpt) {
-  const CheckpointManifest m = read_checkpoint_manifest(ckpt);
-  for (const auto& f : m.files) {
-    const fs::path p = ckpt / f.path;
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
-      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + f.path +
-                    " (listed in COMPLETE) is missing; use an earlier checkpoint");
-    }
-    const uint64_t size = fs::file_size(p, ec);
-    if (ec || size != f.size) {
-      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + p.string() + " has " +
-                    std::to_string(size) + " bytes, COMPLETE records " + std::to_string(f.size) +
-                    " (truncated or modified); use an earlier checkpoint");
-    }
-    if (file_crc32c(p) != f.crc32c) {
-      throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + p.string() +
-                    " fails its CRC32C check (modified or damaged); use an earlier checkpoint");
+namespace {
+
+[[noreturn]] void corrupt(const fs::path& ckpt, const std::string& what) {
+  throw IoError("checkpoint " + ckpt.string() + " is corrupt: " + what + "; use an earlier checkpoint");
+}
+
+void verify_listed_file(const fs::path& ckpt, const CheckpointFile& f) {
+  const fs::path p = ckpt / f.path;
+  std::error_code ec;
+  const auto status = fs::symlink_status(p, ec);
+  if (ec || !fs::exists(status)) corrupt(ckpt, f.path + " (listed in COMPLETE) is missing");
+  if (!fs::is_regular_file(status)) corrupt(ckpt, p.string() + " is not a plain file (a link, FIFO or device)");
+  const uint64_t size = fs::file_size(p, ec);
+  if (ec || size != f.size) {
+    corrupt(ckpt, p.string() + " has " + std::to_string(size) + " bytes, COMPLETE records " +
+                      std::to_string(f.size) + " (truncated or modified)");
+  }
+  if (file_crc32c(p) != f.crc32c) corrupt(ckpt, p.string() + " fails its CRC32C check (modified or damaged)");
+}
+
+// A checkpoint is sealed: every file in it is listed in COMPLETE (so every file a checkpoint's
+// own files name, like tokenizer.json's model file, is checksummed too).
+void verify_nothing_unlisted(const fs::path& ckpt, const CheckpointManifest& m) {
+  std::vector<std::string> listed;
+  for (const auto& f : m.files) listed.push_back(f.path);
+  std::sort(listed.begin(), listed.end());
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(ckpt, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const std::string rel = it->path().lexically_relative(ckpt).generic_string();
+    const auto status = it->symlink_status(ec);
+    if (rel == kCheckpointMarker || fs::is_directory(status)) continue;
+    if (!std::binary_search(listed.begin(), listed.end(), rel)) {
+      corrupt(ckpt, it->path().string() + " is not listed in COMPLETE (added after the checkpoint was written)");
     }
   }
+  if (ec) throw IoError("cannot list " + ckpt.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+void verify_checkpoint(const fs::path& ckpt) {
+  const CheckpointManifest m = read_checkpoint_manifest(ckpt);
+  for (const auto& f : m.files) verify_listed_file(ckpt, f);
+  verify_nothing_unlisted(ckpt, m);
+}
+
+void verify_checkpoint_file(const fs::path& ckpt, const std::string& path) {
+  const CheckpointManifest m = read_checkpoint_manifest(ckpt);
+  for (const auto& f : m.files) {
+    if (f.path == path) return verify_listed_file(ckpt, f);
+  }
+  corrupt(ckpt, path + " is not listed in its COMPLETE marker");
 }
 
 }  // namespace hwt

@@ -74,8 +74,14 @@ struct CheckpointManifest {
 // Parses ckpt/COMPLETE; throws IoError naming the marker if it is missing or malformed.
 CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt);
 
-// Checks that every file the COMPLETE marker lists exists with the recorded size and CRC32C;
-// throws IoError naming the file and what differs otherwise.
+// Checks that every file the COMPLETE marker lists is a plain file with the recorded size and
+// CRC32C, and that the checkpoint holds no file the marker does not list; throws IoError naming
+// the file and what differs otherwise. Every command that loads a checkpoint calls this first
+// (eval, generate, and train --resume through read_training_checkpoint).
 void verify_checkpoint(const fs::path& ckpt);
+
+// The same check for one listed file (`path` relative to ckpt), for reading a small part of a
+// checkpoint (its config.toml) before the rest; IoError also when the marker does not list it.
+void verify_checkpoint_file(const fs::path& ckpt, const std::string& path);
 
 }  // namespace hwt

@@ -27,6 +27,7 @@
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
 #include "hwtrain/train/trainer_options.h"
+#include "hwtrain/train/training_checkpoint.h"
 #include "hwtrain/train/update_placement.h"
 
 namespace hwt {
@@ -57,8 +58,11 @@ class Trainer : public TrainerControl {
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
-  // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint.
+  // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint
+  // (read_training_checkpoint: verified against its COMPLETE marker, its state range-checked).
   void resume_from(const std::filesystem::path& checkpoint);
+  // The same from a checkpoint already read from `where` (the CLI reads it before any other work).
+  void resume_from(const TrainingCheckpoint& checkpoint, const std::filesystem::path& where);
 
   // optimization.auto_batch_size: measures probe steps and sets the micro-batch and accumulation
   // (their product, the rows per rank and step, stays). Call before fit() and before gradient

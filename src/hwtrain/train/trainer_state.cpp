@@ -8,6 +8,7 @@
 #include "hwtrain/obs/log.h"
 #include "hwtrain/train/rng_state.h"
 #include "hwtrain/train/trainer.h"
+#include "hwtrain/train/trainer_state_file.h"
 #include "hwtrain/train/training_checkpoint.h"
 
 namespace hwt {
@@ -66,45 +67,43 @@ fs::path Trainer::save_checkpoint() {
   return written;
 }
 
-void Trainer::resume_from(const fs::path& checkpoint) {
-  TrainingCheckpoint ckpt = read_training_checkpoint(checkpoint);
-  const auto& ds = ckpt.state.at("dataset");
-  if (ds.at("tokenizer") != data_->tokenizer_name() || ds.at("vocab_size") != data_->vocab_size()) {
-    throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" +
-                    ds.at("tokenizer").get<std::string>() + "' (vocabulary " + ds.at("vocab_size").dump() +
-                    ") but the dataset uses '" + data_->tokenizer_name() + "' (vocabulary " +
-                    std::to_string(data_->vocab_size()) + "); prepare the data with the checkpoint's tokenizer");
+void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_training_checkpoint(checkpoint), checkpoint); }
+
+void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkpoint) {
+  const TrainerStateFile s = parse_trainer_state(ckpt.state, checkpoint / "trainer_state.json");
+  if (s.dataset_tokenizer != data_->tokenizer_name() || s.dataset_vocab_size != data_->vocab_size()) {
+    throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" + s.dataset_tokenizer +
+                    "' (vocabulary " + std::to_string(s.dataset_vocab_size) + ") but the dataset uses '" +
+                    data_->tokenizer_name() + "' (vocabulary " + std::to_string(data_->vocab_size()) +
+                    "); prepare the data with the checkpoint's tokenizer");
   }
-  if (ds.at("fingerprint") != data_->fingerprint()) {
+  if (s.dataset_fingerprint != data_->fingerprint()) {
     warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
   }
   restore_weights(ckpt.model);
   NamedTensors opt, scaler;
   torch::Tensor rng;
-  for (auto& [name, t] : ckpt.optimizer) {
+  for (const auto& [name, t] : ckpt.optimizer) {
     if (name.rfind("scaler.", 0) == 0) scaler.emplace_back(name, t);
     else if (name == "rng.cpu") rng = t;
     else opt.emplace_back(name, t);
   }
   optimizer_->load_state(opt);
-  const auto& saved_precision = ckpt.state.value("precision", nlohmann::json::object());
-  const std::string fallback = saved_precision.value("fallback_reason", "");
-  if (!fallback.empty()) precision_->fall_back("as before the checkpoint: " + fallback);
+  if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);
   precision_->scaler().load_state(scaler);
   if (rng.defined()) set_cpu_rng_state(rng);
-  const auto& s = ckpt.state;
-  step_ = s.at("step");
-  tokens_seen_ = s.at("tokens_seen");
-  elapsed_before_ = s.at("elapsed_seconds");
-  if (s.contains("loader")) {
-    train_loader_->restore(LoaderState::from_json(s.at("loader")));
+  step_ = s.step;
+  tokens_seen_ = s.tokens_seen;
+  elapsed_before_ = s.elapsed_seconds;
+  if (s.loader) {
+    train_loader_->restore(*s.loader);
   } else {  // checkpoints of the WindowSampler era: a count of windows drawn, same random stream
-    train_loader_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.at("sampler_position").get<int64_t>()});
+    train_loader_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.sampler_position});
   }
-  lr_scale_ = s.at("lr_scale");
-  if (s.value("world_size", 1) == world_size_) {
-    micro_batch_size_ = s.at("micro_batch_size");
-    grad_accum_steps_ = s.at("grad_accum_steps");
+  lr_scale_ = s.lr_scale;
+  if (s.world_size == world_size_) {
+    micro_batch_size_ = s.micro_batch_size;
+    grad_accum_steps_ = s.grad_accum_steps;
   }
   if (optimizer_in_backward() && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
     throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(grad_accum_steps_) +

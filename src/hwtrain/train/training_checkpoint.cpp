@@ -2,7 +2,9 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/trainer_state_file.h"
 
 namespace hwt {
 
@@ -16,25 +18,34 @@ void write_training_checkpoint(const fs::path& dir, const TrainingCheckpoint& ck
   write_file_atomic(dir / "plan.json", ckpt.plan_json);
 }
 
+namespace {
+// Limits for the small text files of a checkpoint; the checksums have already bounded them.
+constexpr uint64_t kMaxTextBytes = 64u << 20;
+}  // namespace
+
 std::string read_checkpoint_config(const fs::path& dir) {
-  if (!fs::exists(dir / "config.toml")) {
+  std::error_code ec;
+  if (!fs::exists(dir / "config.toml", ec)) {
     throw IoError(dir.string() + " is not a hwtrain checkpoint: config.toml is missing");
   }
-  return read_file(dir / "config.toml");
+  verify_checkpoint_file(dir, "config.toml");
+  return read_regular_file(dir / "config.toml", kMaxTextBytes);
 }
 
 TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
+  verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
   TrainingCheckpoint ckpt;
   ckpt.config_toml = read_checkpoint_config(dir);
   ckpt.model = load_safetensors(dir / "model.safetensors").tensors;
   ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
   const fs::path state_path = dir / "trainer_state.json";
   try {
-    ckpt.state = nlohmann::json::parse(read_file(state_path));
+    ckpt.state = nlohmann::json::parse(read_regular_file(state_path, kMaxTextBytes));
   } catch (const nlohmann::json::exception& e) {
     throw IoError(state_path.string() + " is corrupt: " + e.what());
   }
-  if (fs::exists(dir / "plan.json")) ckpt.plan_json = read_file(dir / "plan.json");
+  parse_trainer_state(ckpt.state, state_path);  // range errors now, before a resume starts any work
+  if (fs::exists(dir / "plan.json")) ckpt.plan_json = read_regular_file(dir / "plan.json", kMaxTextBytes);
   return ckpt;
 }
 

@@ -26,9 +26,12 @@ struct TrainingCheckpoint {
 
 // Writes the files into `dir` (a staging directory).
 void write_training_checkpoint(const std::filesystem::path& dir, const TrainingCheckpoint& ckpt);
-// Reads and validates a checkpoint directory; throws IoError naming the file at fault.
+// Verifies a checkpoint directory against its COMPLETE marker (verify_checkpoint: sizes and
+// CRC32C of every file), reads it and range-checks trainer_state.json (trainer_state_file.h);
+// throws IoError naming the file at fault.
 TrainingCheckpoint read_training_checkpoint(const std::filesystem::path& dir);
-// Reads just the resolved config of a checkpoint (for --resume and generate/eval).
+// Reads just the resolved config of a checkpoint (for --resume and generate/eval), after checking
+// config.toml against the marker.
 std::string read_checkpoint_config(const std::filesystem::path& dir);
 
 }  // namespace hwt

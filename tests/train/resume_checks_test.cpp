@@ -1,0 +1,101 @@
+// What Trainer::resume_from refuses: a checkpoint whose files fail their checksums (the same
+// verify_checkpoint as eval and generate) and a trainer_state.json whose fields are ill-typed or
+// out of range, each with one line naming the file (and the key and value).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "support/checkpoint_edit.h"
+#include "trainer_fixture.h"
+
+namespace hwt {
+namespace {
+
+// The IoError resume_from throws, or "" (with a test failure) when it resumes.
+std::string resume_error(TrainerFixture& f, const fs::path& ckpt) {
+  try {
+    f.make("resumed")->resume_from(ckpt);
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "resumed from " << ckpt;
+  return "";
+}
+
+fs::path saved_checkpoint(TrainerFixture& f) {
+  torch::set_num_threads(1);
+  f.config.train.max_steps = 2;
+  auto t = f.make("run");
+  t->fit();
+  return t->save_checkpoint();
+}
+
+TEST(ResumeChecks, AFlippedByteInAnyTensorFileIsRefused) {
+  TrainerFixture f;
+  const fs::path ckpt = saved_checkpoint(f);
+  for (const std::string& file : {std::string("model.safetensors"), std::string("optimizer.safetensors")}) {
+    const std::string good = read_file(ckpt / file);
+    std::string bad = good;
+    bad[bad.size() - 3] ^= 0x10;  // inside the last tensor: the file still parses
+    std::ofstream(ckpt / file, std::ios::binary | std::ios::trunc) << bad;
+    const std::string msg = resume_error(f, ckpt);
+    EXPECT_NE(msg.find((ckpt / file).string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CRC32C"), std::string::npos) << msg;
+    std::ofstream(ckpt / file, std::ios::binary | std::ios::trunc) << good;
+  }
+  EXPECT_NO_THROW(f.make("resumed")->resume_from(ckpt));
+}
+
+TEST(ResumeChecks, TrainerStateFieldsAreTypeAndRangeChecked) {
+  TrainerFixture f;
+  const fs::path ckpt = saved_checkpoint(f);
+  const std::string original = read_file(ckpt / "trainer_state.json");
+  struct Case {
+    std::string key;  // dotted
+    nlohmann::json value;
+    std::string valid;  // a word of what the message says is valid
+  };
+  const std::vector<Case> cases = {
+      {"step", -5, "[0, 1000000000000]"},
+      {"step", int64_t{4611686018427387904}, "[0, 1000000000000]"},
+      {"step", "3", "integer"},
+      {"step", 2.5, "integer"},
+      {"tokens_seen", -1, "integer in [0"},
+      {"elapsed_seconds", -3.0, "number in [0"},
+      {"lr_scale", 0.0, "(0, 1]"},
+      {"lr_scale", "1", "number"},
+      {"micro_batch_size", 0, "[1, "},
+      {"grad_accum_steps", -2, "[1, "},
+      {"world_size", 0, "[1, "},
+      {"loader", nlohmann::json{{"seed", "0"}, {"epoch", -1}, {"position", 0}}, "epoch"},
+      {"dataset.vocab_size", "64", "integer"},
+      {"dataset.tokenizer", 7, "string"},
+      {"dataset.fingerprint", -1, "unsigned"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(original);
+    const auto dot = c.key.find('.');
+    if (dot == std::string::npos) j[c.key] = c.value;
+    else j[c.key.substr(0, dot)][c.key.substr(dot + 1)] = c.value;
+    testing::reseal_checkpoint(ckpt, {{"trainer_state.json", j.dump(2)}});
+    const std::string msg = resume_error(f, ckpt);
+    SCOPED_TRACE(c.key + " = " + c.value.dump() + ": " + msg);
+    EXPECT_NE(msg.find((ckpt / "trainer_state.json").string()), std::string::npos);
+    EXPECT_NE(msg.find("\"" + c.key + "\""), std::string::npos);
+    EXPECT_NE(msg.find(c.value.dump()), std::string::npos);
+    EXPECT_NE(msg.find(c.valid), std::string::npos);
+  }
+  nlohmann::json j = nlohmann::json::parse(original);
+  j.erase("tokens_seen");
+  testing::reseal_checkpoint(ckpt, {{"trainer_state.json", j.dump(2)}});
+  EXPECT_NE(resume_error(f, ckpt).find("\"tokens_seen\" is missing"), std::string::npos);
+  testing::reseal_checkpoint(ckpt, {{"trainer_state.json", original}});
+  EXPECT_NO_THROW(f.make("resumed")->resume_from(ckpt));
+}
+
+}  // namespace
+}  // namespace hwt
