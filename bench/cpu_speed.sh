@@ -33,8 +33,8 @@ for W in ${WORKLOADS:-W1 W2}; do
   echo "== $W ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'))"
   hwtrain_run "$W hwtrain default plan" $SHAPE
   hwtrain_run "$W hwtrain fp32" $SHAPE --set optimization.mixed_precision_dtype=fp32
-  hwtrain_run "$W hwtrain default + ckpt(all blocks)" $SHAPE --set optimization.enable_gradient_checkpointing=true
-  hwtrain_run "$W hwtrain fp32 + ckpt(all blocks)" $SHAPE --set optimization.mixed_precision_dtype=fp32 --set optimization.enable_gradient_checkpointing=true
+  hwtrain_run "$W hwtrain default + ckpt(all blocks)" $SHAPE --set optimization.checkpoint_every=1
+  hwtrain_run "$W hwtrain fp32 + ckpt(all blocks)" $SHAPE --set optimization.mixed_precision_dtype=fp32 --set optimization.checkpoint_every=1
   for mode in "--dtype fp32" "--dtype fp32 --threads 2 --fused" "--dtype bf16 --threads 2 --fused"; do
     "$PY" "$(dirname "$0")/pytorch_baseline.py" --data "$DATA" $PYSHAPE --block 256 --steps "$STEPS" $mode
     LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2) MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 \

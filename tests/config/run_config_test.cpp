@@ -194,3 +194,53 @@ TEST(RunConfig, LoadRunConfigReportsUnreadableFile) {
 
 }  // namespace
 }  // namespace hwt
+
+namespace hwt {
+namespace {
+
+// One choice, one key: the two switches of earlier versions still run, read as today's key.
+TEST(RunConfig, DeprecatedSwitchesAreReadAsTheOneKeyOfTheirChoice) {
+  RunConfig off;
+  off.apply_override("optimization.enable_mixed_precision=false");
+  EXPECT_EQ(off.optimization.mixed_precision_dtype, "fp32");
+  EXPECT_TRUE(off.is_set("optimization.mixed_precision_dtype"));
+  ASSERT_EQ(off.deprecations.size(), 1u);
+  EXPECT_NE(off.deprecations[0].find("optimization.enable_mixed_precision is deprecated"), std::string::npos);
+  RunConfig on;
+  on.apply_override("optimization.enable_mixed_precision=true");
+  EXPECT_EQ(on.optimization.mixed_precision_dtype, "auto");
+
+  RunConfig every;
+  every.apply_override("optimization.enable_gradient_checkpointing=true");
+  EXPECT_EQ(every.optimization.checkpoint_every, 1);
+  every.apply_override("optimization.checkpoint_every=2");
+  EXPECT_EQ(every.optimization.checkpoint_every, 2);
+  every.apply_override("optimization.enable_gradient_checkpointing=true");  // keeps the k given
+  EXPECT_EQ(every.optimization.checkpoint_every, 2);
+  every.apply_override("optimization.enable_gradient_checkpointing=false");
+  EXPECT_EQ(every.optimization.checkpoint_every, 0);
+  EXPECT_THROW(every.apply_override("optimization.enable_gradient_checkpointing=maybe"), ConfigError);
+
+  // An older run's config.toml (both switches of both choices) still loads and means the same.
+  RunConfig old;
+  old.apply_toml("[optimization]\nenable_mixed_precision = true\nmixed_precision_dtype = \"bf16\"\n"
+                 "enable_gradient_checkpointing = false\ncheckpoint_every = 1\n",
+                 "old/config.toml");
+  EXPECT_EQ(old.optimization.mixed_precision_dtype, "bf16");
+  EXPECT_EQ(old.optimization.checkpoint_every, 0);
+  EXPECT_NO_THROW(old.validate());
+  const std::string written = old.to_toml();
+  EXPECT_EQ(written.find("enable_mixed_precision"), std::string::npos);
+  EXPECT_EQ(written.find("enable_gradient_checkpointing"), std::string::npos);
+  EXPECT_NE(written.find("checkpoint_every = 0"), std::string::npos);
+}
+
+TEST(RunConfig, CheckpointEveryIsMinusOneForThePlannerZeroForOffOrK) {
+  RunConfig c;
+  EXPECT_EQ(c.optimization.checkpoint_every, -1);
+  c.apply_override("optimization.checkpoint_every=-2");
+  EXPECT_NE(error_of([&] { c.validate(); }).find("optimization.checkpoint_every = -2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hwt

@@ -336,7 +336,7 @@ TEST(PlanIntent, KeepsWhatTheUserSetAndLeavesTheRestToThePlanner) {
   EXPECT_FALSE(unset.precision.dtype);
   // A value equal to the default still counts as the user's choice.
   c.apply_override("train.micro_batch_size=" + std::to_string(c.train.micro_batch_size));
-  c.apply_override("optimization.enable_gradient_checkpointing=false");
+  c.apply_override("optimization.checkpoint_every=0");
   c.apply_override("model.attention=math");
   c.apply_override("optimization.mixed_precision_dtype=bf16");
   c.apply_override("train.device=cuda:1");

@@ -32,7 +32,8 @@ void warn_if_schedule_refits(const TrainConfig& saved, const TrainConfig& asked,
 
 }  // namespace
 
-RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
+// Defaults -> file -> overrides, or on resume the checkpoint's config -> file -> overrides.
+static RunConfig read_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
   std::vector<std::string> overrides = options.overrides;
   if (!options.data.empty()) overrides.push_back("data.path=" + options.data);
   if (!checkpoint) return load_run_config(options.config_file, overrides);
@@ -58,6 +59,12 @@ RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::p
   // The planner may re-decide batch geometry only if the user asks; keep the saved user choices.
   for (const auto& key : saved.explicit_keys) config.explicit_keys.insert(key);
   config.validate();
+  return config;
+}
+
+RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
+  RunConfig config = read_config(options, checkpoint);
+  for (const auto& note : config.deprecations) warn_once("deprecated " + note, note);
   return config;
 }
 

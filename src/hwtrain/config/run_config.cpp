@@ -171,7 +171,39 @@ struct JsonWriter {
                     "; 'hwtrain train --help-config' lists every key");
 }
 
+void set_key(RunConfig& config, const std::string& key, const RawValue& value, const std::string& source);
+
+RawValue text_value(const std::string& s) {
+  RawValue v;
+  v.s = s;
+  return v;
+}
+
+// One choice, one key: the keys with which an older version spelled half of a choice still work,
+// each use translated to today's key and noted (the CLI prints the notes as warnings).
+bool apply_deprecated_key(RunConfig& config, const std::string& key, const RawValue& value, const std::string& source) {
+  bool on = false;
+  if (key == "optimization.enable_mixed_precision") {
+    assign(on, value, key, source);
+    if (!on) set_key(config, "optimization.mixed_precision_dtype", text_value("fp32"), source);
+    config.deprecations.push_back(source + ": " + key + " is deprecated; use optimization.mixed_precision_dtype "
+                                  "(fp32 = off, auto = the planner's choice)" + (on ? "" : ": read as fp32"));
+    return true;
+  }
+  if (key == "optimization.enable_gradient_checkpointing") {
+    assign(on, value, key, source);
+    const int64_t every = on ? std::max<int64_t>(1, config.optimization.checkpoint_every) : 0;
+    set_key(config, "optimization.checkpoint_every", text_value(std::to_string(every)), source);
+    config.deprecations.push_back(source + ": " + key + " is deprecated; use optimization.checkpoint_every "
+                                  "(k = every k-th block, 0 = off, -1 = the planner decides): true reads as every "
+                                  "block or the k given, false as 0");
+    return true;
+  }
+  return false;
+}
+
 void set_key(RunConfig& config, const std::string& key, const RawValue& value, const std::string& source) {
+  if (apply_deprecated_key(config, key, value, source)) return;
   Setter setter;
   setter.key = key;
   setter.source = source;
@@ -352,7 +384,7 @@ void RunConfig::validate() const {
   }
   at_least("checkpoint.interval", checkpoint.interval, 0);
   at_least("checkpoint.keep_last", checkpoint.keep_last, 1);
-  at_least("optimization.checkpoint_every", optimization.checkpoint_every, 1);
+  at_least("optimization.checkpoint_every", optimization.checkpoint_every, -1);
   at_least("optimization.target_batch_size", optimization.target_batch_size, 0);
   at_least("optimization.max_batch_size", optimization.max_batch_size, 1);
   if (!(optimization.memory_threshold > 0 && optimization.memory_threshold <= 1)) {
@@ -380,7 +412,7 @@ void RunConfig::validate() const {
       conflict("optimization.auto_batch_size", "true",
                "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
     }
-    if (optimization.enable_mixed_precision && optimization.mixed_precision_dtype == "fp16") {
+    if (optimization.mixed_precision_dtype == "fp16") {
       conflict("optimization.mixed_precision_dtype", "fp16",
                "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
     }

@@ -33,6 +33,8 @@ struct RunConfig {
 
   // Keys ("train.micro_batch_size") given by the user in a file or on the command line.
   std::set<std::string> explicit_keys;
+  // Deprecated keys that were read (and what they were read as), for the CLI to warn about.
+  std::vector<std::string> deprecations;
   bool is_set(const std::string& key) const { return explicit_keys.count(key) > 0; }
 
   // Visits every table: v.table(name, struct).

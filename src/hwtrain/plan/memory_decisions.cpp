@@ -215,7 +215,7 @@ void decide_batch_and_checkpointing(Plan& p, const PlanInputs& in) {
   BatchChoice b;
   if (in.want.checkpoint_every) {
     b.every = *in.want.checkpoint_every;
-    b.every_reason = "optimization.enable_gradient_checkpointing set by user";
+    b.every_reason = "optimization.checkpoint_every = " + std::to_string(b.every) + " set by user";
   }
   const bool micro_fixed = in.want.micro_batch_size || in.want.optimizer_step == OptimizerStep::InBackward;
   b = micro_fixed ? fixed_micro_batch(p, in, b) : searched_micro_batch(p, in, b);

@@ -9,7 +9,8 @@
 namespace hwt {
 
 struct OptimizationConfig {
-  bool enable_mixed_precision = true;           // false forces fp32
+  // One choice, one key: fp32 turns mixed precision off (optimization.enable_mixed_precision = false
+  // is its deprecated alias); auto lets the planner choose from the hardware.
   std::string mixed_precision_dtype = "auto";   // auto | bf16 | fp16 | fp32
   bool pure_bf16_weights = false;               // bf16 weights, fp32 optimizer moments (with bf16)
   // Loss scaling (fp16 only): PyTorch's GradScaler defaults; dynamic = false keeps init_scale.
@@ -19,8 +20,10 @@ struct OptimizationConfig {
   double loss_scale_backoff_factor = 0.5;
   int64_t loss_scale_growth_interval = 2000;
   int64_t nonfinite_fallback_steps = 3;         // fall back to fp32 after K non-finite losses; 0 = never
-  bool enable_gradient_checkpointing = false;   // activation checkpointing (planner may enable)
-  int64_t checkpoint_every = 1;                 // with checkpointing: every k-th block (1 = all)
+  // Activation checkpointing: -1 = the planner decides (recomputation only where memory needs it),
+  // 0 = off, k = recompute every k-th block (1 = all). optimization.enable_gradient_checkpointing
+  // is its deprecated alias (true = every block unless a k is set, false = 0).
+  int64_t checkpoint_every = -1;
   bool fused_lm_head_loss = false;              // chunked LM head + loss (planner: when logits do not fit)
   int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
   int64_t max_batch_size = 64;                  // upper bound of the micro-batch search
@@ -42,8 +45,7 @@ struct OptimizationConfig {
 
   template <class V>
   void visit(V& v) {
-    v("enable_mixed_precision", enable_mixed_precision, "use bf16/fp16 autocast where it helps");
-    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype",
+    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice",
       std::vector<std::string>{"auto", "bf16", "fp16", "fp32"});
     v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16 (fp32 optimizer moments); bf16 only");
     v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
@@ -53,8 +55,8 @@ struct OptimizationConfig {
     v("loss_scale_growth_interval", loss_scale_growth_interval, "fp16: clean steps before the scale grows");
     v("nonfinite_fallback_steps", nonfinite_fallback_steps,
       "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
-    v("enable_gradient_checkpointing", enable_gradient_checkpointing, "recompute activations in backward");
-    v("checkpoint_every", checkpoint_every, "checkpoint every k-th block when enabled");
+    v("checkpoint_every", checkpoint_every,
+      "recompute activations in backward for every k-th block; 0 = off, -1 = the planner decides");
     v("fused_lm_head_loss", fused_lm_head_loss,
       "LM head + cross-entropy in chunks of tokens, gradients in the same pass (no whole logits tensor)");
     v("target_batch_size", target_batch_size, "global batch size in sequences; 0 = micro x accum");

@@ -18,10 +18,7 @@ DeviceIntent device_intent(const std::string& text) {
 
 PrecisionIntent precision_intent(const OptimizationConfig& o) {
   PrecisionIntent p;
-  if (!o.enable_mixed_precision) {
-    p.dtype = Precision::Fp32;
-    p.source = "optimization.enable_mixed_precision = false";
-  } else if (o.mixed_precision_dtype != "auto") {
+  if (o.mixed_precision_dtype != "auto") {
     p.dtype = o.mixed_precision_dtype == "bf16"   ? Precision::Bf16
               : o.mixed_precision_dtype == "fp16" ? Precision::Fp16
                                                   : Precision::Fp32;
@@ -44,9 +41,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   if (c.is_set("optimization.intra_op_threads") && o.intra_op_threads > 0) w.intra_op_threads = o.intra_op_threads;
   if (c.model.attention != "auto") w.attention = parse_attention_kernel(c.model.attention);
   if (c.is_set("optimization.fused_lm_head_loss")) w.fused_lm_head_loss = o.fused_lm_head_loss;
-  if (c.is_set("optimization.enable_gradient_checkpointing")) {
-    w.checkpoint_every = o.enable_gradient_checkpointing ? o.checkpoint_every : 0;
-  }
+  if (o.checkpoint_every >= 0) w.checkpoint_every = o.checkpoint_every;
   if (c.is_set("train.micro_batch_size")) w.micro_batch_size = c.train.micro_batch_size;
   if (c.is_set("train.grad_accum_steps") && o.target_batch_size == 0) w.grad_accum_steps = c.train.grad_accum_steps;
   w.target_batch_size = o.target_batch_size;

@@ -20,7 +20,7 @@ struct DeviceIntent {
 
 struct PrecisionIntent {
   std::optional<Precision> dtype;  // empty = auto
-  std::string source;              // the key that set it: "optimization.mixed_precision_dtype = bf16"
+  std::string source;              // "optimization.mixed_precision_dtype = bf16", for the reason
 };
 
 struct PlanIntent {
@@ -32,7 +32,7 @@ struct PlanIntent {
   std::optional<int64_t> intra_op_threads;
   std::optional<AttentionKernel> attention;
   std::optional<bool> fused_lm_head_loss;
-  std::optional<int64_t> checkpoint_every;  // 0 = off (enable_gradient_checkpointing = false)
+  std::optional<int64_t> checkpoint_every;  // 0 = off, k = every k-th block
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> grad_accum_steps;  // only when no target_batch_size is given
   int64_t target_batch_size = 0;            // global, in sequences; 0 = from the two above

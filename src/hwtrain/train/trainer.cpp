@@ -180,7 +180,7 @@ double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Te
       }
       if (micro_batch_size_ == 1) {
         throw HardwareError(std::string("out of memory at micro-batch 1 (") + e.what() +
-                            "); enable optimization.enable_gradient_checkpointing or use a smaller model");
+                            "); set optimization.checkpoint_every = 1 (recompute activations) or use a smaller model");
       }
       micro_batch_size_ /= 2;
       grad_accum_steps_ = per_rank / micro_batch_size_;

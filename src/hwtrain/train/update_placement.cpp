@@ -69,8 +69,8 @@ void UpdateInBackward::check_redo(const std::exception& e, bool oom, int64_t ste
   throw HardwareError(std::string(oom ? "out of memory" : "a missing low-precision kernel") + " in step " +
                       std::to_string(step) + " (" + e.what() +
                       ") with optimization.optimizer_in_backward = true, which cannot redo a step " +
-                      (oom ? "in smaller micro-batches; set a smaller train.micro_batch_size or enable "
-                             "optimization.enable_gradient_checkpointing"
+                      (oom ? "in smaller micro-batches; set a smaller train.micro_batch_size or "
+                             "optimization.checkpoint_every = 1"
                            : "whose backward has already moved weights; set optimization.mixed_precision_dtype = fp32"));
 }
 
