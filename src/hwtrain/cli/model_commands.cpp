@@ -27,8 +27,7 @@ struct LoadedModel {
   fs::path checkpoint;
   RunConfig config;
   GPT model{nullptr};
-  torch::Device device = torch::kCPU;
-  Precision precision = Precision::Fp32;
+  Plan plan;  // device, precision and micro-batch: eval and generate run as the plan says
 };
 
 LoadedModel load_model(const std::string& spec, const std::string& out_dir, ConfigOptions options) {
@@ -58,8 +57,7 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
     }
   }
   planner.apply_optimizations(m.model);
-  m.device = planner.device();
-  m.precision = planner.plan().precision;
+  m.plan = planner.plan();
   m.model->eval();
   log_info("loaded {} ({} parameters)", ckpt.string(), m.model->num_parameters(false));
   return m;
@@ -78,7 +76,7 @@ int run_generate(const GenerateArgs& a) {
   auto tokenizer = has_tokenizer_files(m.checkpoint) ? load_tokenizer(m.checkpoint) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
-  auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.device);
+  auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.plan.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
   auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen)[0].to(torch::kCPU).to(torch::kInt32);
   std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
@@ -115,9 +113,9 @@ int run_eval(const EvalArgs& a) {
   double sum = 0;
   torch::Tensor x, y;
   for (int64_t i = 0; i < batches; ++i) {
-    sampler.next_batch(m.config.train.micro_batch_size, x, y);
-    AutocastGuard autocast(m.device.type(), autocast_dtype(m.precision));
-    sum += m.model->forward_loss(x.to(m.device), y.to(m.device)).item<double>();
+    sampler.next_batch(m.plan.micro_batch_size, x, y);
+    AutocastGuard autocast(m.plan.device.type(), autocast_dtype(m.plan.precision));
+    sum += m.model->forward_loss(x.to(m.plan.device), y.to(m.plan.device)).item<double>();
   }
   const double loss = sum / static_cast<double>(batches);
   if (!std::isfinite(loss)) {
