@@ -244,3 +244,42 @@ TEST(RunConfig, CheckpointEveryIsMinusOneForThePlannerZeroForOffOrK) {
 
 }  // namespace
 }  // namespace hwt
+
+namespace hwt {
+namespace {
+
+// Each options struct checks its own fields, next to them; RunConfig::validate adds only the
+// checks that span tables.
+TEST(OptionsStructs, EachValidatesItsOwnFields) {
+  ModelConfig model;
+  model.n_head = 3;
+  EXPECT_NE(error_of([&] { model.validate(); }).find("model.n_embd = 256 is not divisible by model.n_head = 3"),
+            std::string::npos);
+  TrainConfig train;
+  train.device = "cuda:x";
+  EXPECT_NE(error_of([&] { train.validate(); }).find("train.device = 'cuda:x'"), std::string::npos);
+  train.device = "cuda:12";
+  EXPECT_NO_THROW(train.validate());
+  ObsConfig log;
+  for (const char* bad : {"5", "9:3", "a:b", ":2", "1:"}) {
+    log.profile_steps = bad;
+    EXPECT_NE(error_of([&] { log.validate(); }).find("log.profile_steps"), std::string::npos) << bad;
+  }
+  log.profile_steps = "3:9";
+  EXPECT_NO_THROW(log.validate());
+  DataConfig data;
+  data.val_fraction = 0.7;
+  EXPECT_NE(error_of([&] { data.validate(); }).find("must be in (0, 0.5]"), std::string::npos);
+  OptimizationConfig opt;
+  opt.memory_threshold = 0;
+  EXPECT_THROW(opt.validate(), ConfigError);
+  DistConfig dist;
+  dist.timeout = 0;
+  EXPECT_NE(error_of([&] { dist.validate(); }).find("must be > 0 seconds"), std::string::npos);
+  CheckpointConfig ckpt;
+  ckpt.keep_last = 0;
+  EXPECT_THROW(ckpt.validate(), ConfigError);
+}
+
+}  // namespace
+}  // namespace hwt

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/strings.h"
 
 namespace hwt {
@@ -269,21 +269,28 @@ void apply_all(RunConfig& config, const std::vector<std::pair<std::string, RawVa
   }
 }
 
-[[noreturn]] void range_error(const std::string& key, const std::string& value, const std::string& valid) {
-  throw ConfigError("config: " + key + " = " + value + " is out of range: " + valid);
-}
-template <class T>
-std::string str(const T& v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
-void at_least(const std::string& key, int64_t v, int64_t min) {
-  if (v < min) range_error(key, str(v), "must be at least " + str(min));
-}
-void in_range(const std::string& key, double v, double lo, double hi, bool hi_inclusive) {
-  if (!(v >= lo) || (hi_inclusive ? v > hi : v >= hi)) {
-    range_error(key, str(v), "must be in [" + str(lo) + ", " + str(hi) + (hi_inclusive ? "]" : ")"));
+// Each of these needs every gradient before the first update (or several backward passes per
+// update); the planner checks the ones that depend on the machine (fp16 planned, data parallel).
+void validate_optimizer_in_backward(const RunConfig& c) {
+  auto conflict = [](const std::string& key, const std::string& value, const std::string& why) {
+    throw ConfigError("config: optimization.optimizer_in_backward = true cannot run with " + key + " = " + value +
+                      ": " + why);
+  };
+  if (c.train.grad_clip > 0) {
+    conflict("train.grad_clip", option_text(c.train.grad_clip),
+             "clipping by the global norm needs every gradient before any update; set train.grad_clip = 0");
+  }
+  if (c.train.grad_accum_steps > 1) {
+    conflict("train.grad_accum_steps", std::to_string(c.train.grad_accum_steps),
+             "each backward pass updates the weights; set train.grad_accum_steps = 1");
+  }
+  if (c.optimization.auto_batch_size) {
+    conflict("optimization.auto_batch_size", "true",
+             "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
+  }
+  if (c.optimization.mixed_precision_dtype == "fp16") {
+    conflict("optimization.mixed_precision_dtype", "fp16",
+             "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
   }
 }
 
@@ -336,97 +343,16 @@ void RunConfig::apply_override(const std::string& assignment) {
   apply_all(*this, {{key, value}}, "--set");
 }
 
+// Each table checks its own fields (validate() next to them); here only what spans tables.
 void RunConfig::validate() const {
-  at_least("model.n_layer", model.n_layer, 1);
-  at_least("model.n_head", model.n_head, 1);
-  at_least("model.n_embd", model.n_embd, 1);
-  at_least("model.block_size", model.block_size, 1);
-  at_least("model.vocab_size", model.vocab_size, 0);
-  if (model.n_embd % model.n_head != 0) {
-    throw ConfigError("config: model.n_embd = " + str(model.n_embd) + " is not divisible by model.n_head = " +
-                      str(model.n_head) + "; choose n_embd a multiple of n_head (e.g. " +
-                      str((model.n_embd / model.n_head + 1) * model.n_head) + ")");
-  }
-  in_range("model.dropout", model.dropout, 0.0, 1.0, false);
-  if (model.attention == "gemm" && model.dropout > 0) {
-    throw ConfigError("config: model.attention = gemm has no attention dropout, but model.dropout = " +
-                      str(model.dropout) + "; use model.attention = sdpa or math, or model.dropout = 0");
-  }
-  at_least("data.max_document_bytes", data.max_document_bytes, 0);
-  in_range("data.val_fraction", data.val_fraction, 0.0, 0.5, true);
-  if (data.val_fraction <= 0.0) range_error("data.val_fraction", str(data.val_fraction), "must be in (0, 0.5]");
-  at_least("train.max_steps", train.max_steps, 1);
-  if (train.time_budget < 0) range_error("train.time_budget", str(train.time_budget), "must be >= 0 (0 = no limit)");
-  at_least("train.micro_batch_size", train.micro_batch_size, 1);
-  at_least("train.grad_accum_steps", train.grad_accum_steps, 1);
-  if (!(train.lr > 0)) range_error("train.lr", str(train.lr), "must be > 0");
-  if (train.min_lr < 0 || train.min_lr > train.lr) {
-    range_error("train.min_lr", str(train.min_lr), "must be in [0, train.lr = " + str(train.lr) + "]");
-  }
-  at_least("train.warmup_steps", train.warmup_steps, 0);
-  at_least("train.decay_steps", train.decay_steps, 0);
-  if (train.weight_decay < 0) range_error("train.weight_decay", str(train.weight_decay), "must be >= 0");
-  in_range("train.beta1", train.beta1, 0.0, 1.0, false);
-  in_range("train.beta2", train.beta2, 0.0, 1.0, false);
-  if (!(train.eps > 0)) range_error("train.eps", str(train.eps), "must be > 0");
-  if (train.grad_clip < 0) range_error("train.grad_clip", str(train.grad_clip), "must be >= 0 (0 = off)");
-  at_least("train.eval_interval", train.eval_interval, 0);
-  at_least("train.eval_batches", train.eval_batches, 1);
-  at_least("train.log_interval", train.log_interval, 1);
-  at_least("train.sample_tokens", train.sample_tokens, 0);
-  if (!(train.sample_temperature > 0)) {
-    range_error("train.sample_temperature", str(train.sample_temperature), "must be > 0");
-  }
-  at_least("train.sample_top_k", train.sample_top_k, 0);
-  static const std::regex device_re("auto|cpu|cuda(:[0-9]+)?");
-  if (!std::regex_match(train.device, device_re)) {
-    throw ConfigError("config: train.device = '" + train.device + "' is not valid: expected auto, cpu, cuda or cuda:N");
-  }
-  at_least("checkpoint.interval", checkpoint.interval, 0);
-  at_least("checkpoint.keep_last", checkpoint.keep_last, 1);
-  at_least("optimization.checkpoint_every", optimization.checkpoint_every, -1);
-  at_least("optimization.target_batch_size", optimization.target_batch_size, 0);
-  at_least("optimization.max_batch_size", optimization.max_batch_size, 1);
-  if (!(optimization.memory_threshold > 0 && optimization.memory_threshold <= 1)) {
-    range_error("optimization.memory_threshold", str(optimization.memory_threshold), "must be in (0, 1]");
-  }
-  at_least("optimization.num_workers", optimization.num_workers, -1);
-  at_least("optimization.prefetch_factor", optimization.prefetch_factor, 1);
-  at_least("optimization.intra_op_threads", optimization.intra_op_threads, 0);
-  if (optimization.optimizer_in_backward) {
-    // Each of these needs every gradient before the first update (or several backward passes per
-    // update); the planner checks the ones that depend on the machine (fp16, data parallel).
-    auto conflict = [](const std::string& key, const std::string& value, const std::string& why) {
-      throw ConfigError("config: optimization.optimizer_in_backward = true cannot run with " + key + " = " + value +
-                        ": " + why);
-    };
-    if (train.grad_clip > 0) {
-      conflict("train.grad_clip", str(train.grad_clip),
-               "clipping by the global norm needs every gradient before any update; set train.grad_clip = 0");
-    }
-    if (train.grad_accum_steps > 1) {
-      conflict("train.grad_accum_steps", std::to_string(train.grad_accum_steps),
-               "each backward pass updates the weights; set train.grad_accum_steps = 1");
-    }
-    if (optimization.auto_batch_size) {
-      conflict("optimization.auto_batch_size", "true",
-               "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
-    }
-    if (optimization.mixed_precision_dtype == "fp16") {
-      conflict("optimization.mixed_precision_dtype", "fp16",
-               "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
-    }
-  }
-  if (!(log.flush_seconds > 0)) range_error("log.flush_seconds", str(log.flush_seconds), "must be > 0");
-  if (log.gpu_log_interval < 0) range_error("log.gpu_log_interval", str(log.gpu_log_interval), "must be >= 0 (0 = off)");
-  static const std::regex steps_re("([0-9]+):([0-9]+)");
-  std::smatch m;
-  if (!log.profile_steps.empty() &&
-      (!std::regex_match(log.profile_steps, m, steps_re) || std::stoll(m[1]) > std::stoll(m[2]))) {
-    throw ConfigError("config: log.profile_steps = '" + log.profile_steps + "' is not valid: expected a:b with a <= b, e.g. 10:20");
-  }
-  if (!(dist.bucket_size_mb > 0)) range_error("dist.bucket_size_mb", str(dist.bucket_size_mb), "must be > 0");
-  if (!(dist.timeout > 0)) range_error("dist.timeout", str(dist.timeout), "must be > 0 seconds");
+  model.validate();
+  data.validate();
+  train.validate();
+  checkpoint.validate();
+  optimization.validate();
+  log.validate();
+  dist.validate();
+  if (optimization.optimizer_in_backward) validate_optimizer_in_backward(*this);
 }
 
 std::string RunConfig::to_toml() const {

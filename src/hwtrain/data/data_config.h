@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct DataConfig {
@@ -28,6 +30,13 @@ struct DataConfig {
   // boundaries to manage on small corpora) or sequential passes (every window once per epoch,
   // shards and windows shuffled per epoch; for corpora large enough to count epochs).
   std::string sampling = "random";
+
+  void validate() const {
+    check_at_least("data.max_document_bytes", max_document_bytes, 0);
+    if (!(val_fraction > 0.0 && val_fraction <= 0.5)) {
+      option_range_error("data.val_fraction", option_text(val_fraction), "must be in (0, 0.5]");
+    }
+  }
 
   template <class V>
   void visit(V& v) {

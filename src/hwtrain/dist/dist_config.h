@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct DistConfig {
@@ -12,6 +14,11 @@ struct DistConfig {
   double bucket_size_mb = 25.0;  // gradient all-reduce bucket size
   bool zero1 = false;            // shard optimizer states across ranks
   double timeout = 60.0;         // seconds before a missing or hung rank fails the run
+
+  void validate() const {
+    check_positive("dist.bucket_size_mb", bucket_size_mb);
+    if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
+  }
 
   template <class V>
   void visit(V& v) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct CheckpointConfig {
@@ -14,6 +16,11 @@ struct CheckpointConfig {
   std::string dir = "";       // "" = <run dir>/checkpoints
   std::string monitor = "";   // a metric (e.g. val_loss): also keep the best one as best_<metric>; "" = off
   std::string mode = "min";   // min | max: which direction of `monitor` is better
+
+  void validate() const {
+    check_at_least("checkpoint.interval", interval, 0);
+    check_at_least("checkpoint.keep_last", keep_last, 1);
+  }
 
   template <class V>
   void visit(V& v) {

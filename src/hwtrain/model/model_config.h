@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct ModelConfig {
@@ -24,6 +27,25 @@ struct ModelConfig {
   // efficient kernels); gemm = batched GEMMs with a hand-written backward, probabilities kept
   // (CPU, no dropout); math = the reference path with a cached causal mask.
   std::string attention = "auto";
+
+  // Range and cross-field checks of this table; ConfigError naming the key and what is valid.
+  void validate() const {
+    check_at_least("model.n_layer", n_layer, 1);
+    check_at_least("model.n_head", n_head, 1);
+    check_at_least("model.n_embd", n_embd, 1);
+    check_at_least("model.block_size", block_size, 1);
+    check_at_least("model.vocab_size", vocab_size, 0);
+    if (n_embd % n_head != 0) {
+      throw ConfigError("config: model.n_embd = " + std::to_string(n_embd) + " is not divisible by model.n_head = " +
+                        std::to_string(n_head) + "; choose n_embd a multiple of n_head (e.g. " +
+                        std::to_string((n_embd / n_head + 1) * n_head) + ")");
+    }
+    check_in_range("model.dropout", dropout, 0.0, 1.0, false);
+    if (attention == "gemm" && dropout > 0) {
+      throw ConfigError("config: model.attention = gemm has no attention dropout, but model.dropout = " +
+                        option_text(dropout) + "; use model.attention = sdpa or math, or model.dropout = 0");
+    }
+  }
 
   template <class V>
   void visit(V& v) {

@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct ObsConfig {
@@ -16,6 +19,24 @@ struct ObsConfig {
   double gpu_log_interval = 10.0; // seconds between hardware monitor samples; 0 = off
   bool report = true;             // write report.html at the end of the run
   std::string profile_steps = ""; // "a:b" writes a Chrome trace of steps a..b
+
+  void validate() const {
+    check_positive("log.flush_seconds", flush_seconds);
+    check_non_negative("log.gpu_log_interval", gpu_log_interval, "0 = off");
+    if (!profile_steps.empty() && !valid_step_range(profile_steps)) {
+      throw ConfigError("config: log.profile_steps = '" + profile_steps +
+                        "' is not valid: expected a:b with a <= b, e.g. 10:20");
+    }
+  }
+  // "a:b" with decimal a <= b.
+  static bool valid_step_range(const std::string& s) {
+    const size_t colon = s.find(':');
+    auto digits = [](const std::string& t) {
+      return !t.empty() && t.size() < 18 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (colon == std::string::npos || !digits(s.substr(0, colon)) || !digits(s.substr(colon + 1))) return false;
+    return std::stoll(s.substr(0, colon)) <= std::stoll(s.substr(colon + 1));
+  }
 
   template <class V>
   void visit(V& v) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct OptimizationConfig {
@@ -42,6 +44,18 @@ struct OptimizationConfig {
   bool cuda_graphs = false;                     // reserved: not implemented (the plan warns when set)
   bool allow_tf32 = true;                       // TF32 matmuls on Ampere and later
   bool cudnn_benchmark = true;
+
+  void validate() const {
+    check_at_least("optimization.checkpoint_every", checkpoint_every, -1);
+    check_at_least("optimization.target_batch_size", target_batch_size, 0);
+    check_at_least("optimization.max_batch_size", max_batch_size, 1);
+    if (!(memory_threshold > 0 && memory_threshold <= 1)) {
+      option_range_error("optimization.memory_threshold", option_text(memory_threshold), "must be in (0, 1]");
+    }
+    check_at_least("optimization.num_workers", num_workers, -1);
+    check_at_least("optimization.prefetch_factor", prefetch_factor, 1);
+    check_at_least("optimization.intra_op_threads", intra_op_threads, 0);
+  }
 
   template <class V>
   void visit(V& v) {

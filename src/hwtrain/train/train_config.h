@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 
 struct TrainConfig {
@@ -31,6 +34,35 @@ struct TrainConfig {
   std::string sample_prompt = "";
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
+
+  void validate() const {
+    check_at_least("train.max_steps", max_steps, 1);
+    check_non_negative("train.time_budget", time_budget, "0 = no limit");
+    check_at_least("train.micro_batch_size", micro_batch_size, 1);
+    check_at_least("train.grad_accum_steps", grad_accum_steps, 1);
+    check_positive("train.lr", lr);
+    if (!(min_lr >= 0 && min_lr <= lr)) {
+      option_range_error("train.min_lr", option_text(min_lr), "must be in [0, train.lr = " + option_text(lr) + "]");
+    }
+    check_at_least("train.warmup_steps", warmup_steps, 0);
+    check_at_least("train.decay_steps", decay_steps, 0);
+    check_non_negative("train.weight_decay", weight_decay, "");
+    check_in_range("train.beta1", beta1, 0.0, 1.0, false);
+    check_in_range("train.beta2", beta2, 0.0, 1.0, false);
+    check_positive("train.eps", eps);
+    check_non_negative("train.grad_clip", grad_clip, "0 = off");
+    check_at_least("train.eval_interval", eval_interval, 0);
+    check_at_least("train.eval_batches", eval_batches, 1);
+    check_at_least("train.log_interval", log_interval, 1);
+    check_at_least("train.sample_tokens", sample_tokens, 0);
+    check_positive("train.sample_temperature", sample_temperature);
+    check_at_least("train.sample_top_k", sample_top_k, 0);
+    const bool cuda_n = device.rfind("cuda:", 0) == 0 && device.size() > 5 &&
+                        device.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (device != "auto" && device != "cpu" && device != "cuda" && !cuda_n) {
+      throw ConfigError("config: train.device = '" + device + "' is not valid: expected auto, cpu, cuda or cuda:N");
+    }
+  }
 
   template <class V>
   void visit(V& v) {
