@@ -3,7 +3,11 @@
 // file, key or value, and leave existing checkpoints and datasets untouched.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -11,6 +15,7 @@
 #include <limits>
 
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "support/checkpoint_edit.h"
 #include "support/temp_dir.h"
@@ -235,6 +240,74 @@ TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
   r = run("eval run1 --data corpus", dir.path());
   expect_error(r, "checkpoint " + ckpt);
   expect_error(r, "non-finite validation loss");
+}
+
+// The pid of `hwtrain args` started in `cwd` (output to cwd/log), not waited for.
+pid_t start(const std::string& args, const fs::path& cwd) {
+  const std::string cmd =
+      "cd '" + cwd.string() + "' && OMP_NUM_THREADS=1 exec " + HWTRAIN_BINARY + " " + args + " > log 2>&1";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits (up to `seconds`) until a checkpoint is complete in `ckpts` and the next one's staging
+// directory appears, then SIGKILLs `pid` at once: a kill -9 in the middle of a checkpoint write.
+bool kill_during_next_checkpoint_write(pid_t pid, const fs::path& ckpts, int seconds) {
+  const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd < 0 || ::inotify_add_watch(fd, ckpts.c_str(), IN_CREATE) < 0) return false;
+  bool killed = false;
+  alignas(inotify_event) char buf[4096];
+  for (int waited_ms = 0; !killed && waited_ms < seconds * 1000;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) == 0) {
+      waited_ms += 50;
+      continue;
+    }
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    for (ssize_t off = 0; off < n && !killed;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
+      const std::string name = e->len ? e->name : "";
+      if (name.rfind(".tmp-step_", 0) == 0 && CheckpointStore(ckpts, 1).latest()) killed = ::kill(pid, SIGKILL) == 0;
+      off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  }
+  ::close(fd);
+  return killed;
+}
+
+TEST_F(Cli, KillDashNineDuringACheckpointWriteKeepsThePreviousOneAndResumeContinues) {
+  // Checkpoints every step into run/ckpts (made beforehand, so that it can be watched).
+  const fs::path ckpts = dir / "run" / "ckpts";
+  fs::create_directories(ckpts);
+  const std::string args = common() + " --set checkpoint.interval=1 --set checkpoint.keep_last=2" +
+                           " --set checkpoint.dir=" + ckpts.string() + " --out run";
+  const pid_t pid = start("train --data corpus " + args + " --set train.max_steps=1000", dir.path());
+  const bool killed = kill_during_next_checkpoint_write(pid, ckpts, 120);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(killed) << read_file(dir / "run" / "log");
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  // The newest complete checkpoint is intact; the killed write left at most its hidden staging dir.
+  const auto latest = CheckpointStore(ckpts, 1).latest();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_NO_THROW(verify_checkpoint(*latest));
+  const int64_t step = checkpoint_step_from_name(latest->filename().string()).value();
+  // --resume continues from it (and clears the dead writer's staging directory).
+  const std::string steps = " --set train.max_steps=" + std::to_string(step + 2);
+  Result r = run("train --resume " + ckpts.string() + " " + args + steps, dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + latest->string() + " at step " + std::to_string(step)), std::string::npos)
+      << r.output;
+  char resumed_name[32];
+  std::snprintf(resumed_name, sizeof resumed_name, "step_%08lld", static_cast<long long>(step + 2));
+  EXPECT_EQ(CheckpointStore(ckpts, 1).latest()->filename().string(), resumed_name);
+  for (const auto& e : fs::directory_iterator(ckpts)) {
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << "leftover " << e.path();
+  }
 }
 
 TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {

@@ -1,5 +1,6 @@
 // Sharded datasets: prepare into a directory, the manifest, and ShardedDataset's validation.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "data_test_util.h"
 #include "hwtrain/core/error.h"
@@ -123,6 +124,23 @@ TEST(ShardedDataset, TruncatedAndMissingShardsAreNamed) {
   fs::remove(shard);
   testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); },
                              {"lists shard train-00002.hwt, which is missing", "manifest.json"});
+}
+
+TEST(ShardedDataset, ShardsAndManifestsNamingNonPlainFilesAreRefused) {
+  TempDir dir;
+  prepare_dataset({dir.write("c.txt", testing::generated_corpus(200))}, dir / "ds", small_shards());
+  // A FIFO in a shard's place: refused at once (a plain open for reading would wait for a writer).
+  const fs::path shard = dir / "ds" / "train-00001.hwt";
+  fs::remove(shard);
+  ASSERT_EQ(::mkfifo(shard.c_str(), 0600), 0);
+  testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {shard.string(), "not a regular file"});
+  // A shard name that leaves the dataset directory, however it is spelled.
+  auto j = nlohmann::json::parse(read_file(dir / "ds" / kManifestFile));
+  for (const std::string& bad : {std::string("../c.txt"), (dir / "c.txt").string(), std::string("./x.hwt")}) {
+    j["shards"][0]["file"] = bad;
+    write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+    testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"'" + bad + "' is not a plain file name"});
+  }
 }
 
 TEST(ShardedDataset, ShardFromAnotherDatasetIsRefused) {

@@ -257,6 +257,7 @@ Command add_profile(CLI::App& app) {
   cmd->add_option("run_dir", a->run_dir, "print the profile of this run directory instead of running one");
   add_config_options(cmd, a->train.config);
   cmd->add_option("--out", a->train.out, "run directory of the profiled run (default: runs/<date-time>)");
+  cmd->add_flag("--overwrite", a->train.overwrite, "let --out replace the run it holds (as in hwtrain train)");
   cmd->add_option("--steps", a->steps, "steps to run; steps 3.. are profiled")->capture_default_str();
   cmd->add_option("--top", a->top, "operators to list")->capture_default_str();
   cmd->footer(
