@@ -54,8 +54,9 @@ struct WorkerRun {
 
 // Runs DistWorker.<name> as `world_size` ranks on loopback and collects their output.
 inline WorkerRun run_workers(const std::string& name, int world_size, std::map<std::string, std::string> env = {},
-                             double grace_seconds = 10.0) {
+                             double grace_seconds = 10.0, double liveness_margin_seconds = 5.0) {
   LaunchOptions o;
+  o.liveness_margin_seconds = liveness_margin_seconds;
   o.nproc_per_node = world_size;
   o.master_addr = "127.0.0.1";
   o.master_port = free_port();

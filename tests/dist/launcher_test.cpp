@@ -1,14 +1,21 @@
 // The launcher with a small shell program as the ranks: rank environment, output prefixes, exit
 // codes, stopping the others when one fails or is killed, and forwarding signals.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "hwtrain/core/error.h"
 #include "support/temp_dir.h"
 #include "hwtrain/dist/launcher.h"
+#include "hwtrain/dist/liveness.h"
+#include "hwtrain/obs/log.h"
 
 namespace hwt {
 namespace {
@@ -115,6 +122,46 @@ TEST(Launcher, MissingProgramIsExitCode127) {
   LaunchResult r = run(o, c);
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_TRUE(c.has(c.err, "[rank 0] hwtrain launch: cannot execute the command"));
+}
+
+TEST(Launcher, RanksKnowTheLauncherPrefixesTheirLines) {
+  // Issue 19, 7b: a launched rank's logger adds no "[rank r]" of its own ("[rank 0] [rank 0] ...").
+  LaunchOptions o = shell(1, "echo \"$" + std::string(kLauncherPrefixesEnv) + " $" + kLivenessDirEnv + "\"");
+  Captured c;
+  ASSERT_EQ(run(o, c).exit_code, 0);
+  ASSERT_EQ(c.out.size(), 1u);
+  EXPECT_EQ(c.out[0].rfind("[rank 0] 1 /", 0), 0u) << c.out[0];
+}
+
+TEST(LivenessWatch, AStaleFileNamesTheRankAndAFreshOneDoesNot) {
+  testing::TempDir dir;
+  LivenessWatch watch(dir.path(), std::chrono::milliseconds(500));
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::raise(SIGSTOP);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);  // stopped now
+  EXPECT_TRUE(process_is_stopped(child));
+  EXPECT_FALSE(process_is_stopped(::getpid()));
+  {
+    LivenessBeacon beacon(dir / "rank-1", std::chrono::milliseconds(1000), std::chrono::milliseconds(50));
+    dir.write("rank-0", "timeout_ms 1000\n");
+    struct timespec old[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 10, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, (dir / "rank-0").c_str(), old, 0), 0);
+    const auto stale = watch.check({{0, child}, {1, ::getpid()}, {2, ::getpid()}});  // rank 2: no file yet
+    ASSERT_TRUE(stale.has_value());
+    EXPECT_EQ(stale->first, 0);
+    EXPECT_NE(stale->second.find("rank 0 (pid " + std::to_string(child) + ") is stopped"), std::string::npos)
+        << stale->second;
+    EXPECT_NE(stale->second.find("more than dist.timeout 1 s + 0.5 s"), std::string::npos) << stale->second;
+    // The beacon keeps rank 1's file fresh past its timeout plus the margin.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1700));
+    EXPECT_FALSE(watch.check({{1, ::getpid()}}).has_value());
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
 }
 
 TEST(Launcher, InvalidOptionsAreConfigErrors) {

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <thread>
+
 #include "dist/dist_test_util.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/dist_error.h"
@@ -128,7 +131,7 @@ void all_reduce_until_failure(ProcessGroup& g) {
     }
   });
   std::printf("error: %s\n", msg.c_str());
-  EXPECT_NE(msg.find("test all-reduce failed on rank 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test all-reduce failed on rank " + std::to_string(g.rank())), std::string::npos) << msg;
 }
 
 TEST(DistWorker, KilledRank) {
@@ -166,6 +169,54 @@ TEST(ProcessGroup, HungRankTimesOutAndIsNamed) {
   EXPECT_EQ(run.result.exit_code, kExpected) << run.output();
   EXPECT_EQ(run.result.exit_codes[1], 128 + SIGKILL) << run.output();  // stopped: only SIGKILL ends it
   EXPECT_TRUE(run.contains("rank 1 stopped responding")) << run.output();
+}
+
+TEST(DistWorker, StoppedRankZero) {
+  HWT_WORKER_ONLY();
+  ProcessGroup g(read_dist_env(), with_timeout(3));
+  torch::Tensor t = torch::ones({4});
+  g.wait(g.all_reduce_sum(t), "first all-reduce");
+  if (g.rank() == 0) ::raise(SIGSTOP);  // rank 0 serves the store: every store call freezes with it
+  all_reduce_until_failure(g);
+  exit_worker();
+}
+
+// Issue 19, defect 1: a stopped rank 0 used to hang the others forever (a store call of the
+// heartbeat thread blocked without a timeout and held the lock the failing rank needed).
+TEST(ProcessGroup, StoppedRankZeroIsNamedAndTheRunEndsInTime) {
+  const auto start = std::chrono::steady_clock::now();
+  auto run = run_workers("StoppedRankZero", 2, {}, /*grace_seconds=*/1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.result.failed_rank, 1) << run.output();
+  EXPECT_EQ(run.result.exit_code, kExpected) << run.output();
+  EXPECT_EQ(run.result.exit_codes[0], 128 + SIGKILL) << run.output();  // stopped: only SIGKILL ends it
+  EXPECT_TRUE(run.contains("rank 0 is gone or frozen")) << run.output();
+  EXPECT_LT(seconds, 3 + 1 + 20) << "dist.timeout 3 s + grace 1 s + start-up";
+}
+
+// Rank 0 frozen while the others wait outside any collective: nothing in-process can notice, so
+// the launcher must, from rank 0's stale liveness file.
+TEST(DistWorker, FrozenRankZeroSilentPeers) {
+  HWT_WORKER_ONLY();
+  ProcessGroup g(read_dist_env(), with_timeout(2));
+  torch::Tensor t = torch::ones({4});
+  g.wait(g.all_reduce_sum(t), "first all-reduce");
+  if (g.rank() == 0) ::raise(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::minutes(5));
+  std::_Exit(1);
+}
+
+TEST(ProcessGroup, LauncherStopsARunWhoseRankIsFrozen) {
+  const auto start = std::chrono::steady_clock::now();
+  auto run = run_workers("FrozenRankZeroSilentPeers", 2, {}, /*grace_seconds=*/1, /*liveness_margin_seconds=*/1);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.result.failed_rank, 0) << run.output();
+  EXPECT_EQ(run.result.exit_code, 124) << run.output();
+  EXPECT_EQ(run.result.exit_codes[0], 128 + SIGKILL) << run.output();
+  EXPECT_EQ(run.result.exit_codes[1], 128 + SIGTERM) << run.output();
+  EXPECT_NE(run.result.reason.find("rank 0 (pid "), std::string::npos) << run.result.reason;
+  EXPECT_NE(run.result.reason.find("is stopped (SIGSTOP or a debugger)"), std::string::npos) << run.result.reason;
+  EXPECT_LT(seconds, 2 + 1 + 1 + 20) << "dist.timeout 2 s + margin 1 s + grace 1 s + start-up";
 }
 
 TEST(DistWorker, FailingRank) {

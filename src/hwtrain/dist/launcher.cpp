@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <mutex>
 #include <optional>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/liveness.h"
+#include "hwtrain/obs/log.h"
 
 extern char** environ;
 
@@ -131,6 +134,59 @@ void signal_group(const Child& c, int sig) {
   if (c.pid > 0) ::kill(-c.pid, sig);
 }
 
+// A private directory for the ranks' liveness files, removed when the launch ends.
+class LivenessDir {
+ public:
+  LivenessDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "hwtrain-launch-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) {
+      throw IoError("hwtrain launch: cannot create a directory like " + pattern + ": " + std::strerror(errno));
+    }
+    path_ = pattern;
+  }
+  ~LivenessDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Collects the ranks that exited; the first failure becomes the result.
+void reap(std::vector<Child>& children, LaunchResult& result, const std::function<void(int)>& stop_all) {
+  for (auto& c : children) {
+    if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
+    c.running = false;
+    if (exit_code_of(c.status) != 0 && result.failed_rank < 0) {
+      result.failed_rank = c.rank;
+      result.exit_code = exit_code_of(c.status);
+      result.reason = describe_status(c.rank, c.status);
+      stop_all(SIGTERM);
+    }
+  }
+}
+
+// A frozen rank (stale liveness file) is killed and the others stopped, as if it had failed.
+void stop_frozen(std::vector<Child>& children, LivenessWatch& watch, LaunchResult& result,
+                 const std::function<void(int)>& stop_all) {
+  if (result.failed_rank >= 0) return;
+  std::map<int, pid_t> running;
+  for (const auto& c : children) {
+    if (c.running) running[c.rank] = c.pid;
+  }
+  const auto frozen = watch.check(running);
+  if (!frozen) return;
+  result.failed_rank = frozen->first;
+  result.exit_code = 124;
+  result.reason = frozen->second;
+  for (const auto& c : children) {
+    if (c.rank == frozen->first) signal_group(c, SIGKILL);
+  }
+  stop_all(SIGTERM);
+}
+
 }  // namespace
 
 void LaunchOptions::validate() const {
@@ -146,11 +202,13 @@ void LaunchOptions::validate() const {
     bad("--nnodes " + std::to_string(nnodes) + " needs --master-addr set to node 0's address (not " + master_addr + ")");
   }
   if (grace_seconds < 0) bad("the grace period must not be negative");
+  if (liveness_margin_seconds < 0) bad("the liveness margin must not be negative");
   if (command.empty()) bad("no command to run; put it after '--', e.g. hwtrain launch --nproc-per-node 2 -- train");
 }
 
 std::map<std::string, std::string> rank_environment(const LaunchOptions& o, int local_rank) {
-  return {{"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
+  return {{kLauncherPrefixesEnv, "1"},
+          {"RANK", std::to_string(o.node_rank * o.nproc_per_node + local_rank)},
           {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
           {"LOCAL_RANK", std::to_string(local_rank)},
           {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
@@ -174,10 +232,14 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
   for (const auto& [k, v] : options.env) inherited[k] = v;
 
   SignalForwarding forwarding;
+  LivenessDir liveness_dir;
+  LivenessWatch watch(liveness_dir.path(), std::chrono::milliseconds(static_cast<int64_t>(
+                                               options.liveness_margin_seconds * 1000.0)));
+  inherited[kLivenessDirEnv] = liveness_dir.path().string();
   std::vector<Child> children(options.nproc_per_node);
   LaunchResult result;
   std::optional<Clock::time_point> kill_at;  // SIGKILL whoever is left then
-  auto stop_all = [&](int sig) {
+  std::function<void(int)> stop_all = [&](int sig) {
     for (const auto& c : children) {
       if (c.running) signal_group(c, sig);
     }
@@ -250,20 +312,10 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
         c.fds[s] = -1;
       }
     }
+    reap(children, result, stop_all);
+    stop_frozen(children, watch, result, stop_all);
     bool any_running = false;
-    for (auto& c : children) {
-      if (!c.running) continue;
-      if (::waitpid(c.pid, &c.status, WNOHANG) == c.pid) {
-        c.running = false;
-        if (exit_code_of(c.status) != 0 && result.failed_rank < 0) {
-          result.failed_rank = c.rank;
-          result.exit_code = exit_code_of(c.status);
-          result.reason = describe_status(c.rank, c.status);
-          stop_all(SIGTERM);
-        }
-      }
-      any_running = any_running || c.running;
-    }
+    for (const auto& c : children) any_running = any_running || c.running;
     if (any_running && kill_at && Clock::now() >= *kill_at) {
       for (const auto& c : children) {
         if (c.running) signal_group(c, SIGKILL);

@@ -1,7 +1,9 @@
 // The process manager behind `hwtrain launch` (a small torchrun): starts one process per local
 // rank with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set,
 // prefixes every line they print with "[rank r] ", forwards SIGINT/SIGTERM/SIGHUP to all of them,
-// and when one fails stops the others (SIGTERM, then SIGKILL after a grace period). Each rank
+// and when one fails stops the others (SIGTERM, then SIGKILL after a grace period); so it does when
+// one is frozen (its liveness file goes stale, see liveness.h), which the ranks cannot detect
+// themselves when it is rank 0 serving their store. Each rank
 // runs in its own process group, so whatever it started is stopped with it, and dies with the
 // launcher (PR_SET_PDEATHSIG), so no process is left behind. Not here: the CLI (cli/).
 #pragma once
@@ -22,6 +24,9 @@ struct LaunchOptions {
   std::vector<std::string> command;
   // Seconds the other ranks get to exit after SIGTERM before SIGKILL.
   double grace_seconds = 10.0;
+  // A rank whose liveness file (liveness.h) stays unchanged for its dist.timeout plus this many
+  // seconds is taken for frozen: it is killed, the others stopped, and the launch fails with 124.
+  double liveness_margin_seconds = 5.0;
   // Extra environment for every rank (on top of this process's environment).
   std::map<std::string, std::string> env;
 
@@ -29,9 +34,12 @@ struct LaunchOptions {
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // the first failing rank's code (128 + signal when killed), else 0
+  // The first failing rank's code (128 + signal when killed; 124 when it was frozen), else 0.
+  int exit_code = 0;
   int failed_rank = -1;  // that rank, -1 when all succeeded
-  std::string reason;    // "rank 1 exited with code 3" / "rank 0 was killed by signal 9 (Killed)"
+  // "rank 1 exited with code 3" / "rank 0 was killed by signal 9 (Killed)" / "rank 0 (pid 7) is
+  // stopped (SIGSTOP or a debugger) and has shown no sign of life for 66 s, ...".
+  std::string reason;
   std::vector<int> exit_codes;  // of each local rank, in the same convention
 };
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "hwtrain/dist/backend_factory.h"
 #include "hwtrain/dist/dist_error.h"
 #include "hwtrain/dist/heartbeat.h"
+#include "hwtrain/dist/liveness.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -104,6 +106,11 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   if (config.timeout <= 0) {
     throw ConfigError("dist.timeout = " + std::to_string(config.timeout) + " must be positive (seconds)");
   }
+  liveness_ = LivenessBeacon::from_environment(rank_, timeout_);
+  // c10d warns, with a C++ stack trace, about every store call that fails once a peer is gone;
+  // hwtrain names the failure itself in one line. Its errors still print, and TORCH_CPP_LOG_LEVEL
+  // set by the user wins. Process-wide and kept: the warnings come until the process exits.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
   std::string backend = config.backend;
   if (backend == "auto") backend = device.is_cuda() ? "nccl" : "gloo";
   if (backend != "gloo" && backend != "nccl") {
@@ -142,7 +149,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   create_backend(env, backend);
   const milliseconds interval = std::clamp(timeout_ / 20, milliseconds(50), milliseconds(1000));
   heartbeat_ = std::make_unique<Heartbeat>(store_->clone(), rank_, world_size_, interval, timeout_ / 2,
-                                           [this] { return completed_.load(); });
+                                           completed_);
   log_info("process group: {} ranks, {} backend, rendezvous at {}", world_size_, backend_name_, master_);
 }
 
@@ -216,7 +223,7 @@ void ProcessGroup::wait(const WorkPtr& work, const std::string& what) {
   } catch (const std::exception& e) {
     fail(what, error_text(e));
   }
-  ++completed_;
+  ++*completed_;
 }
 
 void ProcessGroup::send(torch::Tensor& tensor, int dst, int tag) {
@@ -254,7 +261,9 @@ std::string ProcessGroup::blame() {
     peers = heartbeat_->peers();
     const double down = heartbeat_->store_down_seconds();
     if (down > 2 * interval && rank_ != 0) {
-      culprits.push_back("rank 0 is gone (the rendezvous store it serves at " + master_ + " stopped answering)");
+      culprits.push_back("rank 0 is gone or frozen (the rendezvous store it serves at " + master_ +
+                         " has not answered for " + std::to_string(static_cast<int>(down + 0.5)) +
+                         " s: dead, killed or stopped)");
     }
     for (int r = 0; r < world_size_ && down == 0; ++r) {
       if (r == rank_) continue;
@@ -272,7 +281,7 @@ std::string ProcessGroup::blame() {
     std::this_thread::sleep_for(std::chrono::duration<double>(interval / 2));
   }
   if (culprits.empty()) {
-    const int64_t mine = completed_.load();
+    const int64_t mine = completed_->load();
     for (int r = 0; r < world_size_; ++r) {
       if (r != rank_ && peers[r].progress < mine) {
         culprits.push_back("rank " + std::to_string(r) + " is behind (" + std::to_string(peers[r].progress) +

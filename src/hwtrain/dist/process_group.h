@@ -4,7 +4,8 @@
 // ProcessGroupNCCL on CUDA builds). A heartbeat thread publishes this rank's liveness and progress
 // through the store, so that when a collective fails or times out the error names the rank to
 // blame (died, stopped, failed with an error, or hung behind the others). Every wait is bounded by
-// dist.timeout. Not here: what is communicated (ddp.h, zero1.h) and starting processes (launcher.h).
+// dist.timeout; a rank started by `hwtrain launch` also keeps a liveness file fresh, so that the
+// launcher stops the run when a rank is frozen (liveness.h). Not here: what is communicated (ddp.h, zero1.h) and starting processes (launcher.h).
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -23,6 +24,7 @@
 namespace hwt {
 
 class Heartbeat;
+class LivenessBeacon;
 
 class ProcessGroup {
  public:
@@ -97,8 +99,10 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
+  std::unique_ptr<LivenessBeacon> liveness_;  // for `hwtrain launch` (liveness.h), when it started us
   std::unique_ptr<Heartbeat> heartbeat_;
-  std::atomic<int64_t> completed_{0};  // collectives this rank has finished (its progress)
+  // Collectives this rank has finished (its progress), shared with the heartbeat thread.
+  std::shared_ptr<std::atomic<int64_t>> completed_ = std::make_shared<std::atomic<int64_t>>(0);
   bool failed_ = false;
   bool closed_ = false;
 };

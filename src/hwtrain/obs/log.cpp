@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -25,7 +26,8 @@ void init_logging(int rank, const std::string& level) {
   g_rank = rank;
   auto& l = logger();
   l.set_level(spdlog::level::from_str(level));
-  if (rank >= 0) {
+  const char* launched = std::getenv(kLauncherPrefixesEnv);
+  if (rank >= 0 && !(launched && std::string(launched) == "1")) {
     l.set_pattern("[rank " + std::to_string(rank) + "] %v");
   } else {
     l.set_pattern("%v");

@@ -1,5 +1,6 @@
 // The one logger of hwtrain (spdlog). In distributed runs only rank 0 prints info-level lines;
-// warnings and errors print on every rank, prefixed with it. warn_once() says a thing once per
+// warnings and errors print on every rank, prefixed with it (unless `hwtrain launch` started the
+// rank: it prefixes every line itself, and says so in kLauncherPrefixesEnv). warn_once() says a thing once per
 // process (a fallback taken, a setting overridden), however often the code path runs.
 #pragma once
 #include <spdlog/spdlog.h>
@@ -7,6 +8,9 @@
 #include <string>
 
 namespace hwt {
+
+// Set by `hwtrain launch` for its ranks: their lines reach the terminal prefixed "[rank r] " already.
+inline constexpr const char* kLauncherPrefixesEnv = "HWTRAIN_LAUNCHER_PREFIXES";
 
 // Configures the logger: `rank` < 0 for single-process runs; `level` is spdlog's name.
 void init_logging(int rank = -1, const std::string& level = "info");
