@@ -113,6 +113,27 @@ TEST(Detect, GemmBenchmarkMeasuresBothDtypes) {
   EXPECT_GT(r.bf16_gflops, 0);
 }
 
+// Issue 19, defect 6: one slow run (a neighbour probing at the same time) must not decide.
+TEST(Detect, GemmProbeRepeatsUntilTwoRunsAgreeAndKeepsTheBest) {
+  std::vector<GemmBenchResult> runs = {{512, 2, 5.6, 9.0}, {512, 2, 150.0, 110.0}, {512, 2, 155.0, 112.0},
+                                       {512, 2, 1.0, 1.0}};
+  size_t next = 0;
+  int made = 0;
+  GemmBenchResult r = robust_gemm_bench([&] { return runs.at(next++); }, 200, 400, &made);
+  EXPECT_EQ(made, 3);  // the second and third agree within 15%
+  EXPECT_DOUBLE_EQ(r.fp32_gflops, 155.0);
+  EXPECT_DOUBLE_EQ(r.bf16_gflops, 112.0);
+  EXPECT_EQ(r.n, 512);
+
+  // Rates above twice the ISA peak are timing errors; never more than 4 runs.
+  runs = {{256, 1, 1000.0, 50.0}, {256, 1, 10.0, 80.0}, {256, 1, 30.0, 20.0}, {256, 1, 60.0, 40.0}};
+  next = 0;
+  r = robust_gemm_bench([&] { return runs.at(next++); }, 100, 0, &made);
+  EXPECT_EQ(made, 4);
+  EXPECT_DOUBLE_EQ(r.fp32_gflops, 60.0);
+  EXPECT_DOUBLE_EQ(r.bf16_gflops, 80.0);  // no bf16 peak known: not judged
+}
+
 TEST(Detect, GemmBenchmarkLeavesGlobalRngAlone) {
   torch::manual_seed(7);
   torch::Tensor expected = torch::rand({4});

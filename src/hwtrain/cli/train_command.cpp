@@ -12,6 +12,8 @@
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/plan/planner.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/profile_report.h"
@@ -76,6 +78,32 @@ OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<Process
   return s;
 }
 
+// Joins the run's process group on the device the planner chooses (NCCL for CUDA, Gloo otherwise).
+std::shared_ptr<ProcessGroup> join_group(const DistEnv& env, const RunConfig& config, const PlanContext& context) {
+  DetectOptions quick;
+  quick.run_gemm_benchmark = false;
+  const torch::Device device = plan_device(detect_hardware(quick), config, context);
+  return std::make_shared<ProcessGroup>(env, config.dist, rank_device(env, device));
+}
+
+// The hardware every rank plans from. Distributed, rank 0 alone probes it and the others take its
+// profile: ranks probing at once on shared cores measured each other and planned differently
+// (issue 19, defect 6). The plans are then compared like the config (plan_fingerprint).
+HardwareProfile run_hardware(ProcessGroup* group) {
+  if (!group) return detect_hardware();
+  std::string json;
+  if (group->rank() == 0) json = to_json(detect_hardware()).dump();
+  json = group->share_from_rank0("hardware", json);
+  return hardware_from_json(nlohmann::json::parse(json), "rank 0's hardware profile");
+}
+
+// The plan as every rank must have it: all of plan.json but the device index (each rank its GPU).
+std::string plan_fingerprint(const Plan& plan) {
+  nlohmann::json j = nlohmann::json::parse(plan.to_json());
+  j["device"] = c10::DeviceTypeName(plan.device.type(), /*lower_case=*/true);
+  return j.dump(1);  // a line per value: a mismatch names the first differing one
+}
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
@@ -89,12 +117,9 @@ int run_train(const TrainArgs& a) {
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
+  const PlanContext context{env.world_size, env.local_rank};
   std::shared_ptr<ProcessGroup> group;
-  if (env.distributed()) {
-    const bool cuda = config.train.device.rfind("cuda", 0) == 0 ||
-                      (config.train.device == "auto" && torch::cuda::is_available());
-    group = std::make_shared<ProcessGroup>(env, config.dist, rank_device(env, cuda ? torch::Device("cuda") : torch::kCPU));
-  }
+  if (env.distributed()) group = join_group(env, config, context);
   // Rank 0 chooses the run directory (and prepares the data) first; the others follow it.
   fs::path run_dir;
   if (rank0) {
@@ -115,14 +140,12 @@ int run_train(const TrainArgs& a) {
   log_info("data: {} ({} train / {} validation tokens, tokenizer {})", data->path().string(),
            data->num_train_tokens(), data->num_val_tokens(), data->tokenizer_name());
 
+  HardwareAwareOptimizer optimizer(config, run_hardware(group.get()), context);
   if (group) {
     group->check_consistency(config.to_toml() + "\ndataset " + std::to_string(data->fingerprint()) + "\nresume " +
-                             (checkpoint ? checkpoint->string() : std::string("no")));
+                             (checkpoint ? checkpoint->string() : std::string("no")) + "\nplan " +
+                             plan_fingerprint(optimizer.plan()));
   }
-  PlanContext context;
-  context.world_size = env.world_size;
-  context.local_rank = env.local_rank;
-  HardwareAwareOptimizer optimizer(config, context);
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 namespace hwt {
@@ -83,6 +84,34 @@ GemmBenchResult run_gemm_bench(double budget_s) {
   if (t_f32 > 0) r.fp32_gflops = best_rate(f32, n, t_f32, budget_s);
   if (t_bf16 > 0) r.bf16_gflops = best_rate(bf16, n, t_bf16, budget_s);
   return r;
+}
+
+namespace {
+
+bool agree(double a, double b) { return a <= 0 || b <= 0 ? a == b : std::abs(a - b) <= 0.15 * std::max(a, b); }
+
+double plausible(double gflops, double peak) { return peak > 0 && gflops > 2 * peak ? 0.0 : gflops; }
+
+}  // namespace
+
+GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_once, double fp32_peak_gflops,
+                                  double bf16_peak_gflops, int* runs) {
+  GemmBenchResult best, previous;
+  int n = 0;
+  while (n < 4) {
+    GemmBenchResult r = run_once();
+    r.fp32_gflops = plausible(r.fp32_gflops, fp32_peak_gflops);
+    r.bf16_gflops = plausible(r.bf16_gflops, bf16_peak_gflops);
+    ++n;
+    best.n = r.n;
+    best.threads = r.threads;
+    best.fp32_gflops = std::max(best.fp32_gflops, r.fp32_gflops);
+    best.bf16_gflops = std::max(best.bf16_gflops, r.bf16_gflops);
+    if (n > 1 && agree(r.fp32_gflops, previous.fp32_gflops) && agree(r.bf16_gflops, previous.bf16_gflops)) break;
+    previous = r;
+  }
+  if (runs) *runs = n;
+  return best;
 }
 
 }  // namespace hwt

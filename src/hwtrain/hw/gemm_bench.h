@@ -4,6 +4,8 @@
 // BLAS at 1 GFLOP/s still finishes quickly; the rate is the best of several timed rounds, which
 // is robust to a neighbour process stealing a core for a moment.
 #pragma once
+#include <functional>
+
 #include "hwtrain/hw/hardware_profile.h"
 
 namespace hwt {
@@ -17,5 +19,13 @@ struct GemmBenchResult {
 
 // Runs for about 2 x budget_s plus warm-up (well under 1 s at the default 0.15 s).
 GemmBenchResult run_gemm_bench(double budget_s);
+
+// The probe the planner relies on, made robust to a neighbour (issue 19, defect 6: two ranks
+// probing at once on 2 cores measured 5.6 GFLOP/s and planned fp32): `run_once` is repeated until
+// two runs agree within 15% on both dtypes (at most 4 runs), and each dtype keeps its best rate.
+// A rate above twice the ISA peak (`*_peak_gflops`, 0 = unknown) is a timing error and is dropped
+// (0: not measured). `runs` reports how many were made.
+GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_once, double fp32_peak_gflops,
+                                  double bf16_peak_gflops, int* runs = nullptr);
 
 }  // namespace hwt

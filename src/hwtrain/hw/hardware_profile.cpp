@@ -3,6 +3,9 @@
 // whole detection: a doctor that crashes is no doctor.
 #include "hwtrain/hw/hardware_profile.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cstdlib>
 
 #include "hwtrain/hw/cpu_info.h"
@@ -45,9 +48,12 @@ HardwareProfile detect_hardware(const DetectOptions& options) {
     p.software.gpu_driver_version = g.driver_version;
     p.software.cuda_driver_version = g.cuda_driver_version;
   });
+  const PeakFlops peak = estimate_peak_flops(p.cpu);
   if (options.run_gemm_benchmark) {
     guarded("gemm benchmark", [&] {
-      GemmBenchResult r = run_gemm_bench(options.gemm_budget_s);
+      const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p.cpu.num_physical_cores)));
+      GemmBenchResult r = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
+                                            peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
       p.math.gemm_measured = r.fp32_gflops > 0;
       p.math.gemm_threads = r.threads;
       p.math.gemm_size = r.n;
@@ -58,7 +64,7 @@ HardwareProfile detect_hardware(const DetectOptions& options) {
     });
   }
   int threads = p.math.gemm_measured ? p.math.gemm_threads : p.env.torch_intra_op_threads;
-  apply_peak(estimate_peak_flops(p.cpu), threads, p.cpu.num_physical_cores, &p.math);
+  apply_peak(peak, threads, p.cpu.num_physical_cores, &p.math);
   return p;
 }
 

@@ -97,11 +97,15 @@ void decide_mfu_peak(Plan& p, const PlanInputs& in) {
   const bool bf16 = p.precision == Precision::Bf16;
   double measured = bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops;
   if (measured <= 0) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
-  p.peak_flops = measured * 1e9;
   const int64_t cores = std::max(1, in.hw.cpu.num_physical_cores);
-  p.decide("mfu_peak", format_number("%.1f", measured) + " GFLOP/s",
+  const int64_t probe_threads = m.gemm_threads > 0 ? m.gemm_threads : cores;
+  // Ranks sharing the machine each train on their share of the threads the probe used.
+  const double share = std::min(1.0, static_cast<double>(p.intra_op_threads) / static_cast<double>(probe_threads));
+  p.peak_flops = measured * share * 1e9;
+  p.decide("mfu_peak", format_number("%.1f", measured * share) + " GFLOP/s",
            std::string(m.gemm_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
-               std::to_string(m.gemm_threads > 0 ? m.gemm_threads : cores) + " threads");
+               std::to_string(probe_threads) + " threads" +
+               (share < 1 ? ", scaled to this rank's " + std::to_string(p.intra_op_threads) : std::string()));
 }
 
 }  // namespace hwt

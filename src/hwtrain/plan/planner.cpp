@@ -21,6 +21,15 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanCon
   return make_plan(hw, plan_intent(config), context);
 }
 
+torch::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
+  const PlanIntent intent = plan_intent(config);
+  const PlanInputs in{hw, intent, context};
+  Plan p;
+  p.world_size = context.world_size;
+  decide_device(p, in);
+  return p.device;
+}
+
 // The order of the decisions, each reading only what the ones before it decided:
 //   1. device: everything else depends on CPU or GPU
 //   2. precision (and loss scaling), then bf16 weights: the memory terms and the kernels depend on it

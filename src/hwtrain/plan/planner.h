@@ -23,6 +23,10 @@ struct PlanContext {
 Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
 Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context = {});
 
+// The first decision alone: the device make_plan would choose (a distributed run needs it to
+// create its process group, NCCL or Gloo, before the rest can be planned). Cheap: no probes.
+torch::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+
 // The vocabulary the model uses for a tokenizer of `tokenizer_vocab` ids: rounded up to a
 // multiple of 64 (faster matmuls), unless model.vocab_size is set.
 int64_t resolve_vocab_size(const ModelConfig& model, int64_t tokenizer_vocab);
