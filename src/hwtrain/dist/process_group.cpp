@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/fault_injection.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/dist/backend_factory.h"
 #include "hwtrain/dist/dist_error.h"
@@ -151,6 +152,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   heartbeat_ = std::make_unique<Heartbeat>(store_->clone(), rank_, world_size_, interval, timeout_ / 2,
                                            completed_);
   log_info("process group: {} ranks, {} backend, rendezvous at {}", world_size_, backend_name_, master_);
+  fault_point("startup");
 }
 
 void ProcessGroup::await_ranks(const std::string& master) {
@@ -218,6 +220,7 @@ ProcessGroup::WorkPtr ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
 }
 
 void ProcessGroup::wait(const WorkPtr& work, const std::string& what) {
+  fault_point("collective");
   try {
     work->wait(timeout_);
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/fault_injection.h"
 #include "hwtrain/core/files.h"
 
 namespace hwt {
@@ -188,6 +189,7 @@ fs::path CheckpointStore::save(int64_t step,
 
   try {
     write_contents(staging);
+    fault_point("checkpoint");
     const std::vector<CheckpointFile> files = seal_contents(staging);
     write_file_atomic(staging / kCheckpointMarker, manifest_json(step, files));
     fsync_path(staging);

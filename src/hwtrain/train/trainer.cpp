@@ -8,6 +8,7 @@
 
 #include "hwtrain/core/clock.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/fault_injection.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/memory_meter.h"
 #include "hwtrain/obs/monitor.h"
@@ -128,6 +129,7 @@ double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& 
 }
 
 StepMetrics Trainer::train_step() {
+  fault_point("step");
   StepMetrics m;
   m.step = step_ + 1;
   auto step_start = Clock::now();
