@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "dist/dist_test_util.h"
+#include "support/shell.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -27,16 +28,6 @@ struct Fault {
 
 std::string name_of(const ::testing::TestParamInfo<Fault>& info) {
   return info.param.signal + "_rank" + std::to_string(info.param.rank) + "_" + info.param.point;
-}
-
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream f(p);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-int run_shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 constexpr double kTimeout = 6, kMargin = 5, kGrace = 3;
@@ -60,9 +51,9 @@ TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
                              std::to_string(testing::free_port()) + " --grace " + std::to_string(kGrace) + " -- " +
                              train + " --set train.max_steps=60 --set dist.timeout=" + std::to_string(kTimeout);
   const auto start = std::chrono::steady_clock::now();
-  const int rc = run_shell("cd '" + dir.path().string() + "' && " + launch + " > out.log 2>&1");
+  const int rc = testing::run_shell("cd '" + dir.path().string() + "' && " + launch + " > out.log 2>&1");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string log = read_all(dir / "out.log");
+  const std::string log = testing::read_text(dir / "out.log");
 
   EXPECT_NE(rc, 0) << log;
   EXPECT_LT(seconds, kTimeout + kMargin + kGrace + 25) << log;
@@ -77,16 +68,16 @@ TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
   EXPECT_EQ(log.find("] [rank "), std::string::npos) << log;
   // No rank outlives the launcher (their command lines hold this test's directory; "[-]" keeps
   // pgrep from matching its own shell).
-  EXPECT_NE(run_shell("pgrep -f '[-]-data " + (dir / "corpus").string() + "' > /dev/null"), 0)
+  EXPECT_NE(testing::run_shell("pgrep -f '[-]-data " + (dir / "corpus").string() + "' > /dev/null"), 0)
       << "a rank is still running";
 
   if (f.point == "checkpoint") {
     // The second checkpoint was being written: the first is the newest complete one.
     ASSERT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step_00000010")) << log;
-    const int resumed = run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + train +
+    const int resumed = testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + train +
                                   " --set train.max_steps=12 --resume run > resume.log 2>&1");
-    EXPECT_EQ(resumed, 0) << read_all(dir / "resume.log");
-    EXPECT_NE(read_all(dir / "resume.log").find("step 11 |"), std::string::npos) << read_all(dir / "resume.log");
+    EXPECT_EQ(resumed, 0) << testing::read_text(dir / "resume.log");
+    EXPECT_NE(testing::read_text(dir / "resume.log").find("step 11 |"), std::string::npos) << testing::read_text(dir / "resume.log");
   }
 }
 

@@ -216,12 +216,12 @@ PrepareStats prepare_dataset(const std::vector<fs::path>& inputs, const fs::path
   options.validate();
   std::unique_ptr<Tokenizer> tok = make_tokenizer(options.tokenizer);
   CorpusListing listing = list_corpus_files(inputs, filter_of(options));
-  PreparedOutputDir out(output);  // refuses foreign directories, retires an old manifest
+  PreparedOutputDir out(output);  // refuses foreign directories; the old dataset stays until commit()
   PrepareStats stats;
   stats.output = output;
   stats.sharded = true;
   const int64_t shard_tokens = options.shard_tokens > 0 ? options.shard_tokens : kDefaultShardTokens;
-  ShardSetWriter shards(output, shard_tokens, tok->vocab_size(), tok->name());
+  ShardSetWriter shards(out.staging(), shard_tokens, tok->vocab_size(), tok->name());
   uint64_t stdin_hash = 0;
   stats.fingerprint = run_prepare(inputs, options, *tok, shards, listing, stats, &stdin_hash);
 
@@ -255,12 +255,10 @@ PrepareStats prepare_dataset(const std::vector<fs::path>& inputs, const fs::path
                {"include", options.include},
                {"exclude", options.exclude}};
   // Order matters: tokenizer files and shards first, the manifest last (it makes the dataset).
-  save_tokenizer(*tok, output);
+  save_tokenizer(*tok, out.staging());
   m.shards = shards.commit(stats.fingerprint);
-  write_manifest(output, m);
-  std::vector<std::string> kept;
-  for (const ShardRecord& r : m.shards) kept.push_back(r.file);
-  out.remove_stale(kept);
+  write_manifest(out.staging(), m);
+  out.commit();
   stats.num_shards = static_cast<int64_t>(m.shards.size());
   stats.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return stats;
