@@ -104,6 +104,70 @@ std::string plan_fingerprint(const Plan& plan) {
   return j.dump(1);  // a line per value: a mismatch names the first differing one
 }
 
+// --out, the checkpoint's run or a new one, chosen by rank 0; every rank gets rank 0's choice.
+fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& checkpoint, ProcessGroup* group) {
+  fs::path run_dir;
+  if (!group || group->rank() == 0) {
+    run_dir = !a.out.empty() ? fs::path(a.out) : checkpoint ? run_dir_of_checkpoint(*checkpoint) : new_run_dir();
+    ensure_writable_dir(run_dir);
+  }
+  return group ? fs::path(group->share_from_rank0("run_dir", run_dir.string())) : run_dir;
+}
+
+// config.toml, plan.json and the hardware files of the run directory (rank 0), replacing an old
+// run's outputs first under --overwrite: as late as possible, so a config or data error keeps it.
+void write_run_files(const fs::path& run_dir, const RunConfig& config, const HardwareAwareOptimizer& optimizer,
+                     bool overwrite) {
+  if (overwrite) {
+    const auto removed = clear_run_outputs(run_dir);
+    if (!removed.empty()) log_warn("--overwrite: removed the old run's {} from {}", join(removed), run_dir.string());
+  }
+  write_file_atomic(run_dir / "config.toml", config.to_toml());
+  write_file_atomic(run_dir / "plan.json", optimizer.plan().to_json());
+  write_file_atomic(run_dir / "hardware.txt", optimizer.get_hardware_summary());
+  write_file_atomic(run_dir / "hardware.json", to_json(optimizer.hardware()).dump(2));
+}
+
+// Data parallelism for the trainer: bucketed gradient all-reduce, the loss and stop agreements
+// over the ranks, and ZeRO-1's sharded optimizer when planned.
+std::shared_ptr<DataParallel> attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
+                                                   GPT& model, const DistConfig& dist, const Plan& plan,
+                                                   const DistEnv& env) {
+  DataParallelOptions ddp;
+  ddp.bucket_size_mb = dist.bucket_size_mb;
+  auto data_parallel = std::make_shared<DataParallel>(group, model->parameters(), ddp);
+  trainer.set_gradient_sync(data_parallel);
+  trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
+  trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
+  if (plan.zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
+  return data_parallel;
+}
+
+// The time budget, the configured callbacks (early stopping, LR on plateau...) and checkpoints;
+// distributed, the ranks agree on when the budget is spent and when to checkpoint.
+void add_stopping_and_checkpoints(Trainer& trainer, const RunConfig& config, const std::shared_ptr<ProcessGroup>& group,
+                                  const std::vector<std::shared_ptr<Callback>>& configured_callbacks) {
+  std::function<bool(bool)> agree;
+  if (group) agree = [group](bool over) { return group->any_rank(over, "agreeing on the time budget"); };
+  trainer.add_callback(std::make_shared<TimeBudgetStopper>(config.train.time_budget, agree));
+  for (auto& c : configured_callbacks) trainer.add_callback(c);
+  trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
+}
+
+void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimizer, const Trainer& trainer,
+                 const MetricsLogger& metrics_logger, const DataParallel* data_parallel) {
+  log_info("stopped after {} steps ({}): loss {:.4f}, val_loss {:.4f}, {:.0f} s", result.steps, result.stop_reason,
+           result.final_loss, result.final_val_loss, result.elapsed_seconds);
+  log_info("measured: {}", optimizer.get_optimization_metrics()["measured"].dump());
+  log_info("{}", describe_callback_cost(trainer.callbacks(), metrics_logger.monitor_cpu_seconds(),
+                                        result.elapsed_seconds));
+  if (data_parallel) {
+    const CommStats& c = data_parallel->total_stats();
+    log_info("all-reduce: {} buckets, {} in {} syncs; {:.2f} s in flight, {:.0f}% of it hidden behind backward",
+             c.buckets, format_bytes(static_cast<double>(c.bytes)), c.syncs, c.comm_seconds, 100.0 * c.hidden_share());
+  }
+}
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
@@ -121,12 +185,7 @@ int run_train(const TrainArgs& a) {
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) group = join_group(env, config, context);
   // Rank 0 chooses the run directory (and prepares the data) first; the others follow it.
-  fs::path run_dir;
-  if (rank0) {
-    run_dir = !a.out.empty() ? fs::path(a.out) : checkpoint ? run_dir_of_checkpoint(*checkpoint) : new_run_dir();
-    ensure_writable_dir(run_dir);
-  }
-  if (group) run_dir = group->share_from_rank0("run_dir", run_dir.string());
+  const fs::path run_dir = choose_run_dir(a, checkpoint, group.get());
 
   log_info("hwtrain {} | LibTorch {} | run directory {}", HWTRAIN_VERSION, TORCH_VERSION, run_dir.string());
   std::shared_ptr<const ShardedDataset> data;
@@ -148,16 +207,7 @@ int run_train(const TrainArgs& a) {
   }
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
-  if (rank0) {
-    if (a.overwrite) {  // as late as possible: a config or data error above keeps the old run
-      const auto removed = clear_run_outputs(run_dir);
-      if (!removed.empty()) log_warn("--overwrite: removed the old run's {} from {}", join(removed), run_dir.string());
-    }
-    write_file_atomic(run_dir / "config.toml", config.to_toml());
-    write_file_atomic(run_dir / "plan.json", optimizer.plan().to_json());
-    write_file_atomic(run_dir / "hardware.txt", optimizer.get_hardware_summary());
-    write_file_atomic(run_dir / "hardware.json", to_json(optimizer.hardware()).dump(2));
-  }
+  if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
   GPT model = optimizer.build_model();
   log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
@@ -167,11 +217,7 @@ int run_train(const TrainArgs& a) {
                                                         config.train.log_interval, rank0, checkpoint.has_value());
   trainer.add_callback(metrics_logger);
   trainer.add_callback(optimizer.metrics_probe());
-  std::function<bool(bool)> agree;
-  if (group) agree = [group](bool over) { return group->any_rank(over, "agreeing on the time budget"); };
-  trainer.add_callback(std::make_shared<TimeBudgetStopper>(config.train.time_budget, agree));
-  for (auto& c : configured_callbacks) trainer.add_callback(c);
-  trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
+  add_stopping_and_checkpoints(trainer, config, group, configured_callbacks);
   if (checkpoint) {
     trainer.resume_from(*resumed, *checkpoint);
     resumed.reset();  // the tensors are in the model and optimizer now
@@ -180,15 +226,7 @@ int run_train(const TrainArgs& a) {
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
   std::shared_ptr<DataParallel> data_parallel;
-  if (group) {
-    DataParallelOptions ddp;
-    ddp.bucket_size_mb = config.dist.bucket_size_mb;
-    data_parallel = std::make_shared<DataParallel>(group, model->parameters(), ddp);
-    trainer.set_gradient_sync(data_parallel);
-    trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
-    trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
-    if (optimizer.plan().zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
-  }
+  if (group) data_parallel = attach_data_parallel(trainer, group, model, config.dist, optimizer.plan(), env);
   log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
            group && optimizer.plan().zero1 ? "its ZeRO-1 shard" : "a full copy");
 
@@ -197,16 +235,7 @@ int run_train(const TrainArgs& a) {
     InterruptScope interrupts;  // Ctrl-C stops at the end of the step; checkpoint and sinks still run
     result = trainer.fit();
   }
-  log_info("stopped after {} steps ({}): loss {:.4f}, val_loss {:.4f}, {:.0f} s", result.steps, result.stop_reason,
-           result.final_loss, result.final_val_loss, result.elapsed_seconds);
-  log_info("measured: {}", optimizer.get_optimization_metrics()["measured"].dump());
-  log_info("{}", describe_callback_cost(trainer.callbacks(), metrics_logger->monitor_cpu_seconds(),
-                                        result.elapsed_seconds));
-  if (data_parallel) {
-    const CommStats& c = data_parallel->total_stats();
-    log_info("all-reduce: {} buckets, {} in {} syncs; {:.2f} s in flight, {:.0f}% of it hidden behind backward",
-             c.buckets, format_bytes(static_cast<double>(c.bytes)), c.syncs, c.comm_seconds, 100.0 * c.hidden_share());
-  }
+  log_run_end(result, optimizer, trainer, *metrics_logger, data_parallel.get());
   if (group) group->shutdown();
   if (config.train.sample_tokens > 0 && rank0) {
     std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable

@@ -217,12 +217,9 @@ std::map<std::string, std::string> rank_environment(const LaunchOptions& o, int 
           {"MASTER_PORT", std::to_string(o.master_port)}};
 }
 
-LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
-  options.validate();
-  std::lock_guard<std::mutex> one_at_a_time(g_launch_mutex);
-  const LineSink sink = sink_arg ? sink_arg : [](bool is_stderr, const std::string& line) {
-    write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, line + "\n");
-  };
+namespace {
+
+std::map<std::string, std::string> inherited_environment(const LaunchOptions& options) {
   std::map<std::string, std::string> inherited;
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);
@@ -230,7 +227,89 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
     if (eq != std::string::npos) inherited[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : options.env) inherited[k] = v;
+  return inherited;
+}
 
+// Starts every local rank; if one cannot be started, kills those that were.
+void start_all(std::vector<Child>& children, const LaunchOptions& options,
+               const std::map<std::string, std::string>& inherited) {
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    auto env_map = inherited;
+    for (const auto& [k, v] : rank_environment(options, local)) env_map[k] = v;
+    std::vector<std::string> env;
+    for (const auto& [k, v] : env_map) env.push_back(k + "=" + v);
+    children[local].rank = options.node_rank * options.nproc_per_node + local;
+    try {
+      start(children[local], options.command, env);
+    } catch (...) {
+      for (auto& c : children) signal_group(c, SIGKILL);
+      for (auto& c : children) {
+        if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+      }
+      throw;
+    }
+  }
+}
+
+// Passes on the complete lines of a rank's stream, prefixed; `final` also the rest.
+void emit(Child& c, int stream, bool final, const LineSink& sink) {
+  std::string& buf = c.partial[stream];
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+    sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf.substr(start, nl - start));
+  }
+  buf.erase(0, start);
+  if ((final || buf.size() > 65536) && !buf.empty()) {
+    sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf);
+    buf.clear();
+  }
+}
+
+// Waits up to 50 ms for output or a forwarded signal, and handles what came. Returns false when
+// every rank's output is closed.
+bool pump(std::vector<Child>& children, const LineSink& sink, const std::function<void(int)>& stop_all) {
+  std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
+  std::vector<std::pair<size_t, int>> owners{{0, -1}};
+  for (size_t i = 0; i < children.size(); ++i) {
+    for (int s = 0; s < 2; ++s) {
+      if (children[i].fds[s] >= 0) {
+        fds.push_back({children[i].fds[s], POLLIN, 0});
+        owners.emplace_back(i, s);
+      }
+    }
+  }
+  ::poll(fds.data(), fds.size(), 50);
+  if (fds[0].revents & POLLIN) {
+    unsigned char sig;
+    while (::read(g_signal_pipe[0], &sig, 1) == 1) stop_all(sig);
+  }
+  for (size_t j = 1; j < fds.size(); ++j) {
+    if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    Child& c = children[owners[j].first];
+    const int s = owners[j].second;
+    char buf[8192];
+    ssize_t n = ::read(c.fds[s], buf, sizeof buf);
+    if (n > 0) {
+      c.partial[s].append(buf, static_cast<size_t>(n));
+      emit(c, s, false, sink);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      emit(c, s, true, sink);
+      ::close(c.fds[s]);
+      c.fds[s] = -1;
+    }
+  }
+  return fds.size() > 1;
+}
+
+}  // namespace
+
+LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
+  options.validate();
+  std::lock_guard<std::mutex> one_at_a_time(g_launch_mutex);
+  const LineSink sink = sink_arg ? sink_arg : [](bool is_stderr, const std::string& line) {
+    write_all(is_stderr ? STDERR_FILENO : STDOUT_FILENO, line + "\n");
+  };
+  std::map<std::string, std::string> inherited = inherited_environment(options);
   SignalForwarding forwarding;
   LivenessDir liveness_dir;
   LivenessWatch watch(liveness_dir.path(), std::chrono::milliseconds(static_cast<int64_t>(
@@ -248,70 +327,13 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
                                    std::chrono::duration<double>(options.grace_seconds));
     }
   };
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    auto env_map = inherited;
-    for (const auto& [k, v] : rank_environment(options, local)) env_map[k] = v;
-    std::vector<std::string> env;
-    for (const auto& [k, v] : env_map) env.push_back(k + "=" + v);
-    children[local].rank = options.node_rank * options.nproc_per_node + local;
-    try {
-      start(children[local], options.command, env);
-    } catch (...) {
-      for (auto& c : children) signal_group(c, SIGKILL);
-      for (auto& c : children) {
-        if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
-      }
-      throw;
-    }
-  }
+  start_all(children, options, inherited);
 
-  auto emit = [&](Child& c, int stream, bool final) {
-    std::string& buf = c.partial[stream];
-    size_t start = 0;
-    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf.substr(start, nl - start));
-    }
-    buf.erase(0, start);
-    if ((final || buf.size() > 65536) && !buf.empty()) {
-      sink(stream == 1, "[rank " + std::to_string(c.rank) + "] " + buf);
-      buf.clear();
-    }
-  };
   std::optional<Clock::time_point> all_exited_at;
-  for (;;) {
-    std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
-    std::vector<std::pair<size_t, int>> owners{{0, -1}};
-    for (size_t i = 0; i < children.size(); ++i) {
-      for (int s = 0; s < 2; ++s) {
-        if (children[i].fds[s] >= 0) {
-          fds.push_back({children[i].fds[s], POLLIN, 0});
-          owners.emplace_back(i, s);
-        }
-      }
-    }
-    // Done when every rank has exited and its output is drained (or, if something it started
-    // still holds the pipes open, a moment after).
-    if (all_exited_at && (fds.size() == 1 || Clock::now() - *all_exited_at > std::chrono::seconds(1))) break;
-    ::poll(fds.data(), fds.size(), 50);
-    if (fds[0].revents & POLLIN) {
-      unsigned char sig;
-      while (::read(g_signal_pipe[0], &sig, 1) == 1) stop_all(sig);
-    }
-    for (size_t j = 1; j < fds.size(); ++j) {
-      if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Child& c = children[owners[j].first];
-      const int s = owners[j].second;
-      char buf[8192];
-      ssize_t n = ::read(c.fds[s], buf, sizeof buf);
-      if (n > 0) {
-        c.partial[s].append(buf, static_cast<size_t>(n));
-        emit(c, s, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        emit(c, s, true);
-        ::close(c.fds[s]);
-        c.fds[s] = -1;
-      }
-    }
+  // Done when every rank has exited and its output is drained (or, if something it started
+  // still holds the pipes open, a moment after).
+  while (!all_exited_at || Clock::now() - *all_exited_at <= std::chrono::seconds(1)) {
+    const bool output_open = pump(children, sink, stop_all);
     reap(children, result, stop_all);
     stop_frozen(children, watch, result, stop_all);
     bool any_running = false;
@@ -322,11 +344,12 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
       }
     }
     if (!any_running && !all_exited_at) all_exited_at = Clock::now();
+    if (all_exited_at && !output_open) break;
   }
   for (auto& c : children) {
     for (int s = 0; s < 2; ++s) {
       if (c.fds[s] >= 0) {
-        emit(c, s, true);
+        emit(c, s, true, sink);
         ::close(c.fds[s]);
       }
     }

@@ -17,6 +17,7 @@
 #include "hwtrain/dist/dist_error.h"
 #include "hwtrain/dist/heartbeat.h"
 #include "hwtrain/dist/liveness.h"
+#include "hwtrain/dist/store_text.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -25,29 +26,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-std::string first_line(std::string s) {
-  size_t nl = s.find('\n');
-  if (nl != std::string::npos) s.resize(nl);
-  return s;
-}
-
-// The first line of a backend error, without Gloo's "[/pytorch/third_party/...:538] " source location.
-std::string error_text(const std::exception& e) {
-  auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string s = first_line(c10_error ? c10_error->what_without_backtrace() : e.what());
-  if (!s.empty() && s[0] == '[') {
-    size_t close = s.find("] ");
-    if (close != std::string::npos && s.find(':') < close) s.erase(0, close + 2);
-  }
-  return s;
-}
-
-std::string seconds_text(milliseconds ms) {
-  std::ostringstream s;
-  s << static_cast<double>(ms.count()) / 1000.0 << " s";
-  return s.str();
-}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -63,27 +41,6 @@ class QuietC10dLogs {
  private:
   int saved_;
 };
-
-// Polls until every key exists or the deadline passes; returns the missing ranks.
-std::vector<int> wait_for_rank_keys(c10d::Store& store, const std::string& prefix, int world_size,
-                                    milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  std::vector<int> missing;
-  for (;;) {
-    missing.clear();
-    for (int r = 0; r < world_size; ++r) {
-      if (!store.check({prefix + std::to_string(r)})) missing.push_back(r);
-    }
-    if (missing.empty() || Clock::now() >= deadline) return missing;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<std::string> parts;
-  for (int r : ranks) parts.push_back(std::to_string(r));
-  return (ranks.size() == 1 ? "rank " : "ranks ") + join(parts);
-}
 
 }  // namespace
 
