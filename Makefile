@@ -1,8 +1,16 @@
 # hwtrain: the two commands a user needs.
 #   make run   installs dependencies if missing, builds (Release) and trains on the default corpus
 #   make test  installs dependencies if missing, builds and runs the test suite through ctest
+#   make test SANITIZE=address,undefined   the same under sanitizers, in build-sanitize-<names>
+#                                          (scripts/sanitize.sh sets the runtime options)
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
+SANITIZE ?=
+comma := ,
+ifneq ($(SANITIZE),)
+BUILD_DIR := build-sanitize-$(subst $(comma),-,$(SANITIZE))
+BUILD_TYPE := RelWithDebInfo
+endif
 JOBS ?= $(shell nproc)
 TORCH_PYTHON_FILE := $(BUILD_DIR)/torch-python
 
@@ -19,7 +27,7 @@ configure: deps
 	@gen=$$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' $(BUILD_DIR)/CMakeCache.txt 2>/dev/null); \
 	if [ -z "$$gen" ]; then if command -v ninja >/dev/null; then gen=Ninja; else gen="Unix Makefiles"; fi; fi; \
 	cmake -S . -B $(BUILD_DIR) -G "$$gen" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DHWTRAIN_TORCH_PYTHON="$$(cat $(TORCH_PYTHON_FILE))"
+	  -DHWTRAIN_TORCH_PYTHON="$$(cat $(TORCH_PYTHON_FILE))" -DHWTRAIN_SANITIZE="$(SANITIZE)"
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
