@@ -4,10 +4,11 @@
 // the Plan/Trainer redesign of issue 20) in tests/cli/golden_losses.json.
 //
 // The bits depend on the math kernels the machine runs (oneDNN's bf16 GEMMs on AVX512_BF16, MKL's
-// fp32 ones), so the file records the CPU model and the LibTorch version it was made with; on
-// another CPU or LibTorch the test is skipped, saying why. To record anew on purpose (a change that
-// is meant to alter the math), run the test with HWTRAIN_RECORD_GOLDEN="<commit and why>" and say so in
-// the commit.
+// fp32 ones), so the file holds one recording per machine (CPU model and LibTorch version); on a
+// machine it has none for, the test is skipped, saying why. To record for this machine, or anew on
+// purpose (a change meant to alter the math), run the test with HWTRAIN_RECORD_GOLDEN="<commit and
+// why>" and say so in the commit; HWTRAIN_GOLDEN_BINARY=<path> records with another build's binary
+// (e.g. the reference commit's, to add a machine without changing what is compared against).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +74,12 @@ std::string fingerprint() {
   return model + " | LibTorch " + TORCH_VERSION;
 }
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : "', '") + n;
+  return s;
+}
+
 std::vector<double> step_losses(const fs::path& jsonl) {
   std::vector<double> out;
   std::ifstream in(jsonl);
@@ -91,7 +98,8 @@ std::vector<double> train(const GoldenRun& run, const fs::path& dir, int port) {
                      "--set train.time_budget=0 --set log.tensorboard=false --set log.gpu_log_interval=0 "
                      "--set log.report=false --set checkpoint.save_final=false --out " + run.name;
   if (tiny && run.ranks == 1) args += " --set optimization.intra_op_threads=1";
-  std::string cmd = "cd '" + dir.string() + "' && " + HWTRAIN_BINARY + " ";
+  const char* other = std::getenv("HWTRAIN_GOLDEN_BINARY");
+  std::string cmd = "cd '" + dir.string() + "' && " + (other && *other ? other : HWTRAIN_BINARY) + " ";
   cmd += run.ranks > 1 ? "launch --nproc-per-node " + std::to_string(run.ranks) + " --master-port " +
                              std::to_string(port) + " -- train " + args + " --set optimization.intra_op_threads=1"
                        : "train " + args;
@@ -110,15 +118,17 @@ std::string corpus() {
 TEST(GoldenLosses, BitIdenticalToTheRecordedRuns) {
   const char* record_note = std::getenv("HWTRAIN_RECORD_GOLDEN");
   const bool record = record_note != nullptr;
+  nlohmann::json file = nlohmann::json::object({{"machines", nlohmann::json::array()}});
+  if (std::ifstream in{kGoldenFile}) file = nlohmann::json::parse(in);
   nlohmann::json golden;
-  if (!record) {
-    std::ifstream in(kGoldenFile);
-    ASSERT_TRUE(in) << "missing " << kGoldenFile;
-    golden = nlohmann::json::parse(in);
-    if (golden.at("fingerprint") != fingerprint()) {
-      GTEST_SKIP() << "losses were recorded on '" << golden.at("fingerprint").get<std::string>() << "', this is '"
-                   << fingerprint() << "': other math kernels give other bits";
-    }
+  std::vector<std::string> recorded_on;
+  for (const auto& m : file.at("machines")) {
+    recorded_on.push_back(m.at("fingerprint"));
+    if (m.at("fingerprint") == fingerprint()) golden = m;
+  }
+  if (!record && golden.is_null()) {
+    GTEST_SKIP() << "losses were recorded on '" << join_names(recorded_on) << "', this is '" << fingerprint()
+                 << "': other math kernels give other bits";
   }
   testing::TempDir dir;
   dir.write("corpus/a.txt", corpus());
@@ -138,10 +148,13 @@ TEST(GoldenLosses, BitIdenticalToTheRecordedRuns) {
     }
   }
   if (record) {
-    nlohmann::json out = {{"fingerprint", fingerprint()},
-                          {"recorded_from", record_note},
-                          {"runs", runs}};
-    std::ofstream(kGoldenFile) << out.dump(1) << "\n";
+    nlohmann::json machines = nlohmann::json::array();
+    for (const auto& m : file.at("machines")) {
+      if (m.at("fingerprint") != fingerprint()) machines.push_back(m);
+    }
+    machines.push_back({{"fingerprint", fingerprint()}, {"recorded_from", record_note}, {"runs", runs}});
+    file["machines"] = machines;
+    std::ofstream(kGoldenFile) << file.dump(1) << "\n";
   }
 }
 
