@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "support/small_corpus.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -38,9 +39,7 @@ struct TwoRanks : ::testing::TestWithParam<bool> {};  // ZeRO-1 on or off
 TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   const bool zero1 = GetParam();
   testing::TempDir dir;
-  std::string text;
-  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
-  dir.write("corpus/a.txt", text);
+  dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common =
       "--data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
       "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
@@ -81,9 +80,7 @@ INSTANTIATE_TEST_SUITE_P(DataParallel, TwoRanks, ::testing::Values(false, true),
 // survivor must stop non-zero within dist.timeout, naming the dead rank.
 TEST(DataParallel, KilledRankStopsTheOtherWithinTheTimeout) {
   testing::TempDir dir;
-  std::string text;
-  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
-  dir.write("corpus/a.txt", text);
+  dir.write("corpus/a.txt", testing::small_corpus());
   const std::string args =
       "train --data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
       "--set train.max_steps=1000000 --set train.eval_interval=0 --set train.sample_tokens=0 "

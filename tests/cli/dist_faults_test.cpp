@@ -14,6 +14,7 @@
 
 #include "dist/dist_test_util.h"
 #include "support/shell.h"
+#include "support/small_corpus.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -37,9 +38,7 @@ struct DistFaults : ::testing::TestWithParam<Fault> {};
 TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
   const Fault f = GetParam();
   testing::TempDir dir;
-  std::string text;
-  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
-  dir.write("corpus/a.txt", text);
+  dir.write("corpus/a.txt", testing::small_corpus());
   const std::string train =
       "train --data '" + (dir / "corpus").string() + "' --set data.document_separator=% --set data.cache_dir=cache "
       "--set model.preset=tiny --set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "

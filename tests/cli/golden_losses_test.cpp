@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iomanip>
 
+#include "support/small_corpus.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -109,12 +110,6 @@ std::vector<double> train(const GoldenRun& run, const fs::path& dir, int port) {
   return step_losses(dir / run.name / "metrics.jsonl");
 }
 
-std::string corpus() {
-  std::string text;
-  for (int i = 0; i < 600; ++i) text += "Line " + std::to_string(i * 7919 % 1000) + " of a small corpus.\n%\n";
-  return text;
-}
-
 TEST(GoldenLosses, BitIdenticalToTheRecordedRuns) {
   const char* record_note = std::getenv("HWTRAIN_RECORD_GOLDEN");
   const bool record = record_note != nullptr;
@@ -131,7 +126,7 @@ TEST(GoldenLosses, BitIdenticalToTheRecordedRuns) {
                  << "': other math kernels give other bits";
   }
   testing::TempDir dir;
-  dir.write("corpus/a.txt", corpus());
+  dir.write("corpus/a.txt", testing::small_corpus());
   nlohmann::json runs = nlohmann::json::object();
   int port = 29641;
   for (const GoldenRun& run : kRuns) {
