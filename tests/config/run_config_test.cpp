@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "hwtrain/core/error.h"
 #include "support/temp_dir.h"
 
@@ -181,6 +183,35 @@ TEST(RunConfig, TomlRoundTrip) {
   EXPECT_EQ(b.model.n_layer, 5);
   EXPECT_EQ(b.train.sample_prompt, "say \"hi\"\n");
   EXPECT_NE(a.to_json().find("\"n_layer\": 5"), std::string::npos);
+}
+
+// --help-config: every key once, with its description (and choices) on the line above it; the
+// text is a config file that reads back as the defaults.
+TEST(RunConfig, DocumentedTomlDescribesEveryKeyAndReadsBack) {
+  RunConfig defaults;
+  defaults.apply_override("model.n_layer=6");
+  const std::string text = defaults.to_documented_toml();
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string table;
+  size_t described = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.size() > 2 && l.front() == '[') table = l.substr(1, l.size() - 2);
+    const size_t eq = l.find(" = ");
+    if (l.empty() || l[0] == '#' || l[0] == '[' || eq == std::string::npos) continue;
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ(lines[i - 1].rfind("# ", 0), 0u) << table << "." << l.substr(0, eq) << " has no description";
+    EXPECT_GT(lines[i - 1].size(), 6u) << l;
+    ++described;
+  }
+  EXPECT_EQ(described, RunConfig::all_keys().size());
+  EXPECT_NE(text.find("# how training draws windows"), std::string::npos);
+  EXPECT_NE(text.find("(one of: auto, bf16, fp16, fp32)\nmixed_precision_dtype = \"auto\""), std::string::npos);
+  RunConfig back;
+  back.apply_toml(text, "help-config.toml");
+  EXPECT_EQ(back.to_toml(), defaults.to_toml());
 }
 
 TEST(RunConfig, LoadRunConfigReportsUnreadableFile) {

@@ -13,11 +13,12 @@ void add_config_options(CLI::App* cmd, ConfigOptions& options) {
   cmd->add_flag_callback(
       "--help-config",
       [] {
-        std::cout << "Every config key with its default (TOML tables; override with --set table.key=value):\n\n"
-                  << RunConfig().to_toml();
+        std::cout << "# Every config key with its description and default (a config file to start from;\n"
+                     "# override one with --set table.key=value).\n\n"
+                  << RunConfig().to_documented_toml();
         throw CLI::Success();
       },
-      "list every config key with its default and exit");
+      "list every config key with its description and default, as TOML, and exit");
 }
 
 }  // namespace hwt::cli

@@ -11,12 +11,18 @@
 #include <optional>
 #include <sstream>
 
+#include "hwtrain/config/config_writers.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/strings.h"
 
 namespace hwt {
+
+using config_writers::DocumentedTomlWriter;
+using config_writers::JsonWriter;
+using config_writers::KeyLister;
+using config_writers::TomlWriter;
 
 namespace {
 
@@ -112,56 +118,6 @@ struct Setter {
       throw ConfigError(source + ": " + key + " = " + value->describe() + " is not valid: expected one of " +
                         join(shown) + did_you_mean(value->s, choices));
     }
-  }
-};
-
-struct KeyLister {
-  std::vector<std::string> keys;
-  std::string prefix;
-  template <class T>
-  void table(const std::string& name, T& options) {
-    prefix = name + ".";
-    options.visit(*this);
-  }
-  template <class F>
-  void operator()(const std::string& name, F&, const char*) { keys.push_back(prefix + name); }
-  template <class F>
-  void operator()(const std::string& name, F&, const char*, const std::vector<std::string>&) {
-    keys.push_back(prefix + name);
-  }
-};
-
-struct TomlWriter {
-  toml::table root;
-  toml::table* current = nullptr;
-  template <class T>
-  void table(const std::string& name, T& options) {
-    root.insert_or_assign(name, toml::table{});
-    current = root[name].as_table();
-    options.visit(*this);
-  }
-  template <class F>
-  void operator()(const std::string& name, F& f, const char*) { current->insert_or_assign(name, f); }
-  template <class F>
-  void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
-    current->insert_or_assign(name, f);
-  }
-};
-
-struct JsonWriter {
-  nlohmann::ordered_json root = nlohmann::ordered_json::object();
-  nlohmann::ordered_json* current = nullptr;
-  template <class T>
-  void table(const std::string& name, T& options) {
-    root[name] = nlohmann::ordered_json::object();
-    current = &root[name];
-    options.visit(*this);
-  }
-  template <class F>
-  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = f; }
-  template <class F>
-  void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
-    (*current)[name] = f;
   }
 };
 
@@ -361,6 +317,12 @@ std::string RunConfig::to_toml() const {
   std::ostringstream out;
   out << toml::toml_formatter(w.root, toml::format_flags::none) << "\n";
   return out.str();
+}
+
+std::string RunConfig::to_documented_toml() const {
+  DocumentedTomlWriter w;
+  const_cast<RunConfig*>(this)->visit_tables(w);
+  return w.out.str();
 }
 
 std::string RunConfig::to_json() const {

@@ -65,6 +65,9 @@ struct RunConfig {
   // The resolved config as TOML (printed at start, saved with checkpoints) and as JSON.
   std::string to_toml() const;
   std::string to_json() const;
+  // The same TOML with each key's description (and valid choices) as a comment above it: what
+  // --help-config prints, and a config file to start from.
+  std::string to_documented_toml() const;
 
   // Every valid key, for messages and docs.
   static std::vector<std::string> all_keys();

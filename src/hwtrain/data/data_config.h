@@ -9,26 +9,16 @@
 namespace hwt {
 
 struct DataConfig {
-  // A text file, a directory of text files, a prepared token file (.hwt) or dataset directory
-  // (manifest.json, from hwtrain prepare); "" = the default corpus (Debian's fortunes), prepared
-  // once and cached.
+  // Each option is described once, by its visit() line below (printed by --help-config).
   std::string path = "";
-  // byte, a SentencePiece .model file, or a directory holding one (tokenizer train's output). A
-  // dataset directory brings its own tokenizer; the default 'byte' then defers to it.
   std::string tokenizer = "byte";
-  double val_fraction = 0.05;      // share of documents held out for validation
-  int64_t split_seed = 1337;       // seed of the document-level train/validation choice
-  // A line that separates documents inside a file; "" = one file, one document (the default
-  // corpus, fortune files, then uses "%").
+  double val_fraction = 0.05;
+  int64_t split_seed = 1337;
   std::string document_separator = "";
-  std::string cache_dir = "";  // token files prepared from text corpora are cached here; "" = ~/.cache/hwtrain/data
-  // Documents longer than this are cut into pieces of about this size before the split, so that
-  // one large text file still gets a validation split; 0 = never cut. 64 KiB rarely cuts an
-  // ordinary document and gives tiny-shakespeare (1.1 MB, one file) 17 pieces.
+  std::string cache_dir = "";
+  // 64 KiB rarely cuts an ordinary document and gives tiny-shakespeare (1.1 MB, one file) 17 pieces.
   int64_t max_document_bytes = 65536;
-  // How training draws windows: random offsets (with replacement, nanoGPT's way: no epoch
-  // boundaries to manage on small corpora) or sequential passes (every window once per epoch,
-  // shards and windows shuffled per epoch; for corpora large enough to count epochs).
+  // random: nanoGPT's way, no epoch boundaries to manage on small corpora.
   std::string sampling = "random";
 
   void validate() const {
@@ -40,14 +30,20 @@ struct DataConfig {
 
   template <class V>
   void visit(V& v) {
-    v("path", path, "text file, directory or prepared token file; empty = default corpus");
-    v("tokenizer", tokenizer, "'byte' or a SentencePiece model path");
+    v("path", path, "a text file, a directory of text files, a prepared token file (.hwt) or dataset "
+      "directory (hwtrain prepare); empty = the default corpus (Debian's fortunes), prepared once and cached");
+    v("tokenizer", tokenizer, "byte, a SentencePiece .model file, or a directory holding one; a dataset "
+      "directory brings its own tokenizer, which byte then defers to");
     v("val_fraction", val_fraction, "fraction of documents held out for validation");
     v("split_seed", split_seed, "seed of the train/validation split");
-    v("document_separator", document_separator, "line separating documents inside a file");
-    v("cache_dir", cache_dir, "where token files prepared from text corpora are cached (empty = ~/.cache/hwtrain/data)");
-    v("max_document_bytes", max_document_bytes, "longer documents are cut into pieces this big before the split (0 = never)");
-    v("sampling", sampling, "training windows: random offsets or sequential shuffled passes",
+    v("document_separator", document_separator, "a line separating documents inside a file; empty = one "
+      "file, one document (the default corpus uses %)");
+    v("cache_dir", cache_dir, "where token files prepared from text corpora are cached (empty = "
+      "~/.cache/hwtrain/data)");
+    v("max_document_bytes", max_document_bytes, "documents longer than this are cut into pieces of about "
+      "this size before the split, so one large file still gets a validation split; 0 = never");
+    v("sampling", sampling, "how training draws windows: random offsets (with replacement) or sequential "
+      "passes (every window once per epoch, shards and windows shuffled per epoch)",
       std::vector<std::string>{"random", "sequential"});
   }
 };

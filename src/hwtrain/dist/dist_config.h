@@ -10,10 +10,11 @@
 namespace hwt {
 
 struct DistConfig {
-  std::string backend = "auto";  // auto (nccl on CUDA, gloo on CPU) | gloo | nccl
-  double bucket_size_mb = 25.0;  // gradient all-reduce bucket size
-  bool zero1 = false;            // shard optimizer states across ranks
-  double timeout = 60.0;         // seconds before a missing or hung rank fails the run
+  // Each option is described once, by its visit() line below (printed by --help-config).
+  std::string backend = "auto";
+  double bucket_size_mb = 25.0;
+  bool zero1 = false;
+  double timeout = 60.0;
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
@@ -22,8 +23,9 @@ struct DistConfig {
 
   template <class V>
   void visit(V& v) {
-    v("backend", backend, "process group backend", std::vector<std::string>{"auto", "gloo", "nccl"});
-    v("bucket_size_mb", bucket_size_mb, "all-reduce bucket size in MB");
+    v("backend", backend, "process group backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
+      std::vector<std::string>{"auto", "gloo", "nccl"});
+    v("bucket_size_mb", bucket_size_mb, "gradient all-reduce bucket size in MB");
     v("zero1", zero1, "shard optimizer states across ranks (ZeRO-1)");
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
   }

@@ -12,20 +12,17 @@
 namespace hwt {
 
 struct ModelConfig {
-  // Named shape applied before any other model.* key: tiny | small | char-small | gpt2 | gpt2-medium; "" = custom.
+  // Each option is described once, by its visit() line below (printed by --help-config).
   std::string preset = "small";
-  int64_t n_layer = 4;       // transformer blocks
-  int64_t n_head = 4;        // attention heads; must divide n_embd
-  int64_t n_embd = 256;      // residual width
-  int64_t block_size = 256;  // context length in tokens
-  // 0 = the tokenizer's vocabulary (257 for bytes + end-of-text), rounded up to a multiple of 64
-  // because matmuls with such widths run faster; a value set here must cover the tokenizer's.
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 256;
+  int64_t block_size = 256;
+  // Rounded up to a multiple of 64 because matmuls with such widths run faster.
   int64_t vocab_size = 0;
-  double dropout = 0.0;  // off by default: small runs on small corpora overfit little in 5 minutes
-  bool bias = true;      // biases in Linear and LayerNorm, as GPT-2
-  // auto | sdpa | gemm | math. sdpa = LibTorch's fused scaled-dot-product attention (flash/memory-
-  // efficient kernels); gemm = batched GEMMs with a hand-written backward, probabilities kept
-  // (CPU, no dropout); math = the reference path with a cached causal mask.
+  // Off by default: small runs on small corpora overfit little in 5 minutes.
+  double dropout = 0.0;
+  bool bias = true;
   std::string attention = "auto";
 
   // Range and cross-field checks of this table; ConfigError naming the key and what is valid.
@@ -49,16 +46,20 @@ struct ModelConfig {
 
   template <class V>
   void visit(V& v) {
-    v("preset", preset, "named model shape applied before other model keys",
+    v("preset", preset, "named model shape applied before any other model key; empty = custom",
       std::vector<std::string>{"", "tiny", "small", "char-small", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"});
     v("n_layer", n_layer, "number of transformer blocks");
     v("n_head", n_head, "attention heads (must divide n_embd)");
-    v("n_embd", n_embd, "embedding width");
+    v("n_embd", n_embd, "embedding (residual) width");
     v("block_size", block_size, "context length in tokens");
-    v("vocab_size", vocab_size, "vocabulary size; 0 = from the tokenizer, padded to a multiple of 64");
+    v("vocab_size", vocab_size, "vocabulary size; 0 = the tokenizer's (257 for bytes + end-of-text) padded "
+      "to a multiple of 64; a value set must cover the tokenizer's");
     v("dropout", dropout, "dropout probability in [0, 1)");
-    v("bias", bias, "use biases in Linear and LayerNorm layers");
-    v("attention", attention, "attention kernel", std::vector<std::string>{"auto", "sdpa", "gemm", "math"});
+    v("bias", bias, "use biases in Linear and LayerNorm layers, as GPT-2");
+    v("attention", attention, "attention kernel: auto (the planner), sdpa (LibTorch's fused "
+      "flash/memory-efficient kernels), "
+      "gemm (batched GEMMs with a hand-written backward; CPU, no dropout), math (reference, cached causal mask)",
+      std::vector<std::string>{"auto", "sdpa", "gemm", "math"});
   }
 };
 

@@ -11,14 +11,15 @@
 namespace hwt {
 
 struct ObsConfig {
-  std::string progress = "auto";  // auto (bar on a terminal, lines otherwise) | bar | lines
-  bool jsonl = true;              // metrics.jsonl in the run directory
-  bool csv = true;                // metrics.csv in the run directory
-  bool tensorboard = true;        // TensorBoard event file under <run dir>/tb
-  double flush_seconds = 10.0;    // sinks flush at least this often (and on exit)
-  double gpu_log_interval = 10.0; // seconds between hardware monitor samples; 0 = off
-  bool report = true;             // write report.html at the end of the run
-  std::string profile_steps = ""; // "a:b" writes a Chrome trace of steps a..b
+  // Each option is described once, by its visit() line below (printed by --help-config).
+  std::string progress = "auto";
+  bool jsonl = true;
+  bool csv = true;
+  bool tensorboard = true;
+  double flush_seconds = 10.0;
+  double gpu_log_interval = 10.0;
+  bool report = true;
+  std::string profile_steps = "";
 
   void validate() const {
     check_positive("log.flush_seconds", flush_seconds);
@@ -40,11 +41,12 @@ struct ObsConfig {
 
   template <class V>
   void visit(V& v) {
-    v("progress", progress, "progress display", std::vector<std::string>{"auto", "bar", "lines"});
-    v("jsonl", jsonl, "write metrics.jsonl");
-    v("csv", csv, "write metrics.csv");
-    v("tensorboard", tensorboard, "write TensorBoard event files");
-    v("flush_seconds", flush_seconds, "seconds between sink flushes");
+    v("progress", progress, "progress display: auto (a bar on a terminal, lines otherwise), bar or lines",
+      std::vector<std::string>{"auto", "bar", "lines"});
+    v("jsonl", jsonl, "write metrics.jsonl in the run directory");
+    v("csv", csv, "write metrics.csv in the run directory");
+    v("tensorboard", tensorboard, "write TensorBoard event files under <run dir>/tb");
+    v("flush_seconds", flush_seconds, "metric sinks flush at least this often, in seconds (and on exit)");
     v("gpu_log_interval", gpu_log_interval, "seconds between hardware monitor samples; 0 = off");
     v("report", report, "write report.html at the end");
     v("profile_steps", profile_steps, "a:b writes a Chrome trace of steps a to b");

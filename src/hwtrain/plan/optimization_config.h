@@ -11,38 +11,34 @@
 namespace hwt {
 
 struct OptimizationConfig {
-  // One choice, one key: fp32 turns mixed precision off (optimization.enable_mixed_precision = false
-  // is its deprecated alias); auto lets the planner choose from the hardware.
-  std::string mixed_precision_dtype = "auto";   // auto | bf16 | fp16 | fp32
-  bool pure_bf16_weights = false;               // bf16 weights, fp32 optimizer moments (with bf16)
-  // Loss scaling (fp16 only): PyTorch's GradScaler defaults; dynamic = false keeps init_scale.
+  // Each option is described once, by its visit() line below (printed by --help-config).
+  // One choice, one key: optimization.enable_mixed_precision = false is fp32's deprecated alias.
+  std::string mixed_precision_dtype = "auto";
+  bool pure_bf16_weights = false;
+  // Loss scaling: PyTorch's GradScaler defaults.
   bool dynamic_loss_scale = true;
   double loss_scale_init = 65536.0;
   double loss_scale_growth_factor = 2.0;
   double loss_scale_backoff_factor = 0.5;
   int64_t loss_scale_growth_interval = 2000;
-  int64_t nonfinite_fallback_steps = 3;         // fall back to fp32 after K non-finite losses; 0 = never
-  // Activation checkpointing: -1 = the planner decides (recomputation only where memory needs it),
-  // 0 = off, k = recompute every k-th block (1 = all). optimization.enable_gradient_checkpointing
-  // is its deprecated alias (true = every block unless a k is set, false = 0).
+  int64_t nonfinite_fallback_steps = 3;
+  // optimization.enable_gradient_checkpointing is its deprecated alias (true = 1 unless set, false = 0).
   int64_t checkpoint_every = -1;
-  bool fused_lm_head_loss = false;              // chunked LM head + loss (planner: when logits do not fit)
-  int64_t target_batch_size = 0;                // global batch in sequences; 0 = micro x accum
-  int64_t max_batch_size = 64;                  // upper bound of the micro-batch search
-  double memory_threshold = 0.75;               // share of available memory the plan may use
-  bool auto_batch_size = false;                 // probe for the largest micro-batch that fits
-  int64_t num_workers = -1;                     // data loader threads; -1 = planner
-  int64_t prefetch_factor = 2;                  // batches queued per worker
-  bool pin_memory = true;                       // pinned host buffers on CUDA
-  int64_t intra_op_threads = 0;                 // 0 = physical cores usable by this process
-  std::string optimizer_state_device = "auto";  // auto | device | cpu
-  bool fused_optimizer = true;                  // at::_fused_adamw_ where available
-  // AdamW steps each parameter as soon as backward has finished its gradient, then frees the
-  // gradient, so the gradients never exist all at once. Needs train.grad_clip = 0, one
-  // micro-batch per step, one process and no fp16 loss scaling (see train/optimizer_in_backward.h).
+  bool fused_lm_head_loss = false;
+  int64_t target_batch_size = 0;
+  int64_t max_batch_size = 64;
+  double memory_threshold = 0.75;
+  bool auto_batch_size = false;
+  int64_t num_workers = -1;
+  int64_t prefetch_factor = 2;
+  bool pin_memory = true;
+  int64_t intra_op_threads = 0;
+  std::string optimizer_state_device = "auto";
+  bool fused_optimizer = true;
+  // See train/optimizer_in_backward.h.
   bool optimizer_in_backward = false;
-  bool cuda_graphs = false;                     // reserved: not implemented (the plan warns when set)
-  bool allow_tf32 = true;                       // TF32 matmuls on Ampere and later
+  bool cuda_graphs = false;
+  bool allow_tf32 = true;
   bool cudnn_benchmark = true;
 
   void validate() const {
@@ -61,7 +57,7 @@ struct OptimizationConfig {
   void visit(V& v) {
     v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice",
       std::vector<std::string>{"auto", "bf16", "fp16", "fp32"});
-    v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16 (fp32 optimizer moments); bf16 only");
+    v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16, optimizer moments in fp32 (with bf16 only)");
     v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
     v("loss_scale_init", loss_scale_init, "fp16: initial (or static) loss scale");
     v("loss_scale_growth_factor", loss_scale_growth_factor, "fp16: scale growth after growth_interval clean steps");
@@ -70,22 +66,27 @@ struct OptimizationConfig {
     v("nonfinite_fallback_steps", nonfinite_fallback_steps,
       "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
     v("checkpoint_every", checkpoint_every,
-      "recompute activations in backward for every k-th block; 0 = off, -1 = the planner decides");
+      "recompute activations in backward for every k-th block (1 = all); 0 = off, -1 = the planner decides "
+      "(only where memory needs it)");
     v("fused_lm_head_loss", fused_lm_head_loss,
-      "LM head + cross-entropy in chunks of tokens, gradients in the same pass (no whole logits tensor)");
+      "LM head + cross-entropy in chunks of tokens, gradients in the same pass (no whole logits tensor; the "
+      "planner turns it on when logits do not fit)");
     v("target_batch_size", target_batch_size, "global batch size in sequences; 0 = micro x accum");
-    v("max_batch_size", max_batch_size, "largest micro-batch considered");
+    v("max_batch_size", max_batch_size, "upper bound of the micro-batch search");
     v("memory_threshold", memory_threshold, "fraction of available memory the plan may use");
     v("auto_batch_size", auto_batch_size, "probe for the largest micro-batch that fits");
     v("num_workers", num_workers, "data loader threads; -1 = planner");
     v("prefetch_factor", prefetch_factor, "batches queued per loader thread");
     v("pin_memory", pin_memory, "pinned host memory for batches on CUDA");
-    v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads; 0 = physical cores");
-    v("optimizer_state_device", optimizer_state_device, "where optimizer moments live",
+    v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads; 0 = the physical cores usable by "
+      "this process");
+    v("optimizer_state_device", optimizer_state_device, "where optimizer moments live: auto, device or cpu "
+      "(cpu is not implemented yet: the plan warns)",
       std::vector<std::string>{"auto", "device", "cpu"});
-    v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel where available");
+    v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel (at::_fused_adamw_) where available");
     v("optimizer_in_backward", optimizer_in_backward,
-      "step each parameter in backward and free its gradient (no clipping, accumulation, fp16 or data parallel)");
+      "step each parameter as soon as backward has its gradient, then free it, so the gradients never exist "
+      "all at once (needs train.grad_clip = 0, one micro-batch per step, one process, no fp16)");
     v("cuda_graphs", cuda_graphs, "not implemented yet: the plan warns and the step runs eagerly");
     v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
     v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");

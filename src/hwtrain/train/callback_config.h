@@ -22,21 +22,23 @@ const Options& validated(const Options& options) {
 // Patience counts checks without improvement: evaluations for an evaluation metric (val_loss),
 // steps for a per-step metric (loss, grad_norm, ...).
 struct EarlyStoppingConfig {
+  // Each option is described once, by its visit() line below (printed by --help-config).
   bool enabled = false;
-  std::string monitor = "val_loss";   // a metric name; `hwtrain train --help-config` lists them
-  std::string mode = "min";           // min | max
-  int64_t patience = 3;               // stop after this many checks without improvement
-  double min_delta = 0.0;             // smaller changes do not count as improvement
-  bool restore_best_weights = false;  // load the best weights when stopping (costs one weight copy)
+  std::string monitor = "val_loss";
+  std::string mode = "min";
+  int64_t patience = 3;
+  double min_delta = 0.0;
+  bool restore_best_weights = false;
 
   template <class V>
   void visit(V& v) {
     v("enabled", enabled, "stop training when the monitored metric stops improving");
-    v("monitor", monitor, "metric to watch, e.g. val_loss or loss");
+    v("monitor", monitor, "metric to watch, e.g. val_loss or loss (--help-config lists them)");
     v("mode", mode, "min: lower is better; max: higher is better", std::vector<std::string>{"min", "max"});
     v("patience", patience, "checks without improvement before stopping");
     v("min_delta", min_delta, "smallest change that counts as an improvement");
-    v("restore_best_weights", restore_best_weights, "restore the best weights when stopping");
+    v("restore_best_weights", restore_best_weights, "load the best weights when stopping (costs one copy of "
+      "the weights)");
   }
 
   void validate() const {
@@ -50,14 +52,15 @@ struct EarlyStoppingConfig {
 // Multiplies the learning rate by `factor` after `patience` checks without improvement, never
 // below min_lr, then waits `cooldown` checks before counting again (as PyTorch's scheduler).
 struct LrPlateauConfig {
+  // Each option is described once, by its visit() line below (printed by --help-config).
   bool enabled = false;
   std::string monitor = "val_loss";
-  std::string mode = "min";  // min | max
-  double factor = 0.5;       // halving: gentler than PyTorch's 0.1 for runs of a few thousand steps
-  int64_t patience = 2;      // checks without improvement before reducing
+  std::string mode = "min";
+  double factor = 0.5;  // halving: gentler than PyTorch's 0.1 for runs of a few thousand steps
+  int64_t patience = 2;
   double min_delta = 0.0;
-  double min_lr = 1e-5;  // floor of the effective learning rate (train.lr x scale)
-  int64_t cooldown = 0;  // checks after a reduction during which no new reduction is counted
+  double min_lr = 1e-5;
+  int64_t cooldown = 0;
 
   template <class V>
   void visit(V& v) {
@@ -67,8 +70,8 @@ struct LrPlateauConfig {
     v("factor", factor, "multiplier applied to the learning rate, in (0, 1)");
     v("patience", patience, "checks without improvement before reducing");
     v("min_delta", min_delta, "smallest change that counts as an improvement");
-    v("min_lr", min_lr, "lowest peak learning rate the reductions may reach");
-    v("cooldown", cooldown, "checks to wait after a reduction");
+    v("min_lr", min_lr, "floor of the effective learning rate (train.lr x the reductions)");
+    v("cooldown", cooldown, "checks after a reduction during which no new reduction is counted");
   }
 
   void validate() const {
@@ -86,8 +89,9 @@ struct LrPlateauConfig {
 // Keeps the learning rate every `interval` steps and every change of the LR scale that a callback
 // (such as lr_plateau) makes, and logs the changes.
 struct LrMonitorConfig {
+  // Each option is described once, by its visit() line below (printed by --help-config).
   bool enabled = false;
-  int64_t interval = 0;  // steps between samples; 0 = train.log_interval
+  int64_t interval = 0;
 
   template <class V>
   void visit(V& v) {

@@ -10,27 +10,28 @@
 namespace hwt {
 
 struct TrainConfig {
-  int64_t max_steps = 3000;      // optimizer steps; the run also stops at time_budget
-  double time_budget = 285.0;    // seconds of training (evaluation included); 0 = no limit. 285 s: the
-                                 // default run then reaches val_loss < 2.0 within 5 minutes on 2 cores
-  int64_t micro_batch_size = 16; // sequences per forward/backward (the planner may change it unless set)
-  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
-  double lr = 2e-3;              // peak learning rate (small models tolerate a high one)
-  double min_lr = 2e-4;          // floor of the cosine decay (nanoGPT: lr / 10)
-  int64_t warmup_steps = 100;    // linear warmup from 0 to lr
-  int64_t decay_steps = 0;       // cosine length; 0 = max_steps
+  // Each option's description is its visit() line below (`hwtrain train --help-config` prints it).
+  int64_t max_steps = 3000;
+  // 285 s: the default run then reaches val_loss < 2.0 within 5 minutes on 2 cores.
+  double time_budget = 285.0;
+  int64_t micro_batch_size = 16;
+  int64_t grad_accum_steps = 1;
+  double lr = 2e-3;  // small models tolerate a high one
+  double min_lr = 2e-4;  // nanoGPT: lr / 10
+  int64_t warmup_steps = 100;
+  int64_t decay_steps = 0;
   std::string lr_schedule = "cosine";
-  double weight_decay = 0.1;     // AdamW, decoupled; not applied to biases, norms, embeddings
+  double weight_decay = 0.1;
   double beta1 = 0.9;
-  double beta2 = 0.99;           // 0.99 rather than 0.95: few tokens per step in small runs
+  double beta2 = 0.99;  // rather than 0.95: few tokens per step in small runs
   double eps = 1e-8;
-  double grad_clip = 1.0;        // max global gradient norm; 0 = off
+  double grad_clip = 1.0;
   int64_t seed = 1337;
-  int64_t eval_interval = 250;   // steps between validation passes (and one at the end)
-  int64_t eval_batches = 16;     // micro-batches per validation pass
-  int64_t log_interval = 25;     // steps between progress lines
-  std::string device = "auto";   // auto | cpu | cuda | cuda:N
-  int64_t sample_tokens = 300;   // tokens generated at the end of the run; 0 = none
+  int64_t eval_interval = 250;
+  int64_t eval_batches = 16;
+  int64_t log_interval = 25;
+  std::string device = "auto";
+  int64_t sample_tokens = 300;
   std::string sample_prompt = "";
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
@@ -66,26 +67,27 @@ struct TrainConfig {
 
   template <class V>
   void visit(V& v) {
-    v("max_steps", max_steps, "number of optimizer steps");
-    v("time_budget", time_budget, "stop after this many seconds of training; 0 = no limit");
-    v("micro_batch_size", micro_batch_size, "sequences per forward/backward pass");
+    v("max_steps", max_steps, "optimizer steps; the run also stops at time_budget");
+    v("time_budget", time_budget, "seconds of training (evaluation included) before stopping; 0 = no limit");
+    v("micro_batch_size", micro_batch_size, "sequences per forward/backward pass (the planner chooses it "
+      "unless set)");
     v("grad_accum_steps", grad_accum_steps, "micro-batches accumulated per optimizer step");
     v("lr", lr, "peak learning rate");
-    v("min_lr", min_lr, "final learning rate of the decay");
-    v("warmup_steps", warmup_steps, "steps of linear warmup");
+    v("min_lr", min_lr, "floor of the learning-rate decay");
+    v("warmup_steps", warmup_steps, "steps of linear warmup from 0 to lr");
     v("decay_steps", decay_steps, "length of the decay; 0 = max_steps");
     v("lr_schedule", lr_schedule, "learning-rate schedule", std::vector<std::string>{"cosine", "linear", "constant"});
-    v("weight_decay", weight_decay, "AdamW decoupled weight decay");
+    v("weight_decay", weight_decay, "AdamW decoupled weight decay (not on biases, norms, embeddings)");
     v("beta1", beta1, "AdamW beta1");
     v("beta2", beta2, "AdamW beta2");
     v("eps", eps, "AdamW epsilon");
-    v("grad_clip", grad_clip, "max gradient norm; 0 = off");
+    v("grad_clip", grad_clip, "max global gradient norm; 0 = off");
     v("seed", seed, "random seed (init, dropout, batches)");
-    v("eval_interval", eval_interval, "steps between validation passes");
+    v("eval_interval", eval_interval, "steps between validation passes (and one at the end); 0 = none");
     v("eval_batches", eval_batches, "micro-batches per validation pass");
     v("log_interval", log_interval, "steps between progress lines");
     v("device", device, "auto, cpu, cuda or cuda:N");
-    v("sample_tokens", sample_tokens, "tokens to generate after training; 0 = none");
+    v("sample_tokens", sample_tokens, "tokens generated at the end of the run; 0 = none");
     v("sample_prompt", sample_prompt, "prompt of the final sample");
     v("sample_temperature", sample_temperature, "sampling temperature");
     v("sample_top_k", sample_top_k, "top-k of sampling; 0 = off");

@@ -1,0 +1,88 @@
+// How a RunConfig is written out, as visitors of its options structs (visit_tables): the list of
+// keys, TOML, TOML with each key's description above it (--help-config), JSON. Internal to
+// config/run_config.cpp; reading (TOML files, --set) is there.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hwtrain/core/strings.h"
+
+namespace hwt::config_writers {
+
+struct KeyLister {
+  std::vector<std::string> keys;
+  std::string prefix;
+  template <class T>
+  void table(const std::string& name, T& options) {
+    prefix = name + ".";
+    options.visit(*this);
+  }
+  template <class F>
+  void operator()(const std::string& name, F&, const char*) { keys.push_back(prefix + name); }
+  template <class F>
+  void operator()(const std::string& name, F&, const char*, const std::vector<std::string>&) {
+    keys.push_back(prefix + name);
+  }
+};
+
+struct TomlWriter {
+  toml::table root;
+  toml::table* current = nullptr;
+  template <class T>
+  void table(const std::string& name, T& options) {
+    root.insert_or_assign(name, toml::table{});
+    current = root[name].as_table();
+    options.visit(*this);
+  }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char*) { current->insert_or_assign(name, f); }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
+    current->insert_or_assign(name, f);
+  }
+};
+
+struct JsonWriter {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  nlohmann::ordered_json* current = nullptr;
+  template <class T>
+  void table(const std::string& name, T& options) {
+    root[name] = nlohmann::ordered_json::object();
+    current = &root[name];
+    options.visit(*this);
+  }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = f; }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
+    (*current)[name] = f;
+  }
+};
+
+// TOML with a "# description" line above each key.
+struct DocumentedTomlWriter {
+  std::ostringstream out;
+  template <class T>
+  void table(const std::string& name, T& options) {
+    out << (out.tellp() > 0 ? "\n[" : "[") << name << "]\n";
+    options.visit(*this);
+  }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char* doc) {
+    toml::table one;
+    one.insert_or_assign(name, f);
+    out << "# " << doc << "\n" << toml::toml_formatter(one, toml::format_flags::none) << "\n";
+  }
+  template <class F>
+  void operator()(const std::string& name, F& f, const char* doc, const std::vector<std::string>& choices) {
+    std::vector<std::string> shown;
+    for (const auto& c : choices) shown.push_back(c.empty() ? "\"\"" : c);
+    (*this)(name, f, (std::string(doc) + " (one of: " + join(shown) + ")").c_str());
+  }
+};
+
+}  // namespace hwt::config_writers
