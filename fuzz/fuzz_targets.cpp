@@ -1,0 +1,114 @@
+#include "fuzz_targets.h"
+
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hwtrain/config/run_config.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/data/manifest.h"
+#include "hwtrain/data/token_file.h"
+#include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/trainer_state_file.h"
+
+namespace hwt::fuzz {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A private directory for the files the targets read, made once per process.
+const fs::path& scratch_dir() {
+  static const fs::path dir = [] {
+    std::string pattern = (fs::temp_directory_path() / "hwtrain-fuzz-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a scratch directory");
+    return fs::path(pattern);
+  }();
+  return dir;
+}
+
+fs::path write_input(const std::string& name, const uint8_t* data, size_t size) {
+  const fs::path path = scratch_dir() / name;
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
+                                                                static_cast<std::streamsize>(size));
+  return path;
+}
+
+template <class F>
+void expecting_errors(F&& f) {
+  try {
+    f();
+  } catch (const Error&) {
+    // A rejection with its one-line message: what untrusted input should get.
+  }
+}
+
+// JSON the product would parse; malformed JSON is the parser library's rejection, not a finding.
+bool parse_json(const uint8_t* data, size_t size, nlohmann::json* out) {
+  *out = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  return !out->is_discarded();
+}
+
+}  // namespace
+
+void safetensors_file(const uint8_t* data, size_t size) {
+  const fs::path file = write_input("model.safetensors", data, size);
+  expecting_errors([&] { load_safetensors(file); });
+}
+
+void trainer_state(const uint8_t* data, size_t size) {
+  nlohmann::json j;
+  if (!parse_json(data, size, &j)) return;
+  expecting_errors([&] { parse_trainer_state(j, "trainer_state.json"); });
+}
+
+void tokenizer_json(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "tokenizer";
+  fs::create_directories(dir);
+  write_input("tokenizer/tokenizer.json", data, size);
+  expecting_errors([&] { load_tokenizer(dir); });
+}
+
+void dataset_manifest(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "dataset";
+  fs::create_directories(dir);
+  write_input("dataset/manifest.json", data, size);
+  expecting_errors([&] { read_manifest(dir); });
+}
+
+void shard_header(const uint8_t* data, size_t size) {
+  // As a reader sees a shard: these bytes are the start of a file whose size is claimed by them
+  // or not; both the true size and a size the header might agree with are tried.
+  expecting_errors([&] { decode_token_file_header(data, size, size, "train-00000.hwt"); });
+  expecting_errors([&] { decode_token_file_header(data, size, uint64_t{1} << 40, "train-00000.hwt"); });
+}
+
+void toml_config(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  expecting_errors([&] {
+    RunConfig c;
+    c.apply_toml(text, "fuzz.toml");
+    c.validate();
+  });
+}
+
+void hardware_json(const uint8_t* data, size_t size) {
+  nlohmann::json j;
+  if (!parse_json(data, size, &j)) return;
+  expecting_errors([&] { hardware_from_json(j, "hardware.json"); });
+}
+
+const std::vector<NamedTarget>& all_targets() {
+  static const std::vector<NamedTarget> targets = {
+      {"safetensors_file", safetensors_file}, {"trainer_state", trainer_state},
+      {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
+      {"shard_header", shard_header},         {"toml_config", toml_config},
+      {"hardware_json", hardware_json}};
+  return targets;
+}
+
+}  // namespace hwt::fuzz
