@@ -100,6 +100,9 @@ TEST(Detect, MathLibrariesIdentified) {
 
 TEST(Detect, AllocatorOfThisTestIsKnown) {
   // The test binary does not link jemalloc, so unless one is preloaded malloc is glibc's.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer build: its runtime replaces malloc";
+#endif
   EnvInfo e = detect_env();
   if (!e.ld_preload.empty()) GTEST_SKIP() << "LD_PRELOAD set: " << e.ld_preload;
   EXPECT_EQ(e.allocator, Allocator::Glibc) << e.allocator_detail;
