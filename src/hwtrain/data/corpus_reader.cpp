@@ -128,6 +128,7 @@ bool CorpusReader::read_block() {
   }
   first_block_ = false;
   stats_.num_bytes += n;
+  bytes_read_.store(stats_.num_bytes, std::memory_order_relaxed);
   return true;
 }
 

@@ -4,6 +4,7 @@
 // split_documents() cuts the whole file. parse_jsonl_chunk() turns a JSONL chunk's lines into
 // documents; it runs on prepare's worker threads. No tokenization, no train/validation choice here.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -68,7 +69,10 @@ class CorpusReader {
   // the first block), a JSONL line over 256 MiB.
   bool next(CorpusChunk& chunk);
 
+  // Read by the thread that calls next(), once it has returned false (or between calls).
   const CorpusReadStats& stats() const { return stats_; }
+  // Bytes read so far: safe to read from any thread while next() runs (the progress line).
+  int64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
   const CorpusListing& listing() const { return listing_; }
 
  private:
@@ -98,6 +102,7 @@ class CorpusReader {
   uint32_t stdin_crc_ = 0;
   uint64_t stdin_bytes_ = 0;
   CorpusReadStats stats_;
+  std::atomic<int64_t> bytes_read_{0};
 };
 
 // Parses the lines of a JSONL chunk: each line an object whose string field `field` is one

@@ -147,11 +147,11 @@ uint64_t run_prepare(const std::vector<fs::path>& inputs, const PrepareOptions& 
       if (stats.num_bad_lines == 0) stats.first_bad_line = c.first_bad_line;
       stats.num_bad_lines += c.num_bad_lines;
     }
-    progress.update(reader.stats().num_bytes, router.num_units(), router.num_tokens());
+    progress.update(reader.bytes_read(), router.num_units(), router.num_tokens());
   };
   run_ordered_pipeline<CorpusChunk>([&](CorpusChunk& c) { return reader.next(c); }, work, consume, workers,
                                     static_cast<size_t>(2 * workers + 2),
-                                    [&] { progress.update(reader.stats().num_bytes, router.num_units(), router.num_tokens()); });
+                                    [&] { progress.update(reader.bytes_read(), router.num_units(), router.num_tokens()); });
   progress.finish();
 
   const CorpusReadStats& rs = reader.stats();
