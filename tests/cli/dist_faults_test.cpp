@@ -27,6 +27,9 @@ struct Fault {
   int nth;
 };
 
+// How ctest lists a scenario (instead of the parameter's bytes).
+void PrintTo(const Fault& f, std::ostream* os) { *os << f.signal << " rank " << f.rank << " at " << f.point << " #" << f.nth; }
+
 std::string name_of(const ::testing::TestParamInfo<Fault>& info) {
   return info.param.signal + "_rank" + std::to_string(info.param.rank) + "_" + info.param.point;
 }
