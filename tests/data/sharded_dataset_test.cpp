@@ -165,6 +165,30 @@ TEST(ShardedDataset, ManifestThatCannotHoldItsVocabularyIsRefused) {
   testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"has no manifest.json"});
 }
 
+// Found by fuzz/dataset_manifest under UBSan: a float where an integer belongs was converted
+// (2e+256 into uint64_t: undefined behaviour); negative and oversized integers were wrapped.
+TEST(ShardedDataset, ManifestIntegersMustBeIntegersInRange) {
+  TempDir dir;
+  prepare_dataset({dir.write("c.txt", testing::generated_corpus(100))}, dir / "ds", small_shards());
+  const auto good = nlohmann::json::parse(read_file(dir / "ds" / kManifestFile));
+  for (const nlohmann::json& bad : {nlohmann::json(2e256), nlohmann::json(1.5), nlohmann::json(-1),
+                                    nlohmann::json(uint64_t{1} << 40), nlohmann::json("7")}) {
+    auto j = good;
+    j["shards"][0]["crc32c"] = bad;  // a uint32_t field
+    write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+    SCOPED_TRACE(bad.dump());
+    testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'crc32c' has the wrong type or range"});
+  }
+  auto j = good;
+  j["shards"][0]["bytes"] = 2e256;  // uint64_t
+  write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+  testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'bytes' has the wrong type or range"});
+  j = good;
+  j["shards"][0]["block_crc32c"][0] = -3;  // elements of a uint32_t list
+  write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+  testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'block_crc32c' has the wrong type or range"});
+}
+
 TEST(ShardedDataset, HeaderVocabularyLargerThanItsDtypeIsRefused) {
   TokenFileHeader h;
   h.vocab_size = 70000;
