@@ -14,6 +14,7 @@
 #include "hwtrain/data/token_file.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/trainer_state_file.h"
 
@@ -114,12 +115,19 @@ void hardware_json(const uint8_t* data, size_t size) {
   expecting_errors([&] { hardware_from_json(j, "hardware.json"); });
 }
 
+void checkpoint_list(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "step_00000001";
+  fs::create_directories(dir);
+  write_input("step_00000001/COMPLETE", data, size);
+  expecting_errors([&] { read_checkpoint_manifest(dir); });
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> targets = {
       {"safetensors_file", safetensors_file}, {"trainer_state", trainer_state},
       {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
       {"shard_header", shard_header},         {"toml_config", toml_config},
-      {"hardware_json", hardware_json}};
+      {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list}};
   return targets;
 }
 

@@ -21,6 +21,7 @@ void dataset_manifest(const uint8_t* data, size_t size);  // data/manifest: read
 void shard_header(const uint8_t* data, size_t size);      // data/token_file: decode_token_file_header
 void toml_config(const uint8_t* data, size_t size);       // config/run_config: apply_toml + validate
 void hardware_json(const uint8_t* data, size_t size);     // hw/hardware_json: hardware_from_json
+void checkpoint_list(const uint8_t* data, size_t size);   // io/checkpoint_store: read_checkpoint_manifest
 
 struct NamedTarget {
   const char* name;  // also its corpus folder: fuzz/corpus/<name>

@@ -187,6 +187,15 @@ TEST(ShardedDataset, ManifestIntegersMustBeIntegersInRange) {
   j["shards"][0]["block_crc32c"][0] = -3;  // elements of a uint32_t list
   write_file_atomic(dir / "ds" / kManifestFile, j.dump());
   testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'block_crc32c' has the wrong type or range"});
+  // Optional fields of the wrong type: nlohmann's value() threw its own error, naming nothing.
+  j = good;
+  j["format"] = 57;
+  write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+  testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'format' has the wrong type or range"});
+  j = good;
+  j["created_by"] = nlohmann::json::array();
+  write_file_atomic(dir / "ds" / kManifestFile, j.dump());
+  testing::expect_data_error([&] { ShardedDataset ds(dir / "ds"); }, {"field 'created_by' has the wrong type or range"});
 }
 
 TEST(ShardedDataset, HeaderVocabularyLargerThanItsDtypeIsRefused) {

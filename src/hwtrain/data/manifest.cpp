@@ -66,6 +66,13 @@ T field(const json& j, const char* key, const fs::path& file) {
   return T{};  // not reached: wrong() throws
 }
 
+// An optional field: `fallback` when absent, else checked as field() checks it. (nlohmann's
+// value() throws its own type_error, naming neither file nor key: found by fuzz/dataset_manifest.)
+template <class T>
+T optional_field(const json& j, const char* key, T fallback, const fs::path& file) {
+  return j.contains(key) ? field<T>(j, key, file) : fallback;
+}
+
 }  // namespace
 
 json DatasetManifest::to_json() const {
@@ -103,14 +110,16 @@ json DatasetManifest::to_json() const {
 }
 
 DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) {
-  if (!j.is_object() || j.value("format", "") != "hwtrain-dataset") bad_manifest(file, "not an hwtrain dataset manifest");
+  if (!j.is_object() || optional_field<std::string>(j, "format", "", file) != "hwtrain-dataset") {
+    bad_manifest(file, "not an hwtrain dataset manifest");
+  }
   DatasetManifest m;
   m.version = field<int64_t>(j, "version", file);
   if (m.version != kManifestVersion) {
     throw DataError("manifest " + file.string() + " has version " + std::to_string(m.version) +
                     "; this hwtrain reads version " + std::to_string(kManifestVersion) + "; re-run hwtrain prepare");
   }
-  m.created_by = j.value("created_by", "");
+  m.created_by = optional_field<std::string>(j, "created_by", "", file);
   std::string fp = field<std::string>(j, "fingerprint", file);
   try {
     m.fingerprint = std::stoull(fp, nullptr, 16);
@@ -135,7 +144,7 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
   if (field<uint64_t>(j, "checksum_block_bytes", file) != kChecksumBlockBytes) {
     bad_manifest(file, "checksum_block_bytes is not " + std::to_string(kChecksumBlockBytes));
   }
-  m.shard_tokens = j.value("shard_tokens", int64_t{0});
+  m.shard_tokens = optional_field<int64_t>(j, "shard_tokens", 0, file);
   json split = field<json>(j, "split", file);
   m.val_fraction = field<double>(split, "val_fraction", file);
   m.split_seed = field<int64_t>(split, "seed", file);
@@ -174,8 +183,9 @@ DatasetManifest DatasetManifest::from_json(const json& j, const fs::path& file) 
                   " validation tokens, the split says " + std::to_string(m.num_train_tokens) + " + " +
                   std::to_string(m.num_val_tokens));
   }
-  m.sources = j.value("sources", json::array());
-  m.options = j.value("options", json::object());
+  m.sources = optional_field<json>(j, "sources", json::array(), file);
+  m.options = optional_field<json>(j, "options", json::object(), file);
+  if (!m.sources.is_array() || !m.options.is_object()) bad_manifest(file, "'sources' must be a list and 'options' an object");
   return m;
 }
 

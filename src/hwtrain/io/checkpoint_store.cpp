@@ -280,7 +280,8 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   } catch (const json::exception& e) {
     throw bad(std::string("not valid JSON (") + e.what() + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kFormat) throw bad("no \"format\": \"" + std::string(kFormat) + "\"");
+  // Compared as JSON: value("format", "") would throw nlohmann's own error for a non-string.
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat) throw bad("no \"format\": \"" + std::string(kFormat) + "\"");
   if (!j.contains("version") || j["version"] != kVersion) {
     throw bad("unsupported version " + (j.contains("version") ? j["version"].dump() : "(none)") +
               " (this build reads version " + std::to_string(kVersion) + ")");
