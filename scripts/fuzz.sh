@@ -27,11 +27,12 @@ for t in "${targets[@]}"; do
   cp -n fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true
   log=build-fuzz/fuzz-$t.log
   status=ok
+  before=$(find "$crashes" -type f | wc -l)
   build-fuzz/fuzz/fuzz_$t "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$crashes/" > "$log" 2>&1 || status=CRASH
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  found=$(find "$crashes" -type f | wc -l)
+  found=$(( $(find "$crashes" -type f | wc -l) - before ))  # new in this run
   rows+=("$(printf '%-18s %6s s %12s %10s %8s  %s' "$t" "$seconds" "${runs:-?}" "${rate:-?}" "$found" "$status")")
 done
 echo "== fuzz $(date -u '+%F %H:%M') UTC, $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), commit $(git rev-parse --short HEAD)"
