@@ -64,7 +64,7 @@ class GPT(nn.Module):
             nn.init.zeros_(m.bias)
 
     def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in self.h:
             x = b(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)
@@ -86,12 +86,18 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="0 = PyTorch's default")
     p.add_argument("--fused", action="store_true", help="fused AdamW")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--tf32", action="store_true", help="CUDA: TF32 matmuls (PyTorch's default is off)")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
     tokens = load_tokens(a.data)
-    model = GPT(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd)
+    model = GPT(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd).to(dev)
     if a.compile:
         model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=a.fused or None)
@@ -100,9 +106,9 @@ def main():
     for step in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         ix = rng.integers(0, len(tokens) - a.block - 1, size=a.batch)
-        x = torch.from_numpy(np.stack([tokens[i:i + a.block] for i in ix]).astype(np.int64))
-        y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + a.block] for i in ix]).astype(np.int64))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+        x = torch.from_numpy(np.stack([tokens[i:i + a.block] for i in ix]).astype(np.int64)).to(dev)
+        y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + a.block] for i in ix]).astype(np.int64)).to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             l = model(x, y)
         l.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -112,7 +118,9 @@ def main():
         if step >= a.warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    mode = f"{a.dtype}{'-fused' if a.fused else ''}{'-compile' if a.compile else ''}-t{torch.get_num_threads()}"
+    if dev.type == "cuda":
+        print(f"pytorch peak_memory_bytes {torch.cuda.max_memory_allocated()}")
+    mode = f"{a.device}-{a.dtype}{'-fused' if a.fused else ''}{'-compile' if a.compile else ''}-t{torch.get_num_threads()}"
     print(f"pytorch {mode} tokens/s {a.batch * a.block / med:.0f} step_ms {med * 1000:.1f} loss {loss:.4f}")
 
 

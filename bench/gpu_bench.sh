@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Issue 15's GPU targets, side by side on one GPU in one call: hwtrain against a plain PyTorch
+# script of the same GPT (bench/pytorch_baseline.py) in eager fp32, eager bf16 autocast + fused
+# AdamW + SDPA, and torch.compile, at block 1024, every one at the micro-batch hwtrain's planner
+# chose. tokens/s is the median over the timed steps after warm-up; MFU is against the bf16
+# matmul rate measured on this GPU (an 8192^3 product), FLOPs per token = 6N + 12*L*C*T.
+# Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M))
+set -uo pipefail
+BUILD=${1:?build dir}
+OUT=${2:?output dir}
+shift 2
+MODELS=("$@")
+[ ${#MODELS[@]} -eq 0 ] && MODELS=(gpt2 gpt2-medium)
+HERE=$(cd "$(dirname "$0")" && pwd)
+WARMUP=${GPU_BENCH_WARMUP:-10}
+STEPS=${GPU_BENCH_STEPS:-30}
+BLOCK=1024
+read -ra EXTRA <<< "${HWTRAIN_BENCH_SET:-}"  # more --set options for hwtrain, space-separated
+VOCAB=50304
+mkdir -p "$OUT"
+TABLE=$OUT/gpu_bench_table.txt
+: > "$TABLE"
+
+DATA=$("$HERE/default_data.sh" "$BUILD")
+[ -f "$DATA" ] || { echo "gpu_bench: no prepared default corpus ($DATA)"; exit 1; }
+
+PEAK=$(python3 - <<'EOF'
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+for _ in range(3): a @ b
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(10):
+    s.record(); a @ b; e.record(); torch.cuda.synchronize(); times.append(s.elapsed_time(e) / 1e3)
+times.sort()
+print(f"{2 * 8192**3 / times[len(times) // 2]:.4e}")
+EOF
+)
+echo "measured bf16 matmul peak: $PEAK FLOP/s" | tee -a "$TABLE"
+
+median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.stdin.read().split()]; print(statistics.median(v) if v else "nan")'; }
+
+# FLOPs per token of the GPT: 6 x parameters (all, the tied head counted once as the LM head)
+# + 12 x layers x width x block for attention's two matmuls forward and backward.
+flops_per_token() {  # n_layer n_embd params
+  python3 -c "print(6*$3 + 12*$1*$2*$BLOCK)"
+}
+
+hwtrain_run() {  # model -> "mb tokens/s step_ms params"
+  local model=$1 log=$OUT/hwtrain-$1.log
+  "$BUILD/hwtrain" train --data "$DATA" --out "$OUT/run-$model" \
+    --set model.preset="$model" --set model.vocab_size=$VOCAB --set model.block_size=$BLOCK \
+    --set train.max_steps=$((WARMUP + STEPS)) --set train.time_budget=0 --set train.eval_interval=0 \
+    --set train.sample_tokens=0 --set train.log_interval=1 --set checkpoint.save_final=false \
+    --set checkpoint.interval=0 --set log.report=false "${EXTRA[@]}" > "$log" 2>&1
+  local rc=$?
+  local mb params med
+  mb=$(sed -n 's/^  micro_batch_size *\([0-9]*\) .*/\1/p' "$log" | head -1)
+  params=$(sed -n 's/^model: \([0-9]*\) parameters.*/\1/p' "$log" | head -1)
+  med=$(awk -v w="$WARMUP" '/^step [0-9]+ \|/ { if ($2 > w) for (i = 1; i <= NF; i++) if ($i == "step_time") { v = $(i + 1); sub("s", "", v); print v } }' "$log" | median)
+  echo "$rc ${mb:-0} ${params:-0} $med"
+}
+
+pytorch_run() {  # label model_args mb extra... -> "tokens/s step_ms"
+  local label=$1 margs=$2 mb=$3; shift 3
+  local log=$OUT/pytorch-$label.log
+  # shellcheck disable=SC2086
+  python3 "$HERE/pytorch_baseline.py" --device cuda --data "$DATA" $margs --block $BLOCK --vocab $VOCAB \
+    --batch "$mb" --steps "$STEPS" --warmup "$WARMUP" "$@" > "$log" 2>&1
+  sed -n 's/^pytorch .* tokens\/s \([0-9.]*\) step_ms \([0-9.]*\) .*/\1 \2/p' "$log" | tail -1
+}
+
+for model in "${MODELS[@]}"; do
+  case $model in
+    gpt2) L=12; C=768; H=12 ;;
+    gpt2-medium) L=24; C=1024; H=16 ;;
+    *) echo "gpu_bench: unknown model $model" | tee -a "$TABLE"; continue ;;
+  esac
+  read -r rc mb params med <<< "$(hwtrain_run "$model")"
+  if [ "$rc" != 0 ] || [ "$med" = nan ]; then
+    echo "$model: hwtrain failed (exit $rc), see hwtrain-$model.log" | tee -a "$TABLE"
+    tail -5 "$OUT/hwtrain-$model.log"
+    continue
+  fi
+  fpt=$(flops_per_token "$L" "$C" "$params")
+  margs="--n-layer $L --n-head $H --n-embd $C"
+  printf '\n%s (%s parameters), block %s, micro-batch %s, %s timed steps after %s warm-up\n' \
+    "$model" "$params" "$BLOCK" "$mb" "$STEPS" "$WARMUP" | tee -a "$TABLE"
+  printf '%-34s %12s %10s %8s %10s\n' run tokens/s step_ms MFU vs_hwtrain | tee -a "$TABLE"
+  hw_tps=$(python3 -c "print(round($mb*$BLOCK/$med))")
+  row() {  # label tokens/s step_ms
+    python3 -c "
+t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEAK, t/$hw_tps))" | tee -a "$TABLE"
+  }
+  row "hwtrain (plan)" "$hw_tps" "$(python3 -c "print($med*1000)")"
+  for spec in "eager-fp32|--dtype fp32" "eager-bf16-fused|--dtype bf16 --fused" \
+              "compile-bf16-fused|--dtype bf16 --fused --compile"; do
+    label=${spec%%|*}; args=${spec#*|}
+    # shellcheck disable=SC2086
+    res=$(pytorch_run "$model-$label" "$margs" "$mb" $args)
+    if [ -z "$res" ]; then
+      echo "pytorch $label: failed at micro-batch $mb (see pytorch-$model-$label.log)" | tee -a "$TABLE"
+      tail -2 "$OUT/pytorch-$model-$label.log"
+      continue
+    fi
+    read -r tps ms <<< "$res"
+    row "pytorch $label" "$tps" "$ms"
+  done
+done

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The CUDA path in one call on a GPU machine (issue 15): unpacks the Debian packages hwtrain builds
+# against into a prefix, configures against that machine's torch, builds with every core, runs the
+# whole test suite (the GPU-only tests included), runs the GPU benchmark and prints a table last.
+#
+# The GPU machines have python3 with torch, CMake, ninja and nvcc but no -dev packages and no
+# network. On a machine with apt (Debian 12), `scripts/gpu-check.sh --download` fetches the .deb
+# files into .gpu-debs/ (git-ignored); carry that folder to the GPU machine and run
+#   scripts/gpu-check.sh [all|build|test|bench] [OUT_DIR]
+# Logs and the table go to OUT_DIR (default /tmp/hwtrain-gpu-check); where $OUT is set (the device
+# tool), summary.txt and logs.tar.gz are copied there.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEBS=$ROOT/.gpu-debs
+PACKAGES=(libtomlplusplus-dev libtomlplusplus3 libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  nlohmann-json3-dev libgtest-dev libgmock-dev googletest libsentencepiece-dev libsentencepiece0 sentencepiece
+  libjemalloc2 libjemalloc-dev fortunes fortunes-min)
+
+if [ "${1:-}" = "--download" ]; then
+  mkdir -p "$DEBS" && cd "$DEBS" && apt-get download "${PACKAGES[@]}" && ls "$DEBS"
+  exit $?
+fi
+
+WHAT=${1:-all}
+OUTDIR=${2:-/tmp/hwtrain-gpu-check}
+PREFIX=${HWTRAIN_DEPS_PREFIX:-/tmp/hwtrain-deps}
+BUILD=$ROOT/build-gpu
+JOBS=$(nproc)
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.txt
+: > "$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+stamp() { date +%s; }
+T0=$(stamp)
+
+note "== gpu-check $(date -u +%FT%TZ) on $(hostname), $(nproc) cores"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$SUMMARY"
+note "torch: $(python3 -c 'import torch;print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1)"
+note "compiler: $(c++ --version 2>&1 | head -1); nvcc: $(command -v nvcc || echo none); cmake: $(cmake --version | head -1)"
+
+unpack() {
+  [ -d "$DEBS" ] || { note "no $DEBS: run scripts/gpu-check.sh --download on a Debian machine and carry it"; exit 2; }
+  mkdir -p "$PREFIX"
+  for f in "$DEBS"/*.deb; do dpkg -x "$f" "$PREFIX" || { note "dpkg -x $f failed"; exit 2; }; done
+  # The default corpus (fortunes) is data at a fixed path; the tests and `make run` read it there.
+  if [ ! -d /usr/share/games/fortunes ]; then
+    mkdir -p /usr/share/games && cp -r "$PREFIX/usr/share/games/fortunes" /usr/share/games/
+  fi
+}
+
+configure_and_build() {
+  local lib=$PREFIX/usr/lib/x86_64-linux-gnu t=$(stamp)
+  export PKG_CONFIG_SYSROOT_DIR=$PREFIX PKG_CONFIG_PATH=$lib/pkgconfig
+  local cuda=()
+  command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH; }
+  command -v nvcc >/dev/null && cuda=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHWTRAIN_TORCH_PYTHON="$(command -v python3)" \
+    -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DTORCH_CUDA_ARCH_LIST=9.0 "${cuda[@]}" > "$OUTDIR/configure.log" 2>&1 ||
+    { note "configure FAILED ($(($(stamp) - t)) s)"; tail -30 "$OUTDIR/configure.log"; exit 3; }
+  note "configure: $(grep -E 'LibTorch CUDA support|SentencePiece' "$OUTDIR/configure.log" | tr '\n' ' ')"
+  cmake --build "$BUILD" -j "$JOBS" > "$OUTDIR/build.log" 2>&1 ||
+    { note "build FAILED ($(($(stamp) - t)) s)"; grep -E 'error|Error' "$OUTDIR/build.log" | head -30; exit 4; }
+  note "build: ok in $(($(stamp) - t)) s"
+}
+
+export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+run_tests() {
+  local t=$(stamp)
+  (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure) > "$OUTDIR/ctest.log" 2>&1
+  note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s"
+  grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception)' "$OUTDIR/ctest.log" | head -40 | tee -a "$SUMMARY"
+  # Which tests skipped on the GPU (the CPU-only ones should be the only skips here).
+  grep -E 'Skipped|\*\*\*Not Run' "$OUTDIR/ctest.log" | sed 's/^/skipped: /' | head -40 >> "$SUMMARY"
+}
+
+gpu_facts() {
+  local t=$(stamp)
+  "$BUILD/hwtrain" doctor > "$OUTDIR/doctor.txt" 2>&1; note "doctor: exit $? ($OUTDIR/doctor.txt)"
+  "$BUILD/hwtrain" plan --set model.preset=gpt2 --set model.vocab_size=50304 --set model.block_size=1024 \
+    > "$OUTDIR/plan-gpt2.txt" 2>&1; note "plan gpt2: exit $?"
+  sed -n '/^plan:/,/^$/p' "$OUTDIR/plan-gpt2.txt" | tee -a "$SUMMARY"
+  note "facts: $(($(stamp) - t)) s"
+}
+
+run_bench() {
+  local t=$(stamp)
+  bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench" ${GPU_BENCH_MODELS:-gpt2 gpt2-medium} > "$OUTDIR/bench.log" 2>&1
+  note "bench: exit $? in $(($(stamp) - t)) s"
+}
+
+case $WHAT in
+  all) unpack; configure_and_build; gpu_facts; run_bench; run_tests ;;
+  build) unpack; configure_and_build ;;
+  test) unpack; configure_and_build; gpu_facts; run_tests ;;
+  bench) unpack; configure_and_build; gpu_facts; run_bench ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+esac
+note "total: $(($(stamp) - T0)) s"
+if [ -n "${OUT:-}" ]; then
+  cp "$SUMMARY" "$OUT/" && tar czf "$OUT/logs.tar.gz" -C "$OUTDIR" --exclude='run-*' . 2>/dev/null
+fi
+echo
+cat "$SUMMARY"
+[ -f "$OUTDIR/bench/gpu_bench_table.txt" ] && { echo; cat "$OUTDIR/bench/gpu_bench_table.txt"; }
