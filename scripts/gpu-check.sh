@@ -20,6 +20,16 @@ if [ "${1:-}" = "--download" ]; then
   mkdir -p "$DEBS" && cd "$DEBS" && apt-get download "${PACKAGES[@]}" && ls "$DEBS"
   exit $?
 fi
+# --prebuild: packs this machine's build/ (binaries, tests, ctest files) into .gpu-prebuilt/, for a
+# GPU machine whose compiler cannot build hwtrain (GCC 13.3 there crashed once on this code): the
+# binaries are Debian 12's, they run there on the carried libraries and that machine's torch.
+if [ "${1:-}" = "--prebuild" ]; then
+  mkdir -p "$ROOT/.gpu-prebuilt" &&
+    tar czf "$ROOT/.gpu-prebuilt/build.tar.gz" -C "$ROOT" --exclude=CMakeFiles --exclude='*.a' \
+      --exclude='.ninja_*' --exclude=build.ninja --exclude=include-first build &&
+    echo "$ROOT" > "$ROOT/.gpu-prebuilt/ROOT" && ls -la "$ROOT/.gpu-prebuilt"
+  exit $?
+fi
 
 WHAT=${1:-all}
 OUTDIR=${2:-/tmp/hwtrain-gpu-check}
@@ -55,15 +65,35 @@ configure_and_build() {
   command -v nvcc >/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH; }
   command -v nvcc >/dev/null && cuda=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHWTRAIN_TORCH_PYTHON="$(command -v python3)" \
-    -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DTORCH_CUDA_ARCH_LIST=9.0 "${cuda[@]}" > "$OUTDIR/configure.log" 2>&1 ||
+    -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DTORCH_CUDA_ARCH_LIST=9.0 -DHWTRAIN_PCH=OFF "${cuda[@]}" > "$OUTDIR/configure.log" 2>&1 ||
     { note "configure FAILED ($(($(stamp) - t)) s)"; tail -30 "$OUTDIR/configure.log"; exit 3; }
   note "configure: $(grep -E 'LibTorch CUDA support|SentencePiece' "$OUTDIR/configure.log" | tr '\n' ' ')"
-  cmake --build "$BUILD" -j "$JOBS" > "$OUTDIR/build.log" 2>&1 ||
-    { note "build FAILED ($(($(stamp) - t)) s)"; grep -E 'error|Error' "$OUTDIR/build.log" | head -30; exit 4; }
+  # GCC 13 (Ubuntu 24.04, the GPU image) crashed (internal compiler error) loading LibTorch's
+  # precompiled header; without it each unity file parses torch.h itself, which 16 cores absorb.
+  if ! cmake --build "$BUILD" -j "$JOBS" > "$OUTDIR/build.log" 2>&1; then
+    note "build failed once ($(grep -m1 -E 'error' "$OUTDIR/build.log")); again without unity files"
+    cmake -DHWTRAIN_UNITY_BUILD=OFF "$BUILD" >> "$OUTDIR/configure.log" 2>&1
+    cmake --build "$BUILD" -j "$JOBS" > "$OUTDIR/build.log" 2>&1 ||
+      { note "build FAILED ($(($(stamp) - t)) s)"; grep -E 'error|Error' "$OUTDIR/build.log" | head -30; exit 4; }
+  fi
   note "build: ok in $(($(stamp) - t)) s"
 }
 
 export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# The binaries built elsewhere (--prebuild), unpacked as build-gpu/, their ctest paths moved here.
+use_prebuilt() {
+  local pre=$ROOT/.gpu-prebuilt from
+  [ -f "$pre/build.tar.gz" ] || { note "no prebuilt binaries in $pre"; exit 4; }
+  from=$(cat "$pre/ROOT")
+  rm -rf "$BUILD" /tmp/hwtrain-prebuilt && mkdir -p /tmp/hwtrain-prebuilt &&
+    tar xzf "$pre/build.tar.gz" -C /tmp/hwtrain-prebuilt && mv /tmp/hwtrain-prebuilt/build "$BUILD"
+  find "$BUILD" -name '*.cmake' -exec sed -i "s#$from/build#$BUILD#g; s#$from#$ROOT#g" {} +
+  local torch_lib
+  torch_lib=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$torch_lib
+  note "prebuilt binaries from $from ($(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null)); ldd: $(ldd "$BUILD/hwtrain" | grep -c 'not found') missing"
+}
 
 run_tests() {
   local t=$(stamp)
@@ -89,12 +119,24 @@ run_bench() {
   note "bench: exit $? in $(($(stamp) - t)) s"
 }
 
+# After a prebuilt run: how far this machine's compiler gets with the sources (all errors, -k 0).
+probe_source_build() {
+  local t=$(stamp) dir=$ROOT/build-src lib=$PREFIX/usr/lib/x86_64-linux-gnu
+  PKG_CONFIG_SYSROOT_DIR=$PREFIX PKG_CONFIG_PATH=$lib/pkgconfig cmake -S "$ROOT" -B "$dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DHWTRAIN_TORCH_PYTHON="$(command -v python3)" -DCMAKE_PREFIX_PATH="$PREFIX/usr" \
+    -DTORCH_CUDA_ARCH_LIST=9.0 -DHWTRAIN_PCH=OFF > "$OUTDIR/probe-configure.log" 2>&1
+  timeout "${GPU_CHECK_PROBE_SECONDS:-200}" cmake --build "$dir" -j "$JOBS" -- -k 0 > "$OUTDIR/probe-build.log" 2>&1
+  note "source build probe: exit $? in $(($(stamp) - t)) s; $(grep -c 'error' "$OUTDIR/probe-build.log") error lines"
+  grep -E 'error|internal compiler' "$OUTDIR/probe-build.log" | sort -u | head -20 | tee -a "$SUMMARY"
+}
+
 case $WHAT in
+  prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
   all) unpack; configure_and_build; gpu_facts; run_bench; run_tests ;;
   build) unpack; configure_and_build ;;
   test) unpack; configure_and_build; gpu_facts; run_tests ;;
   bench) unpack; configure_and_build; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

@@ -6,8 +6,10 @@
 
 namespace hwt {
 
-// The subset of nvml.h used here, declared by hand because the header is not installed.
-namespace {
+// The subset of nvml.h used here, declared by hand because the header is not installed. A named
+// namespace, not an anonymous one: GCC 13.3 crashed (internal compiler error) on Nvml::Api, a type
+// with external linkage, holding pointers to functions of internal-linkage types.
+namespace nvml_abi {
 using nvmlReturn_t = int;  // 0 = NVML_SUCCESS
 using nvmlDevice_t = void*;
 struct nvmlUtilization_t {
@@ -20,7 +22,8 @@ struct nvmlMemory_t {
   unsigned long long used;
 };
 constexpr int kNvmlTemperatureGpu = 0;
-}  // namespace
+}  // namespace nvml_abi
+using namespace nvml_abi;
 
 struct Nvml::Api {
   nvmlReturn_t (*device_count)(unsigned int*);

@@ -21,7 +21,7 @@ Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanCon
   return make_plan(hw, plan_intent(config), context);
 }
 
-torch::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
+c10::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
   const PlanIntent intent = plan_intent(config);
   const PlanInputs in{hw, intent, context};
   Plan p;

@@ -25,7 +25,7 @@ Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanCo
 
 // The first decision alone: the device make_plan would choose (a distributed run needs it to
 // create its process group, NCCL or Gloo, before the rest can be planned). Cheap: no probes.
-torch::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+c10::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
 
 // The vocabulary the model uses for a tokenizer of `tokenizer_vocab` ids: rounded up to a
 // multiple of 64 (faster matmuls), unless model.vocab_size is set.
