@@ -62,6 +62,19 @@ hwtrain_run() {  # model -> "mb tokens/s step_ms params"
   echo "$rc ${mb:-0} ${params:-0} $med"
 }
 
+# The planner's predicted peak against the CUDA caching allocator's measured peak (allocated).
+memory_row() {  # model
+  python3 - "$OUT/run-$1" <<'EOF'
+import glob, json, sys
+d = sys.argv[1]
+plan = json.load(open(glob.glob(d + "/plan.json")[0]))
+peak = max((json.loads(l).get("device_peak_bytes") or 0) for l in open(d + "/metrics.jsonl"))
+pred = plan["predicted_peak_bytes"]
+print("memory: predicted peak %.2f GiB, measured peak %.2f GiB (predicted/measured %.2f)"
+      % (pred / 2**30, peak / 2**30, pred / peak if peak else float("nan")))
+EOF
+}
+
 pytorch_run() {  # label model_args mb extra... -> "tokens/s step_ms"
   local label=$1 margs=$2 mb=$3; shift 3
   local log=$OUT/pytorch-$label.log
@@ -94,6 +107,7 @@ for model in "${MODELS[@]}"; do
 t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEAK, t/$hw_tps))" | tee -a "$TABLE"
   }
   row "hwtrain (plan)" "$hw_tps" "$(python3 -c "print($med*1000)")"
+  memory_row "$model" | tee -a "$TABLE"
   for spec in "eager-fp32|--dtype fp32" "eager-bf16-fused|--dtype bf16 --fused" \
               "compile-bf16-fused|--dtype bf16 --fused --compile"; do
     label=${spec%%|*}; args=${spec#*|}

@@ -66,7 +66,7 @@ configure_and_build() {
   command -v nvcc >/dev/null && cuda=(-DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHWTRAIN_TORCH_PYTHON="$(command -v python3)" \
     -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DTORCH_CUDA_ARCH_LIST=9.0 -DHWTRAIN_PCH=OFF "${cuda[@]}" > "$OUTDIR/configure.log" 2>&1 ||
-    { note "configure FAILED ($(($(stamp) - t)) s)"; tail -30 "$OUTDIR/configure.log"; exit 3; }
+    { note "configure FAILED ($(($(stamp) - t)) s)"; tail -30 "$OUTDIR/configure.log"; return 3; }
   note "configure: $(grep -E 'LibTorch CUDA support|SentencePiece' "$OUTDIR/configure.log" | tr '\n' ' ')"
   # GCC 13 (Ubuntu 24.04, the GPU image) crashed (internal compiler error) loading LibTorch's
   # precompiled header; without it each unity file parses torch.h itself, which 16 cores absorb.
@@ -74,7 +74,7 @@ configure_and_build() {
     note "build failed once ($(grep -m1 -E 'error' "$OUTDIR/build.log")); again without unity files"
     cmake -DHWTRAIN_UNITY_BUILD=OFF "$BUILD" >> "$OUTDIR/configure.log" 2>&1
     cmake --build "$BUILD" -j "$JOBS" > "$OUTDIR/build.log" 2>&1 ||
-      { note "build FAILED ($(($(stamp) - t)) s)"; grep -E 'error|Error' "$OUTDIR/build.log" | head -30; exit 4; }
+      { note "build FAILED ($(($(stamp) - t)) s)"; grep -E 'error|Error' "$OUTDIR/build.log" | sort -u | head -30 | tee -a "$SUMMARY"; return 4; }
   fi
   note "build: ok in $(($(stamp) - t)) s"
 }
@@ -97,6 +97,12 @@ use_prebuilt() {
 
 run_tests() {
   local t=$(stamp)
+  # The GPU-only tests first (they GTEST_SKIP without CUDA), each result in the summary.
+  (cd "$BUILD" && timeout 240 ctest -R 'Cuda|CUDA|Gpu|GPU|Nvml' -j 4 --timeout 200 --output-on-failure -V) > "$OUTDIR/ctest-gpu.log" 2>&1
+  note "gpu tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest-gpu.log" | tail -1) in $(($(stamp) - t)) s"
+  grep -E '^\s*[0-9]+/[0-9]+ Test +#[0-9]+:' "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | tee -a "$SUMMARY"
+  grep -E 'Failure|Expected|Which is|actual|error:' "$OUTDIR/ctest-gpu.log" | head -30 | tee -a "$SUMMARY"
+  t=$(stamp)
   (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure) > "$OUTDIR/ctest.log" 2>&1
   note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s"
   grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception)' "$OUTDIR/ctest.log" | head -40 | tee -a "$SUMMARY"
@@ -130,12 +136,19 @@ probe_source_build() {
   grep -E 'error|internal compiler' "$OUTDIR/probe-build.log" | sort -u | head -20 | tee -a "$SUMMARY"
 }
 
+# This machine's compiler first; where it fails and binaries built elsewhere were carried, those.
+build_or_prebuilt() {
+  configure_and_build && return 0
+  [ -f "$ROOT/.gpu-prebuilt/build.tar.gz" ] || exit 4
+  note "falling back to the carried prebuilt binaries"; use_prebuilt
+}
+
 case $WHAT in
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
-  all) unpack; configure_and_build; gpu_facts; run_bench; run_tests ;;
-  build) unpack; configure_and_build ;;
-  test) unpack; configure_and_build; gpu_facts; run_tests ;;
-  bench) unpack; configure_and_build; gpu_facts; run_bench ;;
+  all) unpack; build_or_prebuilt; gpu_facts; run_bench; run_tests ;;
+  build) unpack; configure_and_build || exit $? ;;
+  test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
+  bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
   *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"

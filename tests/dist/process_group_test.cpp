@@ -10,6 +10,7 @@
 #include "dist/dist_test_util.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/dist_error.h"
+#include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/process_group.h"
 
 namespace hwt {
@@ -91,6 +92,32 @@ TEST(ProcessGroup, SingleRankGroupWorks) {
   EXPECT_TRUE(torch::equal(t, torch::full({3}, 2.0)));
   EXPECT_EQ(g.share_from_rank0("run_dir", "runs/x"), "runs/x");
   g.check_consistency("seed=1\n");
+}
+
+// NCCL through the code Gloo runs (GPU machines only): a one-rank group on cuda:0 all-reduces,
+// and DataParallel's bucketed sync leaves a one-rank gradient as backward produced it.
+TEST(ProcessGroup, NcclSingleRankOnCudaRunsTheGlooCodePath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  DistConfig c = with_timeout(60);
+  c.backend = "nccl";
+  const torch::Device cuda("cuda:0");
+  auto group = std::make_shared<ProcessGroup>(loopback_env(0, 1, free_port()), c, cuda);
+  torch::Tensor t = torch::full({3}, 2.0, cuda);
+  group->wait(group->all_reduce_sum(t), "all-reduce");
+  EXPECT_TRUE(torch::equal(t.cpu(), torch::full({3}, 2.0)));
+
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> params{torch::randn({64, 33}, cuda).requires_grad_(), torch::randn({1000}, cuda).requires_grad_()};
+  DataParallelOptions options;
+  options.bucket_size_mb = options.first_bucket_size_mb = 0.01;
+  DataParallel ddp(group, params, options);
+  ddp.begin_micro_step(true);
+  auto loss = (params[0] * params[0]).sum() + params[1].sin().sum();
+  loss.backward();
+  ddp.finish();
+  EXPECT_TRUE(torch::allclose(params[0].grad(), 2 * params[0].detach()));
+  EXPECT_TRUE(torch::allclose(params[1].grad(), params[1].detach().cos()));
+  EXPECT_EQ(ddp.last_stats().syncs, 1);
 }
 
 // ---- consistency check -----------------------------------------------------------------------

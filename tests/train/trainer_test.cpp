@@ -81,7 +81,7 @@ TEST(Trainer, CheckpointCarriesTokenizerAndLoaderPosition) {
   auto state = nlohmann::json::parse(read_file(ckpt / "trainer_state.json"));
   // 2 steps of micro_batch * accumulation windows each, counted across all ranks
   EXPECT_EQ(LoaderState::from_json(state.at("loader")).position, 2 * f.plan.micro_batch_size * f.plan.grad_accum_steps);
-  EXPECT_EQ(t->train_loader().state(), LoaderState::from_json(state.at("loader")));
+  EXPECT_EQ(t->loader_state(), LoaderState::from_json(state.at("loader")));
 }
 
 TEST(Trainer, OomHalvesMicroBatchAndRedoesTheStep) {

@@ -15,6 +15,8 @@ class TrainerTestSeam {
   static void set_loss_hook(Trainer& t, std::function<torch::Tensor(const torch::Tensor&)> hook) {
     t.loss_hook_ = std::move(hook);
   }
+  // One training step outside fit() (to profile single steps).
+  static StepMetrics step(Trainer& t) { return t.train_step(); }
 };
 
 }  // namespace hwt

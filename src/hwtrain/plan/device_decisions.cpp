@@ -75,10 +75,15 @@ void decide_loader(Plan& p, const PlanInputs& in) {
 void decide_gpu_settings(Plan& p, const PlanInputs& in) {
   if (const GpuInfo* gpu = plan_gpu(p, in)) {
     p.allow_tf32 = in.want.allow_tf32 && gpu->tf32;
-    p.cudnn_benchmark = in.want.cudnn_benchmark;
-    p.decide("pinned_memory", p.pin_memory ? "on, non-blocking copies" : "off",
-             p.pin_memory ? "overlaps host-to-device copies with compute" : "optimization.pin_memory = false");
+    p.cudnn_benchmark = in.want.cudnn_benchmark && !in.want.deterministic;
+    p.decide("pinned_memory", p.pin_memory ? "on, copies a step ahead on a side stream" : "off",
+             p.pin_memory ? "batch k+1's host-to-device copy overlaps step k" : "optimization.pin_memory = false");
     p.decide("tf32", p.allow_tf32 ? "on" : "off", gpu->tf32 ? "TF32 tensor cores for fp32 matmuls" : "not supported");
+  }
+  p.deterministic = in.want.deterministic;
+  if (p.deterministic) {
+    p.decide("deterministic", "on", std::string("optimization.deterministic = true: deterministic kernels only") +
+                                        (p.on_gpu() ? ", cuBLAS workspace :4096:8, cuDNN autotuning off" : ""));
   }
   p.cuda_graphs = false;
   if (in.want.cuda_graphs) {

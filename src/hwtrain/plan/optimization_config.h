@@ -40,6 +40,7 @@ struct OptimizationConfig {
   bool cuda_graphs = false;
   bool allow_tf32 = true;
   bool cudnn_benchmark = true;
+  bool deterministic = false;
 
   void validate() const {
     check_at_least("optimization.checkpoint_every", checkpoint_every, -1);
@@ -90,6 +91,8 @@ struct OptimizationConfig {
     v("cuda_graphs", cuda_graphs, "not implemented yet: the plan warns and the step runs eagerly");
     v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
     v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");
+    v("deterministic", deterministic,
+      "deterministic algorithms only (bitwise-repeatable steps on CUDA; slower; cuDNN autotuning off)");
   }
 };
 

@@ -68,6 +68,7 @@ std::string Plan::to_json() const {
   j["pin_memory"] = pin_memory;
   j["allow_tf32"] = allow_tf32;
   j["cudnn_benchmark"] = cudnn_benchmark;
+  j["deterministic"] = deterministic;
   j["fused_optimizer"] = fused_optimizer;
   j["optimizer_in_backward"] = optimizer_in_backward();
   j["hardware_bf16"] = hardware_bf16;
@@ -110,6 +111,7 @@ Plan Plan::from_json(const std::string& text) {
     p.pin_memory = j.value("pin_memory", false);
     p.allow_tf32 = j.value("allow_tf32", false);
     p.cudnn_benchmark = j.value("cudnn_benchmark", false);
+    p.deterministic = j.value("deterministic", false);
     p.fused_optimizer = j.value("fused_optimizer", true);
     p.optimizer_step = j.value("optimizer_in_backward", false) ? OptimizerStep::InBackward : OptimizerStep::AfterBackward;
     p.hardware_bf16 = j.value("hardware_bf16", false);

@@ -63,6 +63,7 @@ struct Plan {
   bool pin_memory = false;
   bool allow_tf32 = false;
   bool cudnn_benchmark = false;
+  bool deterministic = false;      // deterministic algorithms only (at::Context, cuBLAS workspace)
   bool fused_optimizer = true;
   OptimizerStep optimizer_step = OptimizerStep::AfterBackward;
   bool cuda_graphs = false;        // not implemented: always false (the plan warns when asked for)

@@ -62,6 +62,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.allow_tf32 = o.allow_tf32;
   w.cudnn_benchmark = o.cudnn_benchmark;
   w.cuda_graphs = o.cuda_graphs;
+  w.deterministic = o.deterministic;
   return w;
 }
 

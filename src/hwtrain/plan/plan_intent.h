@@ -51,6 +51,7 @@ struct PlanIntent {
   bool allow_tf32 = true;
   bool cudnn_benchmark = true;
   bool cuda_graphs = false;
+  bool deterministic = false;
 };
 
 // `config.model.vocab_size` must be resolved (non-zero).

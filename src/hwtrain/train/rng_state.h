@@ -1,11 +1,20 @@
-// The CPU generator's state (dropout and other sampling draw from it), saved with checkpoints and
-// restored when a step is redone (OOM retry, precision fallback) or after probe steps.
+// The random generators a training step draws from (dropout, sampling): the CPU's and, when the
+// plan trains on a CUDA device, that device's. Checkpoints save both ("rng.cpu", "rng.cuda") so a
+// resumed run draws the same numbers on either device; a redone step (OOM retry, precision
+// fallback) and the batch-size probe put them back as they were.
 #pragma once
 #include <torch/torch.h>
 
 namespace hwt {
 
-torch::Tensor cpu_rng_state();
-void set_cpu_rng_state(const torch::Tensor& state);
+struct RngState {
+  torch::Tensor cpu;
+  torch::Tensor cuda;  // the state of the training device's generator; undefined on CPU
+};
+
+// The generators' states now; `device` is the training device (its generator is read when CUDA).
+RngState rng_state(const torch::Device& device);
+// Sets the generators; a CUDA state is applied only when `device` is CUDA.
+void set_rng_state(const RngState& state, const torch::Device& device);
 
 }  // namespace hwt

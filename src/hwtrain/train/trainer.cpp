@@ -13,6 +13,7 @@
 #include "hwtrain/obs/memory_meter.h"
 #include "hwtrain/obs/monitor.h"
 #include "hwtrain/train/autocast.h"
+#include "hwtrain/train/device_placement.h"
 #include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/train/rng_state.h"
 #include "hwtrain/train/training_parts.h"
@@ -53,6 +54,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
   optimizer_ = std::move(built.optimizer);
   precision_ = std::move(built.precision);
   train_loader_ = std::move(built.train_loader);
+  batches_ = std::make_unique<DeviceBatches>(*train_loader_, device_, plan_.pin_memory);
   val_sampler_ = std::move(built.val_sampler);
   tokenizer_ = std::move(built.tokenizer);
   parts_.optimizer = optimizer_.get();
@@ -61,6 +63,11 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
   parts_.grad_clip = options_.train.grad_clip;
   flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
   set_optimizer_in_backward(plan_.optimizer_in_backward());
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  for (const auto& item : model_->named_parameters()) weights.emplace_back(item.key(), item.value());
+  for (const auto& item : model_->named_buffers()) weights.emplace_back(item.key(), item.value());
+  verify_placement("model tensor", weights, device_);
+  verify_placement("optimizer state", optimizer_->state(), device_);
 }
 
 void Trainer::set_optimizer_in_backward(bool enabled) {
@@ -136,7 +143,8 @@ StepMetrics Trainer::train_step() {
   // The whole step's data is drawn once (all ranks draw the same windows and take their slice),
   // so an OOM retry with smaller micro-batches sees exactly the same sequences.
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
-  LoadedBatch batch = train_loader_->next();  // [per_rank, T], pinned on CUDA
+  DeviceBatch batch = batches_->next();  // [per_rank, T] on the device; the next one is on its way
+  verify_placement("training batch", {{"x", batch.x_NT}, {"y", batch.y_NT}}, device_);
   m.data_wait_seconds = batch.wait_seconds;
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const double lr = scheduled_lr(options_.train, step_) * lr_scale_;
@@ -159,7 +167,7 @@ StepMetrics Trainer::train_step() {
 double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr,
                                       StepMetrics& m) {
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
-  const torch::Tensor rng_at_start = cpu_rng_state();
+  const RngState rng_at_start = rng_state(device_);
   for (;;) {
     try {
       placement_->begin_step(lr);
@@ -171,7 +179,7 @@ double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Te
       if (!oom && !no_kernel) throw;
       placement_->check_redo(e, oom, step_ + 1);
       optimizer_->zero_grad();
-      set_cpu_rng_state(rng_at_start);
+      set_rng_state(rng_at_start, device_);
       m.forward_seconds = m.backward_seconds = 0;
       if (no_kernel) {  // redo the step in fp32 on the same data
         std::string what = e.what();
@@ -217,7 +225,7 @@ BatchProbeResult Trainer::probe_micro_batch() {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options_.train.seed));
   const auto x_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
   const auto y_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
-  const torch::Tensor rng_at_start = cpu_rng_state();
+  const RngState rng_at_start = rng_state(device_);
   const int cuda_index = device_.is_cuda() ? device_.index() : -1;
   // On CPU a step's memory is what it adds to the resident set (peak minus the resident set just
   // before it) plus the weights and optimizer moments it works on, which are resident already:
@@ -248,7 +256,7 @@ BatchProbeResult Trainer::probe_micro_batch() {
   };
   BatchProbeResult r = search_micro_batch(candidates, probe);
   optimizer_->reset_state();
-  set_cpu_rng_state(rng_at_start);
+  set_rng_state(rng_at_start, device_);
   micro_batch_size_ = r.micro_batch_size;
   grad_accum_steps_ = per_rank / micro_batch_size_;
   log_info("auto batch size ({}):\n{}; {} accumulation steps keep {} sequences per rank and step",

@@ -24,6 +24,7 @@
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/batch_size_probe.h"
 #include "hwtrain/train/callback.h"
+#include "hwtrain/train/device_batches.h"
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
 #include "hwtrain/train/trainer_options.h"
@@ -90,7 +91,8 @@ class Trainer : public TrainerControl {
   int64_t micro_batch_size() const { return micro_batch_size_; }
   int64_t grad_accum_steps() const { return grad_accum_steps_; }
   const std::vector<double>& loss_history() const { return loss_history_; }
-  const BatchLoader& train_loader() const { return *train_loader_; }
+  // Where the training stream stands: the loader position of the next step's batch.
+  LoaderState loader_state() const { return batches_->state(); }
   // The dataset's tokenizer (what checkpoints carry); null for hand-made test data without one.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
 
@@ -133,6 +135,7 @@ class Trainer : public TrainerControl {
   std::unique_ptr<UpdatePlacement> placement_;  // where AdamW updates: after backward or inside it
   std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
   std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
+  std::unique_ptr<DeviceBatches> batches_;     // the same rows on the device, copied a step ahead
   std::unique_ptr<WindowSampler> val_sampler_;
   std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
   std::function<bool(bool)> stop_any_;

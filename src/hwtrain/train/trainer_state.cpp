@@ -39,12 +39,14 @@ fs::path Trainer::save_checkpoint() {
   ckpt.model = snapshot_weights();
   ckpt.optimizer = std::move(optimizer_state);
   for (auto& t : precision_->scaler().state()) ckpt.optimizer.push_back(t);
-  ckpt.optimizer.emplace_back("rng.cpu", cpu_rng_state());
+  const RngState rng = rng_state(device_);
+  ckpt.optimizer.emplace_back("rng.cpu", rng.cpu);
+  if (rng.cuda.defined()) ckpt.optimizer.emplace_back("rng.cuda", rng.cuda);
   ckpt.state = {{"format_version", 1},
                 {"step", step_},
                 {"tokens_seen", tokens_seen_},
                 {"elapsed_seconds", elapsed_seconds()},
-                {"loader", train_loader_->state().to_json()},
+                {"loader", batches_->state().to_json()},
                 {"lr_scale", lr_scale_},
                 {"precision", precision_->status().to_json()},
                 {"micro_batch_size", micro_batch_size_},
@@ -82,23 +84,24 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   }
   restore_weights(ckpt.model);
   NamedTensors opt, scaler;
-  torch::Tensor rng;
+  RngState rng;  // a CUDA run's "rng.cuda" applies only when this run trains on CUDA too
   for (const auto& [name, t] : ckpt.optimizer) {
     if (name.rfind("scaler.", 0) == 0) scaler.emplace_back(name, t);
-    else if (name == "rng.cpu") rng = t;
+    else if (name == "rng.cpu") rng.cpu = t;
+    else if (name == "rng.cuda") rng.cuda = t;
     else opt.emplace_back(name, t);
   }
   optimizer_->load_state(opt);
   if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);
   precision_->scaler().load_state(scaler);
-  if (rng.defined()) set_cpu_rng_state(rng);
+  set_rng_state(rng, device_);
   step_ = s.step;
   tokens_seen_ = s.tokens_seen;
   elapsed_before_ = s.elapsed_seconds;
   if (s.loader) {
-    train_loader_->restore(*s.loader);
+    batches_->restore(*s.loader);
   } else {  // checkpoints of the WindowSampler era: a count of windows drawn, same random stream
-    train_loader_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.sampler_position});
+    batches_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.sampler_position});
   }
   lr_scale_ = s.lr_scale;
   if (s.world_size == world_size_) {
