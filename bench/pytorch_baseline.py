@@ -85,6 +85,7 @@ def main():
     p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--threads", type=int, default=0, help="0 = PyTorch's default")
     p.add_argument("--fused", action="store_true", help="fused AdamW")
+    p.add_argument("--trace", default="", help="write a Kineto (Chrome) trace of 3 steps after warm-up here")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--tf32", action="store_true", help="CUDA: TF32 matmuls (PyTorch's default is off)")
@@ -103,7 +104,18 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=a.fused or None)
     rng = np.random.default_rng(0)
     times, loss = [], float("nan")
+    prof = None
     for step in range(a.warmup + a.steps):
+        if a.trace and step == a.warmup - 1:  # one profiler warm-up step, then 3 recorded (ProfilerStep#)
+            acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+            prof = torch.profiler.profile(activities=acts, schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1),
+                                          on_trace_ready=lambda p: p.export_chrome_trace(a.trace))
+            prof.start()
+        elif prof is not None:
+            prof.step()
+            if step == a.warmup + 3:
+                prof.stop()
+                prof = None
         t0 = time.perf_counter()
         ix = rng.integers(0, len(tokens) - a.block - 1, size=a.batch)
         x = torch.from_numpy(np.stack([tokens[i:i + a.block] for i in ix]).astype(np.int64)).to(dev)

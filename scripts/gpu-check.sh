@@ -89,6 +89,8 @@ use_prebuilt() {
   rm -rf "$BUILD" /tmp/hwtrain-prebuilt && mkdir -p /tmp/hwtrain-prebuilt &&
     tar xzf "$pre/build.tar.gz" -C /tmp/hwtrain-prebuilt && mv /tmp/hwtrain-prebuilt/build "$BUILD"
   find "$BUILD" -name '*.cmake' -exec sed -i "s#$from/build#$BUILD#g; s#$from#$ROOT#g" {} +
+  # Test binaries name the hwtrain binary by its path where they were built.
+  [ "$from" = "$ROOT" ] && [ ! -e "$ROOT/build" ] && ln -s "$BUILD" "$ROOT/build"
   local torch_lib
   torch_lib=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$torch_lib
@@ -125,6 +127,16 @@ run_bench() {
   note "bench: exit $? in $(($(stamp) - t)) s"
 }
 
+# Where the step time goes: hwtrain's and PyTorch's kernel timelines side by side.
+run_profile() {
+  local t=$(stamp) model
+  for model in ${GPU_PROFILE_MODELS:-gpt2}; do
+    bash "$ROOT/bench/gpu_profile.sh" "$BUILD" "$OUTDIR/profile" "$model" > "$OUTDIR/profile-$model.log" 2>&1
+    note "profile $model: exit $? in $(($(stamp) - t)) s"
+    cat "$OUTDIR/profile-$model.log" >> "$SUMMARY"
+  done
+}
+
 # After a prebuilt run: how far this machine's compiler gets with the sources (all errors, -k 0).
 probe_source_build() {
   local t=$(stamp) dir=$ROOT/build-src lib=$PREFIX/usr/lib/x86_64-linux-gnu
@@ -145,11 +157,12 @@ build_or_prebuilt() {
 
 case $WHAT in
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
+  prebuilt-profile) unpack; use_prebuilt; gpu_facts; run_profile; run_tests ;;
   all) unpack; build_or_prebuilt; gpu_facts; run_bench; run_tests ;;
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

@@ -177,6 +177,7 @@ TEST(CudaTrainer, RealOutOfMemoryHalvesTheMicroBatchWithTheGlobalBatchExact) {
   f.config.train.max_steps = 2;
   f.plan.micro_batch_size = 2;
   f.plan.grad_accum_steps = 8;
+  torch::zeros({1}, torch::Device("cuda:0"));  // initializes the caching allocator for the device
   alloc::emptyCache();
   alloc::resetPeakStats(0);
   auto reference = make_on_device(f, "ref");

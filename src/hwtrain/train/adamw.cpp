@@ -58,7 +58,7 @@ void AdamW::step_fused(const std::vector<torch::Tensor>& params, const std::vect
                        const std::vector<torch::Tensor>& steps, bool decay, double lr,
                        const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
   // As in Python's fused AdamW: the caller counts the step, and takes it back if skipped.
-  for (const auto& t : steps) t.add_(1);
+  at::_foreach_add_(steps, 1);
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
                     options_.beta2, decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
                     /*maximize=*/false, grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt,
