@@ -1,5 +1,6 @@
 // Causal self-attention: the fused SDPA kernel and the reference math path with cached masks.
 #include "hwtrain/model/attention.h"
+#include "hwtrain/model/linear.h"
 
 #include <cmath>
 
@@ -74,14 +75,14 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
   const int64_t H = options_.n_head, D = C / H;
 
-  auto qkv = c_attn(x_BTC).split(C, /*dim=*/2);
+  auto qkv = linear(c_attn, x_BTC).split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   auto k_BHTD = qkv[1].view({B, T, H, D}).transpose(1, 2);
   auto v_BHTD = qkv[2].view({B, T, H, D}).transpose(1, 2);
 
   auto y_BHTD = attend(q_BHTD, k_BHTD, v_BHTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout_(c_proj(y_BTC));
+  return resid_dropout_(linear(c_proj, y_BTC));
 }
 
 torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,

@@ -1,6 +1,8 @@
 // One GPT-2 block: pre-LayerNorm attention and MLP, each added to the residual stream.
 #include "hwtrain/model/block.h"
 
+#include "hwtrain/model/linear.h"
+
 namespace hwt {
 
 LayerNormImpl::LayerNormImpl(int64_t n_embd, bool with_bias) : n_embd_(n_embd) {
@@ -22,7 +24,7 @@ MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias) {
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x_BTC) {
   // Exact (erf) GELU, as nanoGPT's nn.GELU(); GPT-2's tanh approximation differs by < 1e-3.
-  return dropout_(c_proj(torch::gelu(c_fc(x_BTC))));
+  return dropout_(linear(c_proj, torch::gelu(linear(c_fc, x_BTC))));
 }
 
 BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,
