@@ -158,11 +158,12 @@ build_or_prebuilt() {
 case $WHAT in
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
   prebuilt-profile) unpack; use_prebuilt; gpu_facts; run_profile; run_tests ;;
+  prebuilt-full) unpack; use_prebuilt; gpu_facts; run_bench; run_profile; run_tests ;;
   all) unpack; build_or_prebuilt; gpu_facts; run_bench; run_tests ;;
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | prebuilt-full | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

@@ -45,7 +45,7 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
       "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
       "--set train.time_budget=0 --set optimization.mixed_precision_dtype=fp32 --set train.grad_accum_steps=2 "
       "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
-      "--set optimization.intra_op_threads=1";
+      "--set optimization.intra_op_threads=1 --set train.device=cpu";  // Gloo on CPU, also on GPU machines
   const std::string steps = " --set train.max_steps=20 --set checkpoint.save_final=" + std::string(zero1 ? "true" : "false");
   ASSERT_EQ(run("train " + common + steps + " --set train.micro_batch_size=4 --out one", dir.path()), 0);
   const int port = zero1 ? 29619 : 29617;
@@ -85,7 +85,8 @@ TEST(DataParallel, KilledRankStopsTheOtherWithinTheTimeout) {
       "train --data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
       "--set train.max_steps=1000000 --set train.eval_interval=0 --set train.sample_tokens=0 "
       "--set train.log_interval=1 --set log.progress=lines --set train.time_budget=0 --set log.report=false "
-      "--set checkpoint.save_final=false --set optimization.intra_op_threads=1 --set dist.timeout=10 --out run";
+      "--set checkpoint.save_final=false --set optimization.intra_op_threads=1 --set dist.timeout=10 "
+      "--set train.device=cpu --out run";
   dir.write("kill.sh",
             "export MASTER_ADDR=127.0.0.1 MASTER_PORT=29623 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2\n"
             "RANK=0 LOCAL_RANK=0 " + std::string(HWTRAIN_BINARY) + " " + args + " > r0.log 2>&1 & P0=$!\n"

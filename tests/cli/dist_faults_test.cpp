@@ -47,7 +47,7 @@ TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
       "--set model.preset=tiny --set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
       "--set log.progress=lines --set train.time_budget=0 --set log.report=false --set log.tensorboard=false "
       "--set optimization.intra_op_threads=1 --set optimization.mixed_precision_dtype=fp32 "
-      "--set checkpoint.interval=10 --set checkpoint.save_final=false --out run";
+      "--set checkpoint.interval=10 --set checkpoint.save_final=false --set train.device=cpu --out run";
   const std::string launch = "HWTRAIN_FAULT=" + f.point + ":" + std::to_string(f.rank) + ":" + f.signal + ":" +
                              std::to_string(f.nth) + " " + HWTRAIN_BINARY + " launch --nproc-per-node 2 --master-port " +
                              std::to_string(testing::free_port()) + " --grace " + std::to_string(kGrace) + " -- " +

@@ -97,7 +97,7 @@ std::vector<double> train(const GoldenRun& run, const fs::path& dir, int port) {
   std::string args = std::string(tiny ? kTinyCommon : "") + run.args +
                      " --set data.cache_dir=cache --set train.sample_tokens=0 --set train.log_interval=1 "
                      "--set train.time_budget=0 --set log.tensorboard=false --set log.gpu_log_interval=0 "
-                     "--set log.report=false --set checkpoint.save_final=false --out " + run.name;
+                     "--set log.report=false --set checkpoint.save_final=false --set train.device=cpu --out " + run.name;
   if (tiny && run.ranks == 1) args += " --set optimization.intra_op_threads=1";
   const char* other = std::getenv("HWTRAIN_GOLDEN_BINARY");
   std::string cmd = "cd '" + dir.string() + "' && " + (other && *other ? other : HWTRAIN_BINARY) + " ";

@@ -171,8 +171,9 @@ TEST(CudaTrainer, RealOutOfMemoryHalvesTheMicroBatchWithTheGlobalBatchExact) {
   TrainerFixture f;
   plan_for_cuda(f, /*deterministic=*/true);
   f.config.model.dropout = 0;
-  f.config.model.block_size = 512;
-  f.config.model.n_embd = 256;
+  f.config.model.block_size = 256;  // the fixture's validation split holds 400 tokens
+  f.config.model.n_embd = 384;
+  f.config.model.n_head = 6;
   f.config.model.n_layer = 4;
   f.config.train.max_steps = 2;
   f.plan.micro_batch_size = 2;
@@ -197,7 +198,7 @@ TEST(CudaTrainer, RealOutOfMemoryHalvesTheMicroBatchWithTheGlobalBatchExact) {
   EXPECT_GE(r.oom_recoveries, 1);
   EXPECT_LT(recovering->micro_batch_size(), 16);
   EXPECT_EQ(recovering->micro_batch_size() * recovering->grad_accum_steps(), 16);
-  EXPECT_EQ(r.tokens_seen, 2 * 16 * 512);  // the global batch did not change
+  EXPECT_EQ(r.tokens_seen, 2 * 16 * 256);  // the global batch did not change
   ASSERT_EQ(recovering->loss_history().size(), 2u);
   EXPECT_NEAR(recovering->loss_history()[0], 4.2, 0.5);  // ln 64 = 4.16: a sane first loss
 #endif

@@ -197,7 +197,10 @@ torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, do
         logits_BV = logits_BV.masked_fill(logits_BV < kth_B1,
                                           -std::numeric_limits<double>::infinity());
       }
-      next_B1 = torch::multinomial(torch::softmax(logits_BV, -1), 1, /*replacement=*/false, gen);
+      // A CPU generator samples on the CPU (B x V probabilities): the same draws on every device.
+      auto probs_BV = torch::softmax(logits_BV, -1);
+      if (gen && gen->device().is_cpu()) probs_BV = probs_BV.to(torch::kCPU);
+      next_B1 = torch::multinomial(probs_BV, 1, /*replacement=*/false, gen).to(idx_BT.device());
     }
     idx_BT = torch::cat({idx_BT, next_B1}, 1);
   }
