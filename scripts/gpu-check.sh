@@ -105,7 +105,9 @@ run_tests() {
   grep -E '^\s*[0-9]+/[0-9]+ Test +#[0-9]+:' "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | tee -a "$SUMMARY"
   grep -E 'Failure|Expected|Which is|actual|error:' "$OUTDIR/ctest-gpu.log" | head -30 | tee -a "$SUMMARY"
   t=$(stamp)
-  (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure) > "$OUTDIR/ctest.log" 2>&1
+  local only=()
+  [ -n "${GPU_CHECK_TEST_REGEX:-}" ] && only=(-R "$GPU_CHECK_TEST_REGEX")  # a subset, e.g. to re-check failures
+  (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure "${only[@]}") > "$OUTDIR/ctest.log" 2>&1
   note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s"
   grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception)' "$OUTDIR/ctest.log" | head -40 | tee -a "$SUMMARY"
   # Which tests skipped on the GPU (the CPU-only ones should be the only skips here).
@@ -159,11 +161,12 @@ case $WHAT in
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
   prebuilt-profile) unpack; use_prebuilt; gpu_facts; run_profile; run_tests ;;
   prebuilt-full) unpack; use_prebuilt; gpu_facts; run_bench; run_profile; run_tests ;;
+  prebuilt-test) unpack; use_prebuilt; run_tests ;;
   all) unpack; build_or_prebuilt; gpu_facts; run_bench; run_tests ;;
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | prebuilt-full | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then
