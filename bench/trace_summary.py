@@ -32,7 +32,7 @@ def summarize(label, path, top):
         return [f"{label}: cannot read {path}: {e}"]
     if not gpu:
         return [f"{label}: no GPU events in {path}"]
-    n = max(1, len(steps))
+    n = max(1, len({e["name"] for e in steps}))  # a step appears once per track (CPU, GPU annotation)
     start = min(e["ts"] for e in gpu)
     end = max(e["ts"] + e.get("dur", 0) for e in gpu)
     busy = busy_union([(e["ts"], e["ts"] + e.get("dur", 0)) for e in gpu])
