@@ -64,8 +64,21 @@ find_or_install_torch() {
   echo "$VENV/bin/python"
 }
 
+# Test references from PyPI (issue 17: reference equality with Hugging Face transformers), pinned,
+# into hwtrain's own venv only: a preinstalled python (the GPU machines, offline) is left as it is,
+# and the tests that need them skip there, saying why.
+TRANSFORMERS_VERSION="${HWTRAIN_TRANSFORMERS_VERSION:-4.57.6}"
+install_test_references() {
+  local py=$1
+  [ "$py" = "$VENV/bin/python" ] || return 0
+  "$py" -c "import transformers,sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null && return 0
+  log "installing transformers==$TRANSFORMERS_VERSION into $VENV (test reference)"
+  "$py" -m pip install -q "transformers==$TRANSFORMERS_VERSION" >&2 || log "could not install transformers: its tests will skip"
+}
+
 install_debian_packages
 py=$(find_or_install_torch)
+install_test_references "$py"
 mkdir -p "$(dirname "$STAMP_FILE")"
 echo "$py" > "$STAMP_FILE"
 log "torch python: $py"

@@ -172,6 +172,26 @@ TEST(RunConfig, PresetAppliesFirstAndExplicitKeysWin) {
   EXPECT_NE(msg.find("gpt2"), std::string::npos) << msg;
 }
 
+TEST(RunConfig, LlamaPresetSetsTheArchitectureAndExplicitKeysWin) {
+  RunConfig c;
+  c.apply_toml("[model]\npreset = \"llama-3.1-8b\"\nn_kv_head = 4\nblock_size = 512\n", "l.toml");
+  EXPECT_EQ(c.model.architecture, "llama");
+  EXPECT_EQ(c.model.n_layer, 32);
+  EXPECT_EQ(c.model.n_kv_head, 4);  // explicit
+  EXPECT_EQ(c.model.block_size, 512);
+  EXPECT_EQ(c.model.intermediate_size, 14336);
+  EXPECT_EQ(c.model.vocab_size, 128256);
+  EXPECT_EQ(c.model.rope_scaling, "llama3");
+  EXPECT_EQ(c.model.rope_theta, 500000.0);
+  EXPECT_FALSE(c.model.tie_word_embeddings);
+  c.validate();
+  RunConfig g;
+  g.apply_override("model.preset=gpt2");
+  EXPECT_EQ(g.model.architecture, "gpt2");
+  std::string msg = error_of([&] { g.apply_override("model.rope_scaling=yarn"); });
+  EXPECT_NE(msg.find("model.rope_scaling"), std::string::npos) << msg;
+}
+
 TEST(RunConfig, TomlRoundTrip) {
   RunConfig a;
   a.apply_override("model.n_layer=5");

@@ -273,6 +273,18 @@ void RunConfig::apply_model_preset(const std::string& name) {
   if (!is_set("model.n_head")) model.n_head = s.n_head;
   if (!is_set("model.n_embd")) model.n_embd = s.n_embd;
   if (!is_set("model.block_size")) model.block_size = s.block_size;
+  if (!is_set("model.architecture")) model.architecture = s.architecture;
+  if (!is_set("model.bias")) model.bias = s.bias;
+  if (s.architecture == "llama") {
+    if (!is_set("model.n_kv_head")) model.n_kv_head = s.n_kv_head;
+    if (!is_set("model.intermediate_size")) model.intermediate_size = s.intermediate_size;
+    if (!is_set("model.vocab_size") && s.vocab_size > 0) model.vocab_size = s.vocab_size;
+    if (!is_set("model.rope_theta")) model.rope_theta = s.rope_theta;
+    if (!is_set("model.rope_scaling")) model.rope_scaling = s.rope_scaling;
+    if (!is_set("model.rope_scaling_factor")) model.rope_scaling_factor = s.rope_scaling_factor;
+    if (!is_set("model.rms_norm_eps")) model.rms_norm_eps = s.rms_norm_eps;
+    if (!is_set("model.tie_word_embeddings")) model.tie_word_embeddings = s.tie_word_embeddings;
+  }
   model.preset = name;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "hwtrain/model/attention.h"
+#include "hwtrain/model/decoder_block.h"
 
 namespace hwt {
 
@@ -47,11 +48,12 @@ struct BlockOptions {
   bool bias = true;
 };
 
-class BlockImpl : public torch::nn::Module {
+class BlockImpl : public DecoderBlockImpl {
  public:
   BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,
             AttentionKernel kernel = AttentionKernel::Sdpa);
-  torch::Tensor forward(const torch::Tensor& x_BTC);
+  torch::Tensor forward(const torch::Tensor& x_BTC) override;
+  void set_kernel(AttentionKernel kernel) override { attn->set_kernel(kernel); }
 
   LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};

@@ -57,17 +57,34 @@ GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel ker
     : cfg_(cfg), vocab_size_(vocab_size), kernel_(kernel),
       mask_cache_(std::make_shared<CausalMaskCache>()) {
   validate(cfg_, vocab_size_);
+  cfg_.validate();
   const int64_t C = cfg_.n_embd;
-  wte = register_module("wte", torch::nn::Embedding(vocab_size_, C));
-  wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, C));
+  const bool llama = cfg_.is_llama();
+  wte = register_module(llama ? "embed_tokens" : "wte", torch::nn::Embedding(vocab_size_, C));
+  if (!llama) wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, C));
   drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
-  h = register_module("h", torch::nn::ModuleList());
+  h = register_module(llama ? "layers" : "h", torch::nn::ModuleList());
+  if (llama) rotary_ = std::make_shared<RotaryCache>(cfg_);
   const BlockOptions block_options{C, cfg_.n_head, cfg_.dropout, cfg_.bias};
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
-    blocks_.emplace_back(block_options, mask_cache_, kernel_);
-    h->push_back(blocks_.back());
+    if (llama) {
+      auto block = std::make_shared<LlamaBlockImpl>(cfg_, rotary_, mask_cache_, kernel_);
+      layers_.push_back(block);
+      h->push_back(block);
+    } else {
+      blocks_.emplace_back(block_options, mask_cache_, kernel_);
+      layers_.push_back(blocks_.back().ptr());
+      h->push_back(blocks_.back());
+    }
   }
-  ln_f = register_module("ln_f", LayerNorm(C, cfg_.bias));
+  if (llama) {
+    norm = register_module("norm", RMSNorm(C, cfg_.rms_norm_eps));
+    if (!cfg_.tie_word_embeddings) {
+      lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(C, vocab_size_).bias(false)));
+    }
+  } else {
+    ln_f = register_module("ln_f", LayerNorm(C, cfg_.bias));
+  }
   init_weights();
 }
 
@@ -81,6 +98,7 @@ void GPTImpl::init_weights() {
       embedding->weight.normal_(0.0, 0.02);
     }
   }
+  if (cfg_.is_llama()) return;  // Hugging Face's Llama: normal(0, 0.02) everywhere, norms at one
   // GPT-2: each block adds two residual branches, so their output projections are scaled down
   // by 1/sqrt(2 n_layer) to keep the residual stream's variance from growing with depth.
   const double residual_std = 0.02 / std::sqrt(2.0 * double(cfg_.n_layer));
@@ -91,13 +109,13 @@ void GPTImpl::init_weights() {
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
-  return torch::linear(hidden_states(idx_BT), wte->weight);  // tied LM head
+  return torch::linear(hidden_states(idx_BT), head_weight());
 }
 
 torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
   auto x_BTC = hidden_states(idx_BT);
-  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, wte->weight), targets_BT);
-  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), wte->weight, targets_BT.reshape({-1}));
+  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
+  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
 }
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
@@ -108,20 +126,20 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   TORCH_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length ", T,
               " exceeds model.block_size = ", cfg_.block_size);
 
-  auto pos_T = torch::arange(T, idx_BT.options());
-  auto x_BTC = drop_(wte(idx_BT) + wpe(pos_T));
+  auto x_BTC = wte(idx_BT);
+  if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
+  x_BTC = drop_(x_BTC);
   const bool checkpoint = checkpoint_every_ > 0 && is_training() && torch::GradMode::is_enabled();
-  for (int64_t i = 0; i < static_cast<int64_t>(blocks_.size()); ++i) {
-    Block& block = blocks_[i];
+  for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i) {
+    const std::shared_ptr<DecoderBlockImpl>& impl = layers_[i];
     if (checkpoint && is_block_checkpointed(i)) {
-      std::shared_ptr<BlockImpl> impl = block.ptr();
       x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->forward(x); }, x_BTC,
                            impl->parameters());
     } else {
-      x_BTC = block->forward(x_BTC);
+      x_BTC = impl->forward(x_BTC);
     }
   }
-  return ln_f(x_BTC);
+  return norm ? norm(x_BTC) : ln_f(x_BTC);
 }
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,
@@ -135,20 +153,13 @@ torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,
 int64_t GPTImpl::num_parameters(bool exclude_position_embedding) const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();
-  if (exclude_position_embedding) n -= wpe->weight.numel();
+  if (exclude_position_embedding && wpe) n -= wpe->weight.numel();
   return n;
 }
 
 int64_t GPTImpl::count_parameters(const ModelConfig& cfg, int64_t vocab_size,
                                   bool exclude_position_embedding) {
-  const int64_t C = cfg.n_embd, b = cfg.bias ? 1 : 0;
-  const int64_t layer_norm = C + b * C;
-  const int64_t attention = (C * 3 * C + b * 3 * C) + (C * C + b * C);
-  const int64_t mlp = (C * 4 * C + b * 4 * C) + (4 * C * C + b * C);
-  const int64_t block = 2 * layer_norm + attention + mlp;
-  int64_t n = vocab_size * C + cfg.n_layer * block + layer_norm;
-  if (!exclude_position_embedding) n += cfg.block_size * C;
-  return n;
+  return count_model_parameters(cfg, vocab_size, !exclude_position_embedding);
 }
 
 void GPTImpl::named_decay_and_no_decay(std::vector<std::pair<std::string, torch::Tensor>>& decay,
@@ -209,7 +220,7 @@ torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, do
 
 void GPTImpl::set_attention_kernel(AttentionKernel kernel) {
   kernel_ = kernel;
-  for (auto& block : blocks_) block->attn->set_kernel(kernel);
+  for (auto& layer : layers_) layer->set_kernel(kernel);
 }
 
 void GPTImpl::set_activation_checkpointing(int64_t every_k) {

@@ -1,6 +1,8 @@
-// GPT: the GPT-2-style decoder that hwtrain trains. Token + learned position embeddings, dropout,
-// n_layer pre-LayerNorm blocks (causal self-attention, GELU MLP), a final LayerNorm and an LM head
-// tied to the token embedding; GPT-2 initialization. Also: cross-entropy loss in fp32, the
+// GPT: the decoder that hwtrain trains, in two families chosen by model.architecture. gpt2: token +
+// learned position embeddings, dropout, n_layer pre-LayerNorm blocks (causal self-attention, GELU
+// MLP), a final LayerNorm and an LM head tied to the token embedding; GPT-2 initialization. llama:
+// token embedding, LlamaBlocks (model/llama_block.h), a final RMSNorm and an untied (or tied) head;
+// normal(0, 0.02) initialization as Hugging Face's. Also: cross-entropy loss in fp32, the
 // parameter count (from a built model or from the config alone), the weight-decay split, the
 // attention kernel switch, activation checkpointing of every k-th block, and sampling.
 // It does not resolve "auto" settings or the vocabulary: the planner and the caller do.
@@ -16,6 +18,7 @@
 
 #include "hwtrain/model/attention.h"
 #include "hwtrain/model/block.h"
+#include "hwtrain/model/llama_block.h"
 #include "hwtrain/model/model_config.h"
 
 namespace hwt {
@@ -76,10 +79,17 @@ class GPTImpl : public torch::nn::Module {
   const ModelConfig& config() const { return cfg_; }
   int64_t vocab_size() const { return vocab_size_; }
 
-  torch::nn::Embedding wte{nullptr};  // token embedding, also the LM head (tied)
-  torch::nn::Embedding wpe{nullptr};  // learned position embedding
+  // The weight the LM head multiplies by: the token embedding, or llama's untied lm_head.
+  torch::Tensor head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
+
+  // gpt2: wte, wpe, h.N (Block), ln_f. llama: embed_tokens (wte here), layers.N (LlamaBlock), norm,
+  // lm_head unless tie_word_embeddings: Hugging Face's names without "model.".
+  torch::nn::Embedding wte{nullptr};  // token embedding, also the LM head when tied
+  torch::nn::Embedding wpe{nullptr};  // learned position embedding (gpt2 only)
   torch::nn::ModuleList h{nullptr};   // the blocks
-  LayerNorm ln_f{nullptr};
+  LayerNorm ln_f{nullptr};            // gpt2's final norm
+  RMSNorm norm{nullptr};              // llama's final norm
+  torch::nn::Linear lm_head{nullptr}; // llama's untied head
 
  private:
   void init_weights();
@@ -91,7 +101,9 @@ class GPTImpl : public torch::nn::Module {
   bool fused_lm_head_loss_ = false;
   std::shared_ptr<CausalMaskCache> mask_cache_;
   torch::nn::Dropout drop_{nullptr};
-  std::vector<Block> blocks_;  // the same modules as h, typed
+  std::vector<Block> blocks_;  // gpt2: the same modules as h, typed
+  std::vector<std::shared_ptr<DecoderBlockImpl>> layers_;  // the modules of h, either family
+  std::shared_ptr<RotaryCache> rotary_;  // llama
 };
 TORCH_MODULE(GPT);
 

@@ -1,0 +1,29 @@
+// Hugging Face weight names and hwtrain's, for the Llama family (Llama, Mistral, Qwen2): hwtrain
+// names its Llama modules as Hugging Face does without the "model." prefix (model/llama_block.h),
+// so mapping is renaming; a tied head has no lm_head.weight of its own. Loading checks every name,
+// shape and dtype (IoError naming the tensor and where it came from) and converts bf16/fp16 to
+// the parameter's dtype. (GPT-2's Conv1D layout is not mapped yet: issue 17.)
+#pragma once
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/model/gpt.h"
+
+namespace hwt {
+
+// hwtrain's parameter name for Hugging Face's `hf_name`, or nullopt for tensors hwtrain has no
+// parameter for and may skip (rotary inv_freq buffers). Throws IoError for a name of neither kind.
+std::optional<std::string> hwtrain_name_from_hf(const ModelConfig& cfg, const std::string& hf_name);
+// Hugging Face's name for hwtrain's parameter `name` (the inverse, for export).
+std::string hf_name_from_hwtrain(const ModelConfig& cfg, const std::string& name);
+
+// Copies `hf_tensors` into `model`'s parameters (no autograd). Every parameter must be given
+// exactly once with its shape; `what` names the source in errors ("model.safetensors in DIR").
+void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors,
+                     const std::string& what);
+
+}  // namespace hwt
