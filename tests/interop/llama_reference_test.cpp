@@ -11,7 +11,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/safetensors.h"
-#include "support/temp_dir.h"
+#include "interop/reference_dir.h"
 
 namespace hwt {
 namespace {
@@ -29,7 +29,7 @@ ModelConfig llama(int64_t kv_heads, int64_t intermediate, double theta, bool lla
   c.n_kv_head = kv_heads;
   c.n_embd = 64;
   c.block_size = 64;
-  c.vocab_size = 96;
+  c.vocab_size = 320;
   c.intermediate_size = intermediate;
   c.rope_theta = theta;
   if (llama3) {
@@ -45,26 +45,14 @@ ModelConfig llama(int64_t kv_heads, int64_t intermediate, double theta, bool lla
   return c;
 }
 
-// Runs the reference script once for all cases; empty when transformers is unavailable.
-const std::string& reference_dir() {
-  static testing::TempDir dir;
-  static std::string made = [] {
-    const std::string cmd = std::string(HWTRAIN_PYTHON) + " -c 'import transformers' 2>/dev/null && " +
-                            HWTRAIN_PYTHON + " " + HWTRAIN_SOURCE_DIR +
-                            "/tests/interop/reference/hf_llama_reference.py '" + dir.path().string() + "'";
-    return std::system(cmd.c_str()) == 0 ? dir.path().string() : std::string();
-  }();
-  return made;
-}
-
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 class LlamaReference : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LlamaReference, LogitsLossAndGradientsMatchTransformers) {
-  if (reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers (scripts/install-deps.sh)";
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers (scripts/install-deps.sh)";
   const Case& c = GetParam();
-  const SafetensorsFile ref = load_safetensors(fs::path(reference_dir()) / (std::string(c.name) + ".safetensors"));
+  const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / (std::string(c.name) + ".safetensors"));
   std::vector<std::pair<std::string, torch::Tensor>> weights, grads;
   for (const auto& [name, t] : ref.tensors) {
     if (name.rfind("weight.", 0) == 0) weights.emplace_back(name.substr(7), t);

@@ -13,6 +13,8 @@
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/interop/hf_directory.h"
+#include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/plan/planner.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
@@ -34,6 +36,7 @@ struct TrainArgs {
   ConfigOptions config;
   std::string out;
   std::string resume;
+  std::string init_from;      // a Hugging Face model directory whose shape and weights start the run
   bool overwrite = false;     // --out DIR may replace the run DIR holds
   std::string profile_steps;  // shorthand for --set log.profile_steps=a:b
 };
@@ -168,6 +171,19 @@ void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimi
   }
 }
 
+// --init-from DIR: the model section from DIR/config.json (the run's block_size and dropout kept);
+// model keys set explicitly would contradict it, and a resumed run has its own weights.
+ModelConfig imported_model_config(const TrainArgs& a, const RunConfig& config, bool resuming) {
+  if (resuming) throw ConfigError("--init-from starts a run from a model directory; --resume continues one: use one");
+  for (const auto& key : hf_config_model_keys()) {
+    if (config.is_set(key) || config.is_set("model.preset")) {
+      throw ConfigError("--init-from " + a.init_from + " takes the model's shape from its config.json; drop " +
+                        (config.is_set("model.preset") ? std::string("model.preset") : key));
+    }
+  }
+  return read_hf_model_config(a.init_from, config.model);
+}
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
@@ -181,6 +197,7 @@ int run_train(const TrainArgs& a) {
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
+  if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
   const PlanContext context{env.world_size, env.local_rank};
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) group = join_group(env, config, context);
@@ -210,6 +227,10 @@ int run_train(const TrainArgs& a) {
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
   GPT model = optimizer.build_model();
+  if (!a.init_from.empty()) {
+    load_hf_weights(model, read_hf_weights(a.init_from), a.init_from);
+    log_info("weights: {} (Hugging Face directory)", a.init_from);
+  }
   log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
            model->num_parameters(true));
   Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
@@ -257,6 +278,9 @@ Command add_train(CLI::App& app) {
                   "run directory (default: runs/<date-time>, linked as runs/latest); one that already holds a "
                   "run is refused unless --resume continues it or --overwrite replaces it");
   cmd->add_option("--resume", args->resume, "checkpoint directory, run directory, or 'latest'");
+  cmd->add_option("--init-from", args->init_from,
+                  "Hugging Face model directory (config.json, model.safetensors or its shards; llama, mistral, "
+                  "qwen2) whose shape and weights start the run; the data must use its tokenizer's ids");
   cmd->add_flag("--overwrite", args->overwrite,
                 "let --out replace the run it holds: once the new run's config and data check out, the old "
                 "run's outputs (config.toml, metrics, tb/, report.html, checkpoints/, ...) are deleted; "

@@ -1,14 +1,15 @@
 """Writes reference tensors from Hugging Face transformers for hwtrain's Llama-family equality test
 (tests/model/llama_reference_test.cpp): for each tiny random-weight config, the weights under
 Hugging Face's names, fp32 logits of a fixed batch (eval mode), the training loss on that batch and
-every weight's gradient. Usage: hf_llama_reference.py OUT_DIR; writes OUT_DIR/<case>.safetensors."""
+every weight's gradient. Usage: hf_llama_reference.py OUT_DIR; writes OUT_DIR/<case>.safetensors, and for the GQA case also
+OUT_DIR/<case>_hf/, the model as save_pretrained writes it, in shards of at most 100 kB."""
 import sys
 
 import torch
 from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-VOCAB, T, B = 96, 24, 2
+VOCAB, T, B = 320, 24, 2  # 320 covers the byte tokenizer's 257 (the CLI test trains on bytes)
 
 CASES = {
     # multi-head attention, no rope scaling
@@ -57,6 +58,8 @@ def main():
             tensors["weight." + n] = p.detach().contiguous()
             tensors["grad." + n] = p.grad.contiguous()
         save_file(tensors, f"{out}/{name}.safetensors")
+        if name == "llama_gqa_rope3":
+            model.save_pretrained(f"{out}/{name}_hf", max_shard_size="100KB", safe_serialization=True)
 
 
 if __name__ == "__main__":

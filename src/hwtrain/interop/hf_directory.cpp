@@ -1,0 +1,151 @@
+#include "hwtrain/interop/hf_directory.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/io/safetensors.h"
+
+namespace hwt {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = 16ull << 20;  // config.json and the index are small
+
+nlohmann::json read_json(const fs::path& path) {
+  const std::string text = read_regular_file(path, kMaxJsonBytes);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path.string() + " is not valid JSON: " + e.what());
+  }
+}
+
+template <class T>
+T field(const nlohmann::json& j, const fs::path& file, const char* key, std::optional<T> fallback = std::nullopt) {
+  if (!j.contains(key) || j.at(key).is_null()) {
+    if (fallback) return *fallback;
+    throw IoError(file.string() + ": key '" + key + "' is missing");
+  }
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw IoError(file.string() + ": key '" + key + "' has the wrong type (" + j.at(key).dump() + ")");
+  }
+}
+
+void read_rope_scaling(const nlohmann::json& j, const fs::path& file, ModelConfig& m) {
+  if (!j.contains("rope_scaling") || j.at("rope_scaling").is_null()) return;
+  const auto& r = j.at("rope_scaling");
+  if (!r.is_object()) throw IoError(file.string() + ": key 'rope_scaling' must be an object or null");
+  const std::string type = r.contains("rope_type") ? field<std::string>(r, file, "rope_type")
+                                                   : field<std::string>(r, file, "type", std::string("default"));
+  if (type == "default") return;
+  if (type != "llama3") {
+    throw ConfigError(file.string() + ": rope_scaling.rope_type = '" + type +
+                      "' is not supported (supported: llama3, or none)");
+  }
+  m.rope_scaling = "llama3";
+  m.rope_scaling_factor = field<double>(r, file, "factor");
+  m.rope_low_freq_factor = field<double>(r, file, "low_freq_factor");
+  m.rope_high_freq_factor = field<double>(r, file, "high_freq_factor");
+  m.rope_original_max_positions = field<int64_t>(r, file, "original_max_position_embeddings");
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_config_model_keys() {
+  static const std::vector<std::string> keys = {
+      "model.architecture", "model.n_layer", "model.n_head", "model.n_kv_head", "model.n_embd",
+      "model.intermediate_size", "model.vocab_size", "model.rms_norm_eps", "model.rope_theta", "model.rope_scaling",
+      "model.tie_word_embeddings", "model.bias"};
+  return keys;
+}
+
+ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
+  const fs::path file = dir / "config.json";
+  const nlohmann::json j = read_json(file);
+  if (!j.is_object()) throw IoError(file.string() + " must hold a JSON object");
+  const std::string type = field<std::string>(j, file, "model_type");
+  if (type != "llama" && type != "mistral" && type != "qwen2") {
+    throw ConfigError(file.string() + ": model_type = '" + type +
+                      "' is not supported for import (supported: llama, mistral, qwen2)");
+  }
+  if (const auto act = field<std::string>(j, file, "hidden_act", std::string("silu")); act != "silu") {
+    throw ConfigError(file.string() + ": hidden_act = '" + act + "' is not supported (the Llama family's is silu)");
+  }
+  m.architecture = "llama";
+  m.preset = "";
+  m.n_embd = field<int64_t>(j, file, "hidden_size");
+  m.n_layer = field<int64_t>(j, file, "num_hidden_layers");
+  m.n_head = field<int64_t>(j, file, "num_attention_heads");
+  m.n_kv_head = field<int64_t>(j, file, "num_key_value_heads", m.n_head);
+  m.intermediate_size = field<int64_t>(j, file, "intermediate_size");
+  m.vocab_size = field<int64_t>(j, file, "vocab_size");
+  m.rms_norm_eps = field<double>(j, file, "rms_norm_eps", 1e-6);
+  m.rope_theta = field<double>(j, file, "rope_theta", 10000.0);
+  m.tie_word_embeddings = field<bool>(j, file, "tie_word_embeddings", false);
+  m.rope_scaling = "none";
+  read_rope_scaling(j, file, m);
+  m.bias = type == "qwen2";  // Qwen2's q/k/v biases
+  if (field<bool>(j, file, "attention_bias", false) || field<bool>(j, file, "mlp_bias", false)) {
+    throw ConfigError(file.string() + ": attention_bias / mlp_bias = true is not supported (only Qwen2's q/k/v biases)");
+  }
+  if (m.n_head > 0 && j.contains("head_dim") && !j.at("head_dim").is_null() &&
+      field<int64_t>(j, file, "head_dim") != m.n_embd / m.n_head) {
+    throw ConfigError(file.string() + ": head_dim other than hidden_size / num_attention_heads is not supported");
+  }
+  const bool windowed = type == "mistral" || field<bool>(j, file, "use_sliding_window", false);
+  if (windowed && j.contains("sliding_window") && !j.at("sliding_window").is_null() &&
+      field<int64_t>(j, file, "sliding_window") < m.block_size) {
+    throw ConfigError(file.string() + ": sliding_window = " + j.at("sliding_window").dump() +
+                      " is shorter than model.block_size = " + std::to_string(m.block_size) +
+                      "; sliding-window attention is not supported, so train with block_size <= sliding_window");
+  }
+  try {
+    m.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(file.string() + " describes a model hwtrain cannot build: " + e.what());
+  }
+  return m;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {
+  const fs::path index_file = dir / "model.safetensors.index.json";
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  if (!fs::exists(index_file)) {
+    const fs::path single = dir / "model.safetensors";
+    if (!fs::exists(single)) {
+      throw IoError(dir.string() + " has neither model.safetensors nor model.safetensors.index.json");
+    }
+    return load_safetensors(single).tensors;
+  }
+  const nlohmann::json index = read_json(index_file);
+  if (!index.contains("weight_map") || !index.at("weight_map").is_object()) {
+    throw IoError(index_file.string() + ": key 'weight_map' is missing or not an object");
+  }
+  std::map<std::string, std::set<std::string>> by_shard;
+  for (const auto& [name, shard] : index.at("weight_map").items()) {
+    if (!shard.is_string() || !is_path_inside_dir(shard.get<std::string>()) ||
+        shard.get<std::string>().find('/') != std::string::npos) {
+      throw IoError(index_file.string() + ": weight_map['" + name + "'] must name a file in " + dir.string());
+    }
+    by_shard[shard.get<std::string>()].insert(name);
+  }
+  for (const auto& [shard, names] : by_shard) {
+    const fs::path path = dir / shard;
+    if (!fs::exists(path)) throw IoError(index_file.string() + " lists shard " + shard + ", which is missing");
+    SafetensorsFile f = load_safetensors(path);
+    for (const auto& name : names) {
+      if (!f.contains(name)) throw IoError(path.string() + " lacks tensor '" + name + "' that the index puts there");
+    }
+    for (auto& [name, t] : f.tensors) {
+      if (names.count(name)) out.emplace_back(name, std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace hwt

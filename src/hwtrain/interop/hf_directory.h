@@ -1,0 +1,28 @@
+// A Hugging Face model directory, read: config.json mapped onto hwtrain's ModelConfig and the
+// weights from model.safetensors or its shards (model-0000x-of-0000y.safetensors listed by
+// model.safetensors.index.json). Supported model_type: llama, mistral, qwen2 (gpt2's Conv1D layout
+// is not mapped yet). Everything read is untrusted: sizes are bounded, shard names must stay inside
+// the directory, every tensor the index lists must be in its shard; errors are IoError or
+// ConfigError naming the file and key.
+#pragma once
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/model/model_config.h"
+
+namespace hwt {
+
+// `base` with the architecture and shape of DIR/config.json (block_size and dropout stay base's).
+ModelConfig read_hf_model_config(const std::filesystem::path& dir, ModelConfig base);
+
+// The weights under Hugging Face's names, on the CPU in the file's dtype.
+std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const std::filesystem::path& dir);
+
+// The ModelConfig keys read_hf_model_config sets (for "explicit key conflicts with config.json").
+const std::vector<std::string>& hf_config_model_keys();
+
+}  // namespace hwt

@@ -1,0 +1,60 @@
+// `hwtrain train --init-from DIR`: a Hugging Face Llama directory (written by transformers, in
+// shards) starts the run with its shape and weights; the run then trains and checkpoints as any.
+// Model keys that contradict config.json, and --resume beside it, are refused by name.
+#include <gtest/gtest.h>
+
+#include "hwtrain/io/safetensors.h"
+#include "interop/reference_dir.h"
+#include "support/shell.h"
+#include "support/small_corpus.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string first_step_loss(const std::string& log) {
+  const auto at = log.find("step 1 | loss ");
+  return at == std::string::npos ? std::string() : log.substr(at + 14, 6);
+}
+
+TEST(InitFrom, HuggingFaceDirectoryStartsTheRun) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  const fs::path hf = fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3_hf";
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = std::string(HWTRAIN_BINARY) +
+                             " train --data corpus --set data.document_separator=% --set data.cache_dir=cache "
+                             "--set train.max_steps=2 --set train.eval_interval=0 --set train.sample_tokens=0 "
+                             "--set train.log_interval=1 --set log.report=false --set log.tensorboard=false "
+                             "--set model.block_size=32 --set train.micro_batch_size=2 --set train.time_budget=0 "
+                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 ";
+  const std::string cd = "cd '" + dir.path().string() + "' && ";
+  ASSERT_EQ(testing::run_shell(cd + common + "--init-from '" + hf.string() + "' --out imported > imported.log 2>&1"), 0)
+      << testing::read_text(dir / "imported.log");
+  const std::string imported = testing::read_text(dir / "imported.log");
+  EXPECT_NE(imported.find("weights: " + hf.string()), std::string::npos) << imported;
+  // The same shape from scratch starts elsewhere: the imported weights were used.
+  ASSERT_EQ(testing::run_shell(cd + common +
+                               "--set model.architecture=llama --set model.n_layer=2 --set model.n_head=4 "
+                               "--set model.n_kv_head=2 --set model.n_embd=64 --set model.intermediate_size=160 "
+                               "--set model.vocab_size=320 --set model.rope_theta=500000 --out scratch > scratch.log 2>&1"),
+            0);
+  const std::string a = first_step_loss(imported), b = first_step_loss(testing::read_text(dir / "scratch.log"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_NE(a, b);
+  const SafetensorsFile ckpt = load_safetensors(dir / "imported" / "checkpoints" / "step_00000002" / "model.safetensors");
+  EXPECT_TRUE(ckpt.contains("layers.1.self_attn.k_proj.weight"));
+
+  EXPECT_NE(testing::run_shell(cd + common + "--init-from '" + hf.string() +
+                               "' --set model.n_layer=3 --out bad > bad.log 2>&1"),
+            0);
+  EXPECT_NE(testing::read_text(dir / "bad.log").find("drop model.n_layer"), std::string::npos);
+  EXPECT_NE(testing::run_shell(cd + common + "--init-from '" + hf.string() + "' --resume imported > bad2.log 2>&1"), 0);
+  EXPECT_NE(testing::read_text(dir / "bad2.log").find("--init-from starts a run"), std::string::npos)
+      << testing::read_text(dir / "bad2.log");
+}
+
+}  // namespace
+}  // namespace hwt

@@ -1,0 +1,111 @@
+// Reading a Hugging Face model directory: config.json onto ModelConfig, the weights from sharded
+// safetensors through the index; the model so built gives transformers' logits. Bad directories
+// are named: unsupported model_type or rope scaling, a missing shard, a shard outside the
+// directory, a missing key.
+#include "hwtrain/interop/hf_directory.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/interop/hf_weights.h"
+#include "hwtrain/io/safetensors.h"
+#include "interop/reference_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <class E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no exception of the expected type";
+  return "";
+}
+
+TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  const fs::path dir = fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3_hf";
+  ModelConfig base;
+  base.block_size = 32;
+  const ModelConfig m = read_hf_model_config(dir, base);
+  EXPECT_EQ(m.architecture, "llama");
+  EXPECT_EQ(m.n_kv_head, 2);
+  EXPECT_EQ(m.intermediate_size, 160);
+  EXPECT_EQ(m.rope_scaling, "llama3");
+  EXPECT_EQ(m.rope_original_max_positions, 16);
+  EXPECT_EQ(m.block_size, 32);  // the training context stays the run's
+  const auto weights = read_hf_weights(dir);
+  GPT model(m, m.vocab_size);
+  load_hf_weights(model, weights, dir.string());
+  const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3.safetensors");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
+}
+
+struct Dir {
+  testing::TempDir tmp;
+  nlohmann::json config = {{"model_type", "llama"}, {"hidden_size", 32}, {"num_hidden_layers", 1},
+                           {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 64},
+                           {"vocab_size", 64}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}};
+  fs::path write() {
+    tmp.write("config.json", config.dump());
+    return tmp.path();
+  }
+};
+
+TEST(HfDirectory, ConfigErrorsNameTheFileAndKey) {
+  Dir d;
+  EXPECT_EQ(read_hf_model_config(d.write(), {}).n_kv_head, 2);
+  d.config["model_type"] = "gpt_neox";
+  EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(d.write(), {}); }).find("model_type = 'gpt_neox'"),
+            std::string::npos);
+  d.config["model_type"] = "llama";
+  d.config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(d.write(), {}); }).find("rope_scaling.rope_type = 'yarn'"),
+            std::string::npos);
+  d.config.erase("rope_scaling");
+  d.config.erase("hidden_size");
+  const std::string missing = error_of<IoError>([&] { read_hf_model_config(d.write(), {}); });
+  EXPECT_NE(missing.find("config.json: key 'hidden_size' is missing"), std::string::npos) << missing;
+  d.config["hidden_size"] = "wide";
+  EXPECT_NE(error_of<IoError>([&] { read_hf_model_config(d.write(), {}); }).find("'hidden_size' has the wrong type"),
+            std::string::npos);
+  d.config["hidden_size"] = 32;
+  d.config["num_key_value_heads"] = 3;  // does not divide 4 heads
+  EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(d.write(), {}); }).find("cannot build"), std::string::npos);
+}
+
+TEST(HfDirectory, ShardsAreCheckedAgainstTheIndex) {
+  Dir d;
+  const fs::path dir = d.write();
+  EXPECT_NE(error_of<IoError>([&] { read_hf_weights(dir); }).find("neither model.safetensors"), std::string::npos);
+  save_safetensors(dir / "model-00001-of-00002.safetensors", {{"model.norm.weight", torch::ones({32})}});
+  nlohmann::json index = {{"weight_map",
+                           {{"model.norm.weight", "model-00001-of-00002.safetensors"},
+                            {"lm_head.weight", "model-00002-of-00002.safetensors"}}}};
+  d.tmp.write("model.safetensors.index.json", index.dump());
+  EXPECT_NE(error_of<IoError>([&] { read_hf_weights(dir); }).find("lists shard model-00002-of-00002.safetensors, which is missing"),
+            std::string::npos);
+  index["weight_map"]["lm_head.weight"] = "../elsewhere.safetensors";
+  d.tmp.write("model.safetensors.index.json", index.dump());
+  EXPECT_NE(error_of<IoError>([&] { read_hf_weights(dir); }).find("must name a file in"), std::string::npos);
+  index["weight_map"]["lm_head.weight"] = "model-00001-of-00002.safetensors";  // not in that shard
+  d.tmp.write("model.safetensors.index.json", index.dump());
+  EXPECT_NE(error_of<IoError>([&] { read_hf_weights(dir); }).find("lacks tensor 'lm_head.weight'"), std::string::npos);
+  index["weight_map"].erase("lm_head.weight");
+  d.tmp.write("model.safetensors.index.json", index.dump());
+  EXPECT_EQ(read_hf_weights(dir).size(), 1u);
+}
+
+}  // namespace
+}  // namespace hwt
