@@ -326,7 +326,7 @@ TEST_F(Cli, ProfilePrintsPhasesAndTopOperators) {
 
 TEST_F(Cli, HelpForEverySubcommand) {
   for (const char* sub : {"train", "prepare", "tokenizer", "generate", "eval", "doctor", "plan", "report", "profile",
-                          "launch"}) {
+                          "launch", "export"}) {
     Result r = run(std::string(sub) + " --help", dir.path());
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
   }

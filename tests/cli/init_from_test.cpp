@@ -1,8 +1,10 @@
 // `hwtrain train --init-from DIR`: a Hugging Face Llama directory (written by transformers, in
 // shards) starts the run with its shape and weights; the run then trains and checkpoints as any.
-// Model keys that contradict config.json, and --resume beside it, are refused by name.
+// Model keys that contradict config.json, and --resume beside it, are refused by name; `hwtrain
+// export --format hf` writes the checkpoint back out as such a directory.
 #include <gtest/gtest.h>
 
+#include "hwtrain/interop/hf_directory.h"
 #include "hwtrain/io/safetensors.h"
 #include "interop/reference_dir.h"
 #include "support/shell.h"
@@ -46,6 +48,19 @@ TEST(InitFrom, HuggingFaceDirectoryStartsTheRun) {
   EXPECT_NE(a, b);
   const SafetensorsFile ckpt = load_safetensors(dir / "imported" / "checkpoints" / "step_00000002" / "model.safetensors");
   EXPECT_TRUE(ckpt.contains("layers.1.self_attn.k_proj.weight"));
+  // ... and goes back out as a Hugging Face directory holding the checkpoint's weights.
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " export imported --format hf -o exported --max-shard-size 60000 "
+                               "> export.log 2>&1"),
+            0)
+      << testing::read_text(dir / "export.log");
+  const auto exported = read_hf_weights(dir / "exported");
+  EXPECT_EQ(exported.size(), ckpt.tensors.size());
+  for (const auto& [hf_name, t] : exported) {
+    const std::string name = hf_name == "lm_head.weight" ? hf_name : hf_name.substr(6);
+    EXPECT_TRUE(torch::equal(t, ckpt.get(name))) << hf_name;
+  }
+  EXPECT_NE(testing::run_shell(cd + HWTRAIN_BINARY + " export imported --format onnx -o other > bad0.log 2>&1"), 0);
+  EXPECT_NE(testing::read_text(dir / "bad0.log").find("--format onnx is unknown"), std::string::npos);
 
   EXPECT_NE(testing::run_shell(cd + common + "--init-from '" + hf.string() +
                                "' --set model.n_layer=3 --out bad > bad.log 2>&1"),

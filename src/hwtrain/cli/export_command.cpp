@@ -1,0 +1,59 @@
+// `hwtrain export`: a checkpoint's model as a Hugging Face model directory (interop/hf_export.h).
+#include <iostream>
+
+#include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/run_setup.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/interop/hf_export.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/io/safetensors.h"
+#include "hwtrain/obs/log.h"
+
+namespace hwt::cli {
+namespace {
+
+struct ExportArgs {
+  std::string checkpoint = "latest", run_out, format = "hf", out, dtype = "fp32";
+  int64_t max_shard_bytes = 5'000'000'000;
+};
+
+int run_export(const ExportArgs& a) {
+  init_logging(-1, "info");
+  if (a.format != "hf") throw ConfigError("export: --format " + a.format + " is unknown: expected hf");
+  const fs::path ckpt = resolve_checkpoint(a.checkpoint, default_checkpoint_dir(a.run_out));
+  verify_checkpoint(ckpt);
+  const RunConfig config = resolve_config({}, ckpt);
+  HfExportOptions options;
+  options.max_shard_bytes = a.max_shard_bytes;
+  if (a.dtype == "bf16") {
+    options.dtype = torch::kBFloat16;
+  } else if (a.dtype == "fp16") {
+    options.dtype = torch::kFloat16;
+  } else if (a.dtype != "fp32") {
+    throw ConfigError("export: --dtype " + a.dtype + " is unknown: expected fp32, bf16 or fp16");
+  }
+  const SafetensorsFile weights = load_safetensors(ckpt / "model.safetensors");
+  export_hf(config.model, weights.tensors, a.out, options);
+  std::cout << "exported " << ckpt.string() << " (" << weights.tensors.size() << " tensors, " << a.dtype << ") to "
+            << a.out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_export(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  CLI::App* cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face model directory");
+  cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
+  cmd->add_option("--out-run", a->run_out, "run directory in which 'latest' is looked up (default runs/latest)");
+  cmd->add_option("--format", a->format, "output format: hf (config.json + safetensors)")->capture_default_str();
+  cmd->add_option("-o,--output", a->out, "directory to write (new, or empty)")->required();
+  cmd->add_option("--dtype", a->dtype, "weights as fp32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--max-shard-size", a->max_shard_bytes, "bytes per safetensors shard")->capture_default_str();
+  cmd->footer("Example:\n  hwtrain export runs/exp1 --format hf -o exported/ --dtype bf16\n"
+              "  python -c \"import transformers; transformers.AutoModelForCausalLM.from_pretrained('exported')\"\n"
+              "The llama family is exported; gpt2 and tokenizer files are not yet.");
+  return {cmd, [a] { return run_export(*a); }};
+}
+
+}  // namespace hwt::cli

@@ -1,0 +1,137 @@
+#include "hwtrain/interop/hf_export.h"
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/interop/hf_weights.h"
+#include "hwtrain/io/safetensors.h"
+
+namespace hwt {
+namespace fs = std::filesystem;
+namespace {
+
+const char* dtype_json_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: throw ConfigError("export: weights can be written as float32, bfloat16 or float16");
+  }
+}
+
+std::string shard_name(size_t i, size_t n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return buf;
+}
+
+// Consecutive groups of tensors of at most max_bytes each (a larger tensor gets a shard alone).
+std::vector<std::vector<std::pair<std::string, torch::Tensor>>> split_shards(
+    const std::vector<std::pair<std::string, torch::Tensor>>& tensors, int64_t max_bytes) {
+  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> shards(1);
+  int64_t bytes = 0;
+  for (const auto& t : tensors) {
+    const int64_t size = t.second.numel() * t.second.element_size();
+    if (!shards.back().empty() && bytes + size > max_bytes) {
+      shards.emplace_back();
+      bytes = 0;
+    }
+    shards.back().push_back(t);
+    bytes += size;
+  }
+  return shards;
+}
+
+void write_weights(const fs::path& dir, const std::vector<std::pair<std::string, torch::Tensor>>& hf,
+                   int64_t max_shard_bytes) {
+  const std::map<std::string, std::string> metadata{{"format", "pt"}};  // what transformers writes
+  const auto shards = split_shards(hf, max_shard_bytes);
+  if (shards.size() == 1) {
+    save_safetensors(dir / "model.safetensors", shards[0], metadata);
+    return;
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  int64_t total = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string name = shard_name(i, shards.size());
+    save_safetensors(dir / name, shards[i], metadata);
+    for (const auto& [tensor, value] : shards[i]) {
+      index["weight_map"][tensor] = name;
+      total += value.numel() * value.element_size();
+    }
+  }
+  index["metadata"]["total_size"] = total;
+  write_file_atomic(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace
+
+std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype) {
+  if (!m.is_llama()) throw ConfigError("export --format hf: gpt2 models are not exported yet (the llama family is)");
+  const bool qwen2 = m.bias;
+  nlohmann::json j = {
+      {"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", qwen2 ? "qwen2" : "llama"},
+      {"hidden_size", m.n_embd},
+      {"intermediate_size", m.mlp_width()},
+      {"num_hidden_layers", m.n_layer},
+      {"num_attention_heads", m.n_head},
+      {"num_key_value_heads", m.kv_heads()},
+      {"vocab_size", m.vocab_size},
+      {"max_position_embeddings", m.block_size},
+      {"rms_norm_eps", m.rms_norm_eps},
+      {"rope_theta", m.rope_theta},
+      {"tie_word_embeddings", m.tie_word_embeddings},
+      {"hidden_act", "silu"},
+      {"initializer_range", 0.02},
+      {"attention_dropout", 0.0},
+      {"torch_dtype", dtype_json_name(dtype)},
+  };
+  if (qwen2) {
+    j["use_sliding_window"] = false;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  j["rope_scaling"] = nullptr;
+  if (m.rope_scaling == "llama3") {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", m.rope_scaling_factor},
+                         {"low_freq_factor", m.rope_low_freq_factor},
+                         {"high_freq_factor", m.rope_high_freq_factor},
+                         {"original_max_position_embeddings", m.rope_original_max_positions}};
+  }
+  return j.dump(2) + "\n";
+}
+
+void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+               const fs::path& out, const HfExportOptions& options) {
+  const std::string config = hf_config_json(m, options.dtype);
+  if (options.max_shard_bytes <= 0) throw ConfigError("export: the maximum shard size must be positive");
+  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out))) {
+    throw IoError("export: " + out.string() + " exists and is not an empty directory; choose a new one");
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> hf;
+  for (const auto& [name, value] : weights) {
+    hf.emplace_back(hf_name_from_hwtrain(m, name), value.detach().to(torch::kCPU, options.dtype).contiguous());
+  }
+  const fs::path staging = out.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging);
+  try {
+    write_file_atomic(staging / "config.json", config);
+    write_weights(staging, hf, options.max_shard_bytes);
+    fsync_path(staging);
+    if (fs::exists(out)) fs::remove(out);  // the empty directory it replaces
+    fs::rename(staging, out);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+}
+
+}  // namespace hwt

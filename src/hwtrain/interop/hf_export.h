@@ -1,0 +1,34 @@
+// Writing a Llama-family model as a Hugging Face model directory that transformers'
+// AutoModelForCausalLM.from_pretrained loads unchanged: config.json (model_type llama, or qwen2
+// for q/k/v biases), the weights under Hugging Face's names in model.safetensors, or above
+// max_shard_bytes in shards model-0000i-of-0000n.safetensors with model.safetensors.index.json.
+// The directory is made beside `out` and renamed into place, so a failed export leaves nothing.
+// Not written yet: tokenizer files (hwtrain's byte and SentencePiece tokenizers have no
+// Hugging Face form here) and GPT-2 (its Conv1D layout).
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/model/model_config.h"
+
+namespace hwt {
+
+struct HfExportOptions {
+  torch::ScalarType dtype = torch::kFloat32;  // of the written weights: F32, BF16 or F16
+  int64_t max_shard_bytes = 5'000'000'000;    // transformers' default: shard above 5 GB
+};
+
+// The config.json transformers reads for `m` (a Llama-family config with vocab_size resolved).
+std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype);
+
+// Writes `weights` (hwtrain's parameter names) of the model `m` to the directory `out`, which must
+// not exist or be empty. ConfigError for gpt2 or an unsupported dtype, IoError if writing fails.
+void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+               const std::filesystem::path& out, const HfExportOptions& options = {});
+
+}  // namespace hwt

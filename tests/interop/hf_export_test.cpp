@@ -1,0 +1,119 @@
+// Exporting to a Hugging Face model directory: transformers' AutoModelForCausalLM loads what
+// export_hf wrote (Llama with GQA and llama3 rope scaling in shards; Qwen2 with q/k/v biases and a
+// tied head in one file) and gives hwtrain's logits; reading it back gives the same tensors; a
+// taken output directory and gpt2 are refused by name.
+#include "hwtrain/interop/hf_export.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/interop/hf_directory.h"
+#include "hwtrain/io/safetensors.h"
+#include "interop/reference_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig tiny(bool qwen2) {
+  ModelConfig c;
+  c.architecture = "llama";
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = qwen2 ? 1 : 2;
+  c.n_embd = 64;
+  c.block_size = 32;
+  c.vocab_size = 80;
+  c.intermediate_size = 96;
+  c.bias = qwen2;
+  c.tie_word_embeddings = qwen2;
+  c.rope_theta = qwen2 ? 1e6 : 500000.0;
+  c.rms_norm_eps = qwen2 ? 1e-6 : 1e-5;
+  if (!qwen2) {
+    c.rope_scaling = "llama3";
+    c.rope_original_max_positions = 16;
+  }
+  return c;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named(GPT& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : model->named_parameters()) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+TEST(HfExport, TransformersLoadsItAndGivesTheSameLogits) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  testing::TempDir dir;
+  for (bool qwen2 : {false, true}) {
+    const ModelConfig m = tiny(qwen2);
+    torch::manual_seed(3);
+    GPT model(m, m.vocab_size);
+    {
+      torch::NoGradGuard no_grad;  // norms and biases away from their initial ones and zeros
+      for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.1);
+    }
+    const fs::path out = dir / (qwen2 ? "qwen2" : "llama");
+    HfExportOptions o;
+    o.max_shard_bytes = qwen2 ? 5'000'000'000 : 40'000;
+    export_hf(m, named(model), out, o);
+    EXPECT_EQ(fs::exists(out / "model.safetensors.index.json"), !qwen2);
+    const auto ids = torch::randint(m.vocab_size, {2, 20});
+    save_safetensors(dir / "ids.safetensors", {{"ids", ids}});
+    const std::string cmd = std::string(HWTRAIN_PYTHON) + " " + HWTRAIN_SOURCE_DIR +
+                            "/tests/interop/reference/hf_load_and_run.py '" + out.string() + "' '" +
+                            (dir / "ids.safetensors").string() + "' '" + (dir / "logits.safetensors").string() + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const auto theirs = load_safetensors(dir / "logits.safetensors").get("logits");
+    EXPECT_LT((model->forward(ids) - theirs).abs().max().item<double>(), 1e-4) << (qwen2 ? "qwen2" : "llama");
+  }
+}
+
+TEST(HfExport, ReadsBackAsWrittenInEveryDtype) {
+  testing::TempDir dir;
+  const ModelConfig m = tiny(false);
+  GPT model(m, m.vocab_size);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const fs::path out = dir / c10::toString(dtype);
+    HfExportOptions o;
+    o.dtype = dtype;
+    o.max_shard_bytes = 30'000;
+    export_hf(m, named(model), out, o);
+    ModelConfig base;
+    base.block_size = m.block_size;
+    const ModelConfig back = read_hf_model_config(out, base);
+    EXPECT_EQ(back.n_kv_head, m.n_kv_head);
+    EXPECT_EQ(back.rope_scaling, "llama3");
+    EXPECT_EQ(back.intermediate_size, m.intermediate_size);
+    const auto weights = read_hf_weights(out);
+    EXPECT_EQ(weights.size(), model->named_parameters().size());
+    auto params = model->named_parameters();
+    for (const auto& [hf_name, t] : weights) {
+      EXPECT_EQ(t.scalar_type(), dtype) << hf_name;
+      const std::string name = hf_name == "lm_head.weight" ? hf_name : hf_name.substr(6);
+      EXPECT_TRUE(torch::equal(t, params[name].to(dtype))) << hf_name;
+    }
+  }
+}
+
+TEST(HfExport, RefusesATakenDirectoryAndGpt2) {
+  testing::TempDir dir;
+  const ModelConfig m = tiny(false);
+  GPT model(m, m.vocab_size);
+  dir.write("taken/file", "x");
+  EXPECT_THROW(export_hf(m, named(model), dir / "taken"), IoError);
+  EXPECT_TRUE(fs::exists(dir / "taken" / "file"));
+  ModelConfig g;
+  g.vocab_size = 64;
+  GPT gpt(g, 64);
+  EXPECT_THROW(export_hf(g, named(gpt), dir / "gpt"), ConfigError);
+  EXPECT_FALSE(fs::exists(dir / "gpt"));
+}
+
+}  // namespace
+}  // namespace hwt
