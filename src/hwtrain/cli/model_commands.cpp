@@ -1,12 +1,14 @@
 // `hwtrain generate` and `hwtrain eval`: load a checkpoint's model and use it.
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/data/window_sampler.h"
@@ -66,7 +68,8 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
 struct GenerateArgs {
   std::string checkpoint = "latest", out, prompt;
   int64_t tokens = 300, top_k = 40, seed = 1;
-  double temperature = 0.8;
+  double temperature = 0.8, top_p = 1.0;
+  bool no_kv_cache = false;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -78,9 +81,16 @@ int run_generate(const GenerateArgs& a) {
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.plan.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
-  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen)[0].to(torch::kCPU).to(torch::kInt32);
+  const auto start = std::chrono::steady_clock::now();
+  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, !a.no_kv_cache)[0]
+                 .to(torch::kCPU)
+                 .to(torch::kInt32);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
   std::cout << tokenizer->decode(ids) << "\n";
+  std::cerr << "generated " << a.tokens << " tokens in " << format_number("%.3f", seconds) << " s ("
+            << format_number("%.1f", static_cast<double>(a.tokens) / seconds) << " tokens/s, "
+            << (a.no_kv_cache ? "no KV cache" : "KV cache") << ", " << m.plan.device.str() << ")\n";
   return 0;
 }
 
@@ -138,6 +148,9 @@ Command add_generate(CLI::App& app) {
   cmd->add_option("-n,--tokens", a->tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "sampling temperature")->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "nucleus sampling: the most likely tokens up to this probability mass; 1 = all")
+      ->capture_default_str();
+  cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");
   cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
   cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200");
   return {cmd, [a] { return run_generate(*a); }};

@@ -85,6 +85,16 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   return resid_dropout_(linear(c_proj, y_BTC));
 }
 
+torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv) {
+  const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
+  const int64_t H = options_.n_head, D = C / H;
+  auto qkv = linear(c_attn, x_BTC).split(C, /*dim=*/2);
+  auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
+  kv.append(qkv[1].view({B, T, H, D}).transpose(1, 2), qkv[2].view({B, T, H, D}).transpose(1, 2));
+  auto y_BTC = cached_attention(q_BHTD, kv.k_BKLD, kv.v_BKLD).transpose(1, 2).contiguous().view({B, T, C});
+  return linear(c_proj, y_BTC);
+}
+
 torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,
                                              const torch::Tensor& v_BHTD) {
   switch (kernel_) {

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "hwtrain/model/attention_kernel.h"
+#include "hwtrain/model/kv_cache.h"
 
 namespace hwt {
 
@@ -50,6 +51,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
                           AttentionKernel kernel = AttentionKernel::Sdpa);
 
   torch::Tensor forward(const torch::Tensor& x_BTC);
+  // The new positions of x after those in `kv` (eval): their keys and values are appended.
+  torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv);
   // The heads' causal attention with the chosen kernel, without the projections around it:
   // q, k, v of shape (B, H, T, D), any strides -> (B, H, T, D).
   torch::Tensor attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD, const torch::Tensor& v_BHTD);

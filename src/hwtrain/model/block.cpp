@@ -38,6 +38,11 @@ BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCach
   mlp = register_module("mlp", MLP(options.n_embd, options.dropout, options.bias));
 }
 
+torch::Tensor BlockImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t) {
+  auto x = x_BTC + attn->forward_cached(ln_1(x_BTC), kv);
+  return x + mlp(ln_2(x));
+}
+
 torch::Tensor BlockImpl::forward(const torch::Tensor& x_BTC) {
   auto x = x_BTC + attn(ln_1(x_BTC));
   return x + mlp(ln_2(x));

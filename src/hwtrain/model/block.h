@@ -54,6 +54,7 @@ class BlockImpl : public DecoderBlockImpl {
             AttentionKernel kernel = AttentionKernel::Sdpa);
   torch::Tensor forward(const torch::Tensor& x_BTC) override;
   void set_kernel(AttentionKernel kernel) override { attn->set_kernel(kernel); }
+  torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) override;
 
   LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "hwtrain/model/attention_kernel.h"
+#include "hwtrain/model/kv_cache.h"
 
 namespace hwt {
 
@@ -13,6 +14,9 @@ class DecoderBlockImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(const torch::Tensor& x_BTC) = 0;
   virtual void set_kernel(AttentionKernel kernel) = 0;
+  // Incremental decoding (eval, no grad): x holds the positions pos, pos + 1, ... after those in
+  // `kv`, whose keys and values are appended.
+  virtual torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) = 0;
 };
 
 }  // namespace hwt

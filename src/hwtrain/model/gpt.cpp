@@ -1,5 +1,5 @@
 // GPT-2-style decoder: construction and init, forward with optional activation checkpointing,
-// loss, parameter accounting, weight-decay groups and sampling.
+// loss, parameter accounting and weight-decay groups (sampling: model/generation.cpp).
 #include "hwtrain/model/gpt.h"
 
 #include <cmath>
@@ -36,20 +36,6 @@ void validate(const ModelConfig& cfg, int64_t vocab_size) {
     throw ConfigError("model.dropout = " + std::to_string(cfg.dropout) + " must be in [0, 1)");
   }
 }
-
-// Puts a module back into the training mode it had, however the scope is left.
-class TrainingModeGuard {
- public:
-  explicit TrainingModeGuard(torch::nn::Module& module)
-      : module_(module), was_training_(module.is_training()) {}
-  ~TrainingModeGuard() { module_.train(was_training_); }
-  TrainingModeGuard(const TrainingModeGuard&) = delete;
-  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
-
- private:
-  torch::nn::Module& module_;
-  bool was_training_;
-};
 
 }  // namespace
 
@@ -182,40 +168,6 @@ void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<
   named_decay_and_no_decay(named_decay, named_no_decay);
   for (auto& [name, p] : named_decay) decay.push_back(p);
   for (auto& [name, p] : named_no_decay) no_decay.push_back(p);
-}
-
-torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature,
-                                int64_t top_k, std::optional<at::Generator> gen) {
-  TORCH_CHECK(idx_BT.dim() == 2 && idx_BT.size(1) > 0,
-              "GPT::generate expects a non-empty prompt (B, T), got ", idx_BT.sizes());
-  TORCH_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got ",
-              max_new_tokens);
-  TORCH_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
-  TrainingModeGuard mode(*this);
-  eval();
-  torch::NoGradGuard no_grad;
-  for (int64_t i = 0; i < max_new_tokens; ++i) {
-    const int64_t T = idx_BT.size(1);
-    auto context_BT = T <= cfg_.block_size ? idx_BT : idx_BT.slice(1, T - cfg_.block_size);
-    auto logits_BV = forward(context_BT).select(1, -1).to(torch::kFloat);
-    torch::Tensor next_B1;
-    if (temperature == 0.0) {
-      next_B1 = logits_BV.argmax(-1, /*keepdim=*/true);
-    } else {
-      logits_BV = logits_BV / temperature;
-      if (top_k > 0 && top_k < logits_BV.size(-1)) {
-        auto kth_B1 = std::get<0>(logits_BV.topk(top_k, -1)).select(1, -1).unsqueeze(1);
-        logits_BV = logits_BV.masked_fill(logits_BV < kth_B1,
-                                          -std::numeric_limits<double>::infinity());
-      }
-      // A CPU generator samples on the CPU (B x V probabilities): the same draws on every device.
-      auto probs_BV = torch::softmax(logits_BV, -1);
-      if (gen && gen->device().is_cpu()) probs_BV = probs_BV.to(torch::kCPU);
-      next_B1 = torch::multinomial(probs_BV, 1, /*replacement=*/false, gen).to(idx_BT.device());
-    }
-    idx_BT = torch::cat({idx_BT, next_B1}, 1);
-  }
-  return idx_BT;
 }
 
 void GPTImpl::set_attention_kernel(AttentionKernel kernel) {

@@ -18,6 +18,7 @@
 
 #include "hwtrain/model/attention.h"
 #include "hwtrain/model/block.h"
+#include "hwtrain/model/kv_cache.h"
 #include "hwtrain/model/llama_block.h"
 #include "hwtrain/model/model_config.h"
 
@@ -55,12 +56,19 @@ class GPTImpl : public torch::nn::Module {
   void named_decay_and_no_decay(std::vector<std::pair<std::string, torch::Tensor>>& decay,
                                 std::vector<std::pair<std::string, torch::Tensor>>& no_decay);
 
-  // Appends max_new_tokens sampled tokens to idx_BT (cropped to the last block_size tokens for
-  // each step). temperature 0 = greedy; top_k <= 0 = no top-k filter. Runs in eval mode under
+  // Appends max_new_tokens sampled tokens to idx_BT, each from the logits of the last block_size
+  // tokens. temperature 0 = greedy; top_k <= 0 = no top-k filter; top_p < 1 = nucleus sampling
+  // (the smallest set of tokens whose probabilities reach top_p). With use_cache the model runs on
+  // each new token alone (KVCache), re-reading the window only when it slides past block_size;
+  // without, it recomputes the window every token (the reference). Runs in eval mode under
   // NoGradGuard and restores the previous mode. gen: the generator to sample with (default: the
-  // global one).
+  // global one; a CPU generator samples on the CPU, the same draws on every device).
   torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0,
-                         int64_t top_k = 0, std::optional<at::Generator> gen = std::nullopt);
+                         int64_t top_k = 0, std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0,
+                         bool use_cache = true);
+  // Logits (B, T, V) of the T positions that follow those in `cache` (eval, no grad); appends
+  // their keys and values. cache.length + T <= block_size.
+  torch::Tensor forward_cached(const torch::Tensor& idx_BT, KVCache& cache);
 
   void set_attention_kernel(AttentionKernel kernel);
   AttentionKernel attention_kernel() const { return kernel_; }

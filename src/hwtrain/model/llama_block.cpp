@@ -70,6 +70,7 @@ LlamaAttentionImpl::LlamaAttentionImpl(const ModelConfig& cfg, std::shared_ptr<R
     : n_head_(cfg.n_head),
       n_kv_head_(cfg.kv_heads()),
       head_dim_(cfg.head_dim()),
+      block_size_(cfg.block_size),
       dropout_(cfg.dropout),
       rotary_(std::move(rotary)),
       mask_cache_(std::move(mask_cache)),
@@ -95,6 +96,19 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x_BTC) {
   auto y_BHTD = attend(q_BHTD, k_BKTD, v_BKTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
   return resid_dropout_(linear(o_proj, y_BTC));
+}
+
+torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) {
+  const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
+  TORCH_CHECK(pos + T <= block_size_, "LlamaAttention: positions up to ", pos + T, " exceed block_size ", block_size_);
+  auto q_BHTD = linear(q_proj, x_BTC).view({B, T, n_head_, head_dim_}).transpose(1, 2);
+  auto k_BKTD = linear(k_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  auto v_BKTD = linear(v_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  const auto [cos_LD, sin_LD] = rotary_->cos_sin(block_size_, x_BTC.device());
+  const auto cos_TD = cos_LD.narrow(0, pos, T), sin_TD = sin_LD.narrow(0, pos, T);
+  kv.append(apply_rotary(k_BKTD, cos_TD, sin_TD), v_BKTD);
+  auto y_BHTD = cached_attention(apply_rotary(q_BHTD, cos_TD, sin_TD), kv.k_BKLD, kv.v_BKLD);
+  return linear(o_proj, y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_}));
 }
 
 torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BKTD,
@@ -139,6 +153,11 @@ LlamaBlockImpl::LlamaBlockImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCac
   self_attn = register_module("self_attn", LlamaAttention(cfg, std::move(rotary), std::move(mask_cache), kernel));
   post_attention_layernorm = register_module("post_attention_layernorm", RMSNorm(cfg.n_embd, cfg.rms_norm_eps));
   mlp = register_module("mlp", SwiGLU(cfg.n_embd, cfg.mlp_width(), cfg.dropout));
+}
+
+torch::Tensor LlamaBlockImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) {
+  auto x = x_BTC + self_attn->forward_cached(input_layernorm(x_BTC), kv, pos);
+  return x + mlp(post_attention_layernorm(x));
 }
 
 torch::Tensor LlamaBlockImpl::forward(const torch::Tensor& x_BTC) {

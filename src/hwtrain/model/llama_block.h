@@ -58,6 +58,8 @@ class LlamaAttentionImpl : public torch::nn::Module {
   LlamaAttentionImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCache> rotary,
                      std::shared_ptr<CausalMaskCache> mask_cache, AttentionKernel kernel);
   torch::Tensor forward(const torch::Tensor& x_BTC);
+  // Positions pos.. of x after those in `kv` (eval): rotated by their positions, appended to kv.
+  torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos);
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -65,7 +67,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BKTD, const torch::Tensor& v_BKTD);
 
-  int64_t n_head_, n_kv_head_, head_dim_;
+  int64_t n_head_, n_kv_head_, head_dim_, block_size_;
   double dropout_;
   std::shared_ptr<RotaryCache> rotary_;
   std::shared_ptr<CausalMaskCache> mask_cache_;
@@ -91,6 +93,7 @@ class LlamaBlockImpl : public DecoderBlockImpl {
                  std::shared_ptr<CausalMaskCache> mask_cache, AttentionKernel kernel);
   torch::Tensor forward(const torch::Tensor& x_BTC) override;
   void set_kernel(AttentionKernel kernel) override { self_attn->set_kernel(kernel); }
+  torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) override;
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   LlamaAttention self_attn{nullptr};
