@@ -52,6 +52,24 @@ TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
   EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
 }
 
+TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  const fs::path dir = fs::path(testing::hf_reference_dir()) / "gpt2_hf";
+  ModelConfig base;
+  base.block_size = 24;  // of its 32 positions
+  const ModelConfig m = read_hf_model_config(dir, base);
+  EXPECT_EQ(m.architecture, "gpt2");
+  EXPECT_EQ(m.activation, "gelu_tanh");
+  GPT model(m, m.vocab_size);
+  load_hf_weights(model, read_hf_weights(dir), dir.string());
+  const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / "gpt2.safetensors");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
+  base.block_size = 64;
+  EXPECT_THROW(read_hf_model_config(dir, base), ConfigError);  // beyond its learned positions
+}
+
 struct Dir {
   testing::TempDir tmp;
   nlohmann::json config = {{"model_type", "llama"}, {"hidden_size", 32}, {"num_hidden_layers", 1},

@@ -1,7 +1,7 @@
 // Exporting to a Hugging Face model directory: transformers' AutoModelForCausalLM loads what
 // export_hf wrote (Llama with GQA and llama3 rope scaling in shards; Qwen2 with q/k/v biases and a
-// tied head in one file) and gives hwtrain's logits; reading it back gives the same tensors; a
-// taken output directory and gpt2 are refused by name.
+// tied head; GPT-2 with its Conv1D layout) and gives hwtrain's logits; reading it back gives the
+// same tensors; a taken output directory and a GPT-2 without biases are refused by name.
 #include "hwtrain/interop/hf_export.h"
 
 #include <gtest/gtest.h>
@@ -48,19 +48,30 @@ std::vector<std::pair<std::string, torch::Tensor>> named(GPT& model) {
 TEST(HfExport, TransformersLoadsItAndGivesTheSameLogits) {
   if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
   testing::TempDir dir;
-  for (bool qwen2 : {false, true}) {
-    const ModelConfig m = tiny(qwen2);
+  for (int family = 0; family < 3; ++family) {
+    const bool qwen2 = family == 1;
+    ModelConfig m = tiny(qwen2);
+    if (family == 2) {  // GPT-2 with the tanh GELU (gelu_new)
+      m = ModelConfig{};
+      m.n_layer = 2;
+      m.n_head = 4;
+      m.n_embd = 64;
+      m.block_size = 32;
+      m.vocab_size = 80;
+      m.activation = "gelu_tanh";
+    }
     torch::manual_seed(3);
     GPT model(m, m.vocab_size);
     {
       torch::NoGradGuard no_grad;  // norms and biases away from their initial ones and zeros
       for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.1);
     }
-    const fs::path out = dir / (qwen2 ? "qwen2" : "llama");
+    const std::string label = family == 0 ? "llama" : family == 1 ? "qwen2" : "gpt2";
+    const fs::path out = dir / label;
     HfExportOptions o;
-    o.max_shard_bytes = qwen2 ? 5'000'000'000 : 40'000;
+    o.max_shard_bytes = family == 0 ? 40'000 : 5'000'000'000;
     export_hf(m, named(model), out, o);
-    EXPECT_EQ(fs::exists(out / "model.safetensors.index.json"), !qwen2);
+    EXPECT_EQ(fs::exists(out / "model.safetensors.index.json"), family == 0);
     const auto ids = torch::randint(m.vocab_size, {2, 20});
     save_safetensors(dir / "ids.safetensors", {{"ids", ids}});
     const std::string cmd = std::string(HWTRAIN_PYTHON) + " " + HWTRAIN_SOURCE_DIR +
@@ -70,7 +81,7 @@ TEST(HfExport, TransformersLoadsItAndGivesTheSameLogits) {
     model->eval();
     torch::NoGradGuard no_grad;
     const auto theirs = load_safetensors(dir / "logits.safetensors").get("logits");
-    EXPECT_LT((model->forward(ids) - theirs).abs().max().item<double>(), 1e-4) << (qwen2 ? "qwen2" : "llama");
+    EXPECT_LT((model->forward(ids) - theirs).abs().max().item<double>(), 1e-4) << label;
   }
 }
 
@@ -101,7 +112,7 @@ TEST(HfExport, ReadsBackAsWrittenInEveryDtype) {
   }
 }
 
-TEST(HfExport, RefusesATakenDirectoryAndGpt2) {
+TEST(HfExport, RefusesATakenDirectoryAndGpt2WithoutBiases) {
   testing::TempDir dir;
   const ModelConfig m = tiny(false);
   GPT model(m, m.vocab_size);
@@ -110,6 +121,7 @@ TEST(HfExport, RefusesATakenDirectoryAndGpt2) {
   EXPECT_TRUE(fs::exists(dir / "taken" / "file"));
   ModelConfig g;
   g.vocab_size = 64;
+  g.bias = false;  // Hugging Face's GPT-2 always has biases
   GPT gpt(g, 64);
   EXPECT_THROW(export_hf(g, named(gpt), dir / "gpt"), ConfigError);
   EXPECT_FALSE(fs::exists(dir / "gpt"));

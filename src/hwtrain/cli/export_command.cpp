@@ -52,7 +52,7 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--max-shard-size", a->max_shard_bytes, "bytes per safetensors shard")->capture_default_str();
   cmd->footer("Example:\n  hwtrain export runs/exp1 --format hf -o exported/ --dtype bf16\n"
               "  python -c \"import transformers; transformers.AutoModelForCausalLM.from_pretrained('exported')\"\n"
-              "The llama family is exported; gpt2 and tokenizer files are not yet.");
+              "gpt2 and the llama family are exported; tokenizer files are not yet.");
   return {cmd, [a] { return run_export(*a); }};
 }
 

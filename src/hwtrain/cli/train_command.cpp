@@ -279,7 +279,7 @@ Command add_train(CLI::App& app) {
                   "run is refused unless --resume continues it or --overwrite replaces it");
   cmd->add_option("--resume", args->resume, "checkpoint directory, run directory, or 'latest'");
   cmd->add_option("--init-from", args->init_from,
-                  "Hugging Face model directory (config.json, model.safetensors or its shards; llama, mistral, "
+                  "Hugging Face model directory (config.json, model.safetensors or its shards; gpt2, llama, mistral, "
                   "qwen2) whose shape and weights start the run; the data must use its tokenizer's ids");
   cmd->add_flag("--overwrite", args->overwrite,
                 "let --out replace the run it holds: once the new run's config and data check out, the old "

@@ -54,13 +54,62 @@ void read_rope_scaling(const nlohmann::json& j, const fs::path& file, ModelConfi
   m.rope_original_max_positions = field<int64_t>(r, file, "original_max_position_embeddings");
 }
 
+ModelConfig validated(const ModelConfig& m, const fs::path& file) {
+  try {
+    m.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(file.string() + " describes a model hwtrain cannot build: " + e.what());
+  }
+  return m;
+}
+
+// GPT-2 (GPT2LMHeadModel): biases everywhere, a tied head, learned positions (n_positions of them,
+// of which the run uses its block_size), LayerNorm epsilon 1e-5, GELU exact or tanh ("gelu_new").
+ModelConfig read_gpt2_config(const nlohmann::json& j, const fs::path& file, ModelConfig m) {
+  m.architecture = "gpt2";
+  m.preset = "";
+  m.n_embd = field<int64_t>(j, file, "n_embd");
+  m.n_layer = field<int64_t>(j, file, "n_layer");
+  m.n_head = field<int64_t>(j, file, "n_head");
+  m.vocab_size = field<int64_t>(j, file, "vocab_size");
+  m.n_kv_head = 0;
+  m.bias = true;
+  const int64_t positions = field<int64_t>(j, file, "n_positions");
+  if (m.block_size > positions) {
+    throw ConfigError(file.string() + ": n_positions = " + std::to_string(positions) + " is less than model.block_size = " +
+                      std::to_string(m.block_size) + "; GPT-2's learned positions end there, so train with a block_size "
+                      "up to it");
+  }
+  const std::string act = field<std::string>(j, file, "activation_function", std::string("gelu_new"));
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
+    m.activation = "gelu_tanh";
+  } else if (act == "gelu") {
+    m.activation = "gelu";
+  } else {
+    throw ConfigError(file.string() + ": activation_function = '" + act + "' is not supported (gelu, gelu_new)");
+  }
+  if (field<double>(j, file, "layer_norm_epsilon", 1e-5) != 1e-5) {
+    throw ConfigError(file.string() + ": layer_norm_epsilon other than 1e-5 is not supported");
+  }
+  for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
+    if (field<bool>(j, file, key, false)) throw ConfigError(file.string() + ": " + key + " = true is not supported");
+  }
+  if (!field<bool>(j, file, "scale_attn_weights", true)) {
+    throw ConfigError(file.string() + ": scale_attn_weights = false is not supported");
+  }
+  if (j.contains("n_inner") && !j.at("n_inner").is_null() && field<int64_t>(j, file, "n_inner") != 4 * m.n_embd) {
+    throw ConfigError(file.string() + ": n_inner other than 4 n_embd is not supported");
+  }
+  return validated(m, file);
+}
+
 }  // namespace
 
 const std::vector<std::string>& hf_config_model_keys() {
   static const std::vector<std::string> keys = {
       "model.architecture", "model.n_layer", "model.n_head", "model.n_kv_head", "model.n_embd",
       "model.intermediate_size", "model.vocab_size", "model.rms_norm_eps", "model.rope_theta", "model.rope_scaling",
-      "model.tie_word_embeddings", "model.bias"};
+      "model.tie_word_embeddings", "model.bias", "model.activation"};
   return keys;
 }
 
@@ -69,14 +118,16 @@ ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
   const nlohmann::json j = read_json(file);
   if (!j.is_object()) throw IoError(file.string() + " must hold a JSON object");
   const std::string type = field<std::string>(j, file, "model_type");
+  if (type == "gpt2") return read_gpt2_config(j, file, m);
   if (type != "llama" && type != "mistral" && type != "qwen2") {
     throw ConfigError(file.string() + ": model_type = '" + type +
-                      "' is not supported for import (supported: llama, mistral, qwen2)");
+                      "' is not supported for import (supported: gpt2, llama, mistral, qwen2)");
   }
   if (const auto act = field<std::string>(j, file, "hidden_act", std::string("silu")); act != "silu") {
     throw ConfigError(file.string() + ": hidden_act = '" + act + "' is not supported (the Llama family's is silu)");
   }
   m.architecture = "llama";
+  m.activation = "gelu";
   m.preset = "";
   m.n_embd = field<int64_t>(j, file, "hidden_size");
   m.n_layer = field<int64_t>(j, file, "num_hidden_layers");
@@ -104,12 +155,7 @@ ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
                       " is shorter than model.block_size = " + std::to_string(m.block_size) +
                       "; sliding-window attention is not supported, so train with block_size <= sliding_window");
   }
-  try {
-    m.validate();
-  } catch (const ConfigError& e) {
-    throw ConfigError(file.string() + " describes a model hwtrain cannot build: " + e.what());
-  }
-  return m;
+  return validated(m, file);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {

@@ -1,9 +1,8 @@
 // A Hugging Face model directory, read: config.json mapped onto hwtrain's ModelConfig and the
 // weights from model.safetensors or its shards (model-0000x-of-0000y.safetensors listed by
-// model.safetensors.index.json). Supported model_type: llama, mistral, qwen2 (gpt2's Conv1D layout
-// is not mapped yet). Everything read is untrusted: sizes are bounded, shard names must stay inside
-// the directory, every tensor the index lists must be in its shard; errors are IoError or
-// ConfigError naming the file and key.
+// model.safetensors.index.json). Supported model_type: gpt2, llama, mistral, qwen2. Everything
+// read is untrusted: sizes are bounded, shard names must stay inside the directory, every tensor
+// the index lists must be in its shard; errors are IoError or ConfigError naming the file and key.
 #pragma once
 #include <torch/torch.h>
 

@@ -69,8 +69,33 @@ void write_weights(const fs::path& dir, const std::vector<std::pair<std::string,
 
 }  // namespace
 
+std::string gpt2_config_json(const ModelConfig& m, torch::ScalarType dtype) {
+  if (!m.bias) throw ConfigError("export --format hf: Hugging Face's GPT-2 has biases; model.bias = false has no form there");
+  const nlohmann::json j = {
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"n_embd", m.n_embd},
+      {"n_layer", m.n_layer},
+      {"n_head", m.n_head},
+      {"n_positions", m.block_size},
+      {"n_ctx", m.block_size},
+      {"n_inner", nullptr},
+      {"vocab_size", m.vocab_size},
+      {"activation_function", m.activation == "gelu_tanh" ? "gelu_new" : "gelu"},
+      {"layer_norm_epsilon", 1e-5},
+      {"initializer_range", 0.02},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"scale_attn_weights", true},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", dtype_json_name(dtype)},
+  };
+  return j.dump(2) + "\n";
+}
+
 std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype) {
-  if (!m.is_llama()) throw ConfigError("export --format hf: gpt2 models are not exported yet (the llama family is)");
+  if (!m.is_llama()) return gpt2_config_json(m, dtype);
   const bool qwen2 = m.bias;
   nlohmann::json j = {
       {"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
@@ -116,7 +141,8 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
   }
   std::vector<std::pair<std::string, torch::Tensor>> hf;
   for (const auto& [name, value] : weights) {
-    hf.emplace_back(hf_name_from_hwtrain(m, name), value.detach().to(torch::kCPU, options.dtype).contiguous());
+    const torch::Tensor t = hf_stores_transposed(m, name) ? value.detach().t() : value.detach();
+    hf.emplace_back(hf_name_from_hwtrain(m, name), t.to(torch::kCPU, options.dtype).contiguous());
   }
   const fs::path staging = out.string() + ".partial";
   std::error_code ec;

@@ -1,10 +1,10 @@
-// Writing a Llama-family model as a Hugging Face model directory that transformers'
-// AutoModelForCausalLM.from_pretrained loads unchanged: config.json (model_type llama, or qwen2
-// for q/k/v biases), the weights under Hugging Face's names in model.safetensors, or above
+// Writing a model as a Hugging Face model directory that transformers'
+// AutoModelForCausalLM.from_pretrained loads unchanged: config.json (model_type gpt2; llama, or
+// qwen2 for q/k/v biases), the weights under Hugging Face's names in model.safetensors, or above
 // max_shard_bytes in shards model-0000i-of-0000n.safetensors with model.safetensors.index.json.
 // The directory is made beside `out` and renamed into place, so a failed export leaves nothing.
-// Not written yet: tokenizer files (hwtrain's byte and SentencePiece tokenizers have no
-// Hugging Face form here) and GPT-2 (its Conv1D layout).
+// GPT-2's Conv1D weights are written transposed, as it stores them. Not written yet: tokenizer
+// files (hwtrain's byte and SentencePiece tokenizers have no Hugging Face form here).
 #pragma once
 #include <torch/torch.h>
 
@@ -27,7 +27,8 @@ struct HfExportOptions {
 std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype);
 
 // Writes `weights` (hwtrain's parameter names) of the model `m` to the directory `out`, which must
-// not exist or be empty. ConfigError for gpt2 or an unsupported dtype, IoError if writing fails.
+// not exist or be empty. ConfigError for an unsupported dtype (or gpt2 without biases), IoError if
+// writing fails.
 void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                const std::filesystem::path& out, const HfExportOptions& options = {});
 

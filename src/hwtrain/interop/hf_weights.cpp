@@ -12,16 +12,18 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void require_llama(const ModelConfig& cfg) {
-  if (!cfg.is_llama()) {
-    throw ConfigError("Hugging Face weight names are mapped for model.architecture = llama only (gpt2: not yet)");
-  }
-}
-
 }  // namespace
 
 std::optional<std::string> hwtrain_name_from_hf(const ModelConfig& cfg, const std::string& hf_name) {
-  require_llama(cfg);
+  if (!cfg.is_llama()) {
+    if (hf_name == "lm_head.weight") return std::nullopt;  // tied to wte
+    if (!starts_with(hf_name, "transformer.")) {
+      throw IoError("tensor '" + hf_name + "' is not a GPT-2 weight (expected transformer.* or lm_head.weight)");
+    }
+    const std::string name = hf_name.substr(12);
+    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return std::nullopt;  // masks
+    return name;
+  }
   if (ends_with(hf_name, ".rotary_emb.inv_freq")) return std::nullopt;  // recomputed from rope_theta
   if (hf_name == "lm_head.weight") return cfg.tie_word_embeddings ? std::nullopt : std::optional<std::string>(hf_name);
   if (starts_with(hf_name, "model.")) return hf_name.substr(6);
@@ -29,8 +31,16 @@ std::optional<std::string> hwtrain_name_from_hf(const ModelConfig& cfg, const st
 }
 
 std::string hf_name_from_hwtrain(const ModelConfig& cfg, const std::string& name) {
-  require_llama(cfg);
+  if (!cfg.is_llama()) return "transformer." + name;
   return name == "lm_head.weight" ? name : "model." + name;
+}
+
+bool hf_stores_transposed(const ModelConfig& cfg, const std::string& name) {
+  if (cfg.is_llama() || !ends_with(name, ".weight")) return false;
+  for (const char* conv1d : {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
+    if (ends_with(name, conv1d)) return true;
+  }
+  return false;
 }
 
 void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors,
@@ -43,8 +53,10 @@ void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch:
     if (!name) continue;
     torch::Tensor* p = params.find(*name);
     if (!p) throw IoError(what + ": tensor '" + hf_name + "' has no parameter '" + *name + "' in this model");
-    if (value.sizes() != p->sizes()) {
-      throw IoError(what + ": tensor '" + hf_name + "' has shape " + c10::str(value.sizes()) + ", the model's '" +
+    torch::Tensor t = hf_stores_transposed(model->config(), *name) ? value.t() : value;
+    if (*name == "wpe.weight" && t.dim() == 2 && t.size(0) > p->size(0)) t = t.narrow(0, 0, p->size(0));
+    if (t.sizes() != p->sizes()) {
+      throw IoError(what + ": tensor '" + hf_name + "' has shape " + c10::str(t.sizes()) + ", the model's '" +
                     *name + "' is " + c10::str(p->sizes()) + " (does config.json match the weights?)");
     }
     if (!value.is_floating_point()) {
@@ -52,7 +64,7 @@ void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch:
                     "; weights must be floating point (F32, BF16, F16)");
     }
     if (!loaded.insert(*name).second) throw IoError(what + ": tensor '" + hf_name + "' is given twice");
-    p->copy_(value);
+    p->copy_(t);
   }
   for (const auto& item : params) {
     if (!loaded.count(item.key())) {

@@ -14,7 +14,7 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x_BTC) {
   return torch::layer_norm(x_BTC, {n_embd_}, weight, bias, /*eps=*/1e-5);
 }
 
-MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias) {
+MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias, bool tanh_gelu) : tanh_gelu_(tanh_gelu) {
   c_fc = register_module("c_fc",
                          torch::nn::Linear(torch::nn::LinearOptions(n_embd, 4 * n_embd).bias(bias)));
   c_proj = register_module(
@@ -23,8 +23,8 @@ MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias) {
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x_BTC) {
-  // Exact (erf) GELU, as nanoGPT's nn.GELU(); GPT-2's tanh approximation differs by < 1e-3.
-  return dropout_(linear(c_proj, torch::gelu(linear(c_fc, x_BTC))));
+  // Exact (erf) GELU by default, as nanoGPT's nn.GELU(); GPT-2's own checkpoints use the tanh form.
+  return dropout_(linear(c_proj, torch::gelu(linear(c_fc, x_BTC), tanh_gelu_ ? "tanh" : "none")));
 }
 
 BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,
@@ -35,7 +35,7 @@ BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCach
                                                              options.dropout, options.bias},
                                   std::move(mask_cache), kernel));
   ln_2 = register_module("ln_2", LayerNorm(options.n_embd, options.bias));
-  mlp = register_module("mlp", MLP(options.n_embd, options.dropout, options.bias));
+  mlp = register_module("mlp", MLP(options.n_embd, options.dropout, options.bias, options.tanh_gelu));
 }
 
 torch::Tensor BlockImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t) {

@@ -30,7 +30,8 @@ TORCH_MODULE(LayerNorm);
 
 class MLPImpl : public torch::nn::Module {
  public:
-  MLPImpl(int64_t n_embd, double dropout, bool bias);
+  // tanh_gelu: GELU's tanh approximation (GPT-2's "gelu_new") instead of the exact erf form.
+  MLPImpl(int64_t n_embd, double dropout, bool bias, bool tanh_gelu = false);
   torch::Tensor forward(const torch::Tensor& x_BTC);
 
   torch::nn::Linear c_fc{nullptr};    // C -> 4C
@@ -38,6 +39,7 @@ class MLPImpl : public torch::nn::Module {
 
  private:
   torch::nn::Dropout dropout_{nullptr};
+  bool tanh_gelu_ = false;
 };
 TORCH_MODULE(MLP);
 
@@ -46,6 +48,7 @@ struct BlockOptions {
   int64_t n_head = 0;
   double dropout = 0.0;
   bool bias = true;
+  bool tanh_gelu = false;
 };
 
 class BlockImpl : public DecoderBlockImpl {

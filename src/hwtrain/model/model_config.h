@@ -27,6 +27,7 @@ struct ModelConfig {
   // The Llama family (Llama 2/3, Mistral, Qwen2): RMSNorm, rotary positions, SwiGLU MLP, grouped-query
   // attention, untied head by default. These keys apply to architecture = "llama" only.
   std::string architecture = "gpt2";
+  std::string activation = "gelu";  // gpt2's MLP: exact GELU, or its tanh form (GPT-2's checkpoints)
   int64_t n_kv_head = 0;          // 0 = n_head (multi-head attention)
   int64_t intermediate_size = 0;  // 0 = Llama's rule: 8/3 n_embd rounded up to a multiple of multiple_of
   int64_t multiple_of = 256;
@@ -66,6 +67,12 @@ struct ModelConfig {
     check_in_range("model.dropout", dropout, 0.0, 1.0, false);
     if (architecture != "gpt2" && architecture != "llama") {
       throw ConfigError("config: model.architecture = '" + architecture + "' is unknown: expected gpt2 or llama");
+    }
+    if (activation != "gelu" && activation != "gelu_tanh") {
+      throw ConfigError("config: model.activation = '" + activation + "' is unknown: expected gelu or gelu_tanh");
+    }
+    if (is_llama() && activation != "gelu") {
+      throw ConfigError("config: model.activation = " + activation + " applies to gpt2; llama's MLP is SwiGLU (silu)");
     }
     check_at_least("model.n_kv_head", n_kv_head, 0);
     if (n_kv_head > 0 && n_head % n_kv_head != 0) {
@@ -121,6 +128,8 @@ struct ModelConfig {
     v("architecture", architecture, "gpt2 (LayerNorm, learned positions, GELU MLP, tied head) or llama "
       "(RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention; Llama 2/3, Mistral, Qwen2)",
       std::vector<std::string>{"gpt2", "llama"});
+    v("activation", activation, "gpt2's MLP activation: gelu (exact, erf) or gelu_tanh (the tanh approximation "
+      "GPT-2's released checkpoints use)", std::vector<std::string>{"gelu", "gelu_tanh"});
     v("n_kv_head", n_kv_head, "llama: key/value heads (grouped-query attention); 0 = n_head");
     v("intermediate_size", intermediate_size, "llama: SwiGLU width; 0 = 8/3 n_embd rounded up to multiple_of");
     v("multiple_of", multiple_of, "llama: rounding of the derived intermediate_size");

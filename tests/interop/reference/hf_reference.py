@@ -1,13 +1,14 @@
-"""Writes reference tensors from Hugging Face transformers for hwtrain's Llama-family equality test
-(tests/model/llama_reference_test.cpp): for each tiny random-weight config, the weights under
-Hugging Face's names, fp32 logits of a fixed batch (eval mode), the training loss on that batch and
-every weight's gradient. Usage: hf_llama_reference.py OUT_DIR; writes OUT_DIR/<case>.safetensors, and for the GQA case also
-OUT_DIR/<case>_hf/, the model as save_pretrained writes it, in shards of at most 100 kB."""
+"""Writes reference tensors from Hugging Face transformers for hwtrain's equality tests
+(tests/interop/hf_reference_test.cpp): for each tiny random-weight config (Llama, Qwen2, GPT-2), the
+weights under Hugging Face's names, fp32 logits of a fixed batch (eval mode), the training loss on
+that batch and every weight's gradient. Usage: hf_reference.py OUT_DIR; writes
+OUT_DIR/<case>.safetensors, and OUT_DIR/llama_gqa_rope3_hf/ (in shards of at most 100 kB) and
+OUT_DIR/gpt2_hf/ as save_pretrained writes them."""
 import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 VOCAB, T, B = 320, 24, 2  # 320 covers the byte tokenizer's 257 (the CLI test trains on bytes)
 
@@ -29,6 +30,10 @@ CASES = {
         vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=1000000.0,
         tie_word_embeddings=True, use_sliding_window=False)),
+    # GPT-2: Conv1D weights stored (in, out), gelu_new, tied head, 32 learned positions
+    "gpt2": (GPT2LMHeadModel, GPT2Config(
+        vocab_size=VOCAB, n_positions=32, n_embd=64, n_layer=2, n_head=4, activation_function="gelu_new",
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
 }
 
 
@@ -40,7 +45,7 @@ def main():
         model = cls(config).float()
         with torch.no_grad():  # norms start at one and biases at zero: move them, or a test could not see them
             for n, p in model.named_parameters():
-                if "norm" in n:
+                if "norm" in n or ".ln_" in n:
                     p.normal_(1.0, 0.2)
                 elif n.endswith(".bias"):
                     p.normal_(0.0, 0.2)
@@ -58,7 +63,7 @@ def main():
             tensors["weight." + n] = p.detach().contiguous()
             tensors["grad." + n] = p.grad.contiguous()
         save_file(tensors, f"{out}/{name}.safetensors")
-        if name == "llama_gqa_rope3":
+        if name in ("llama_gqa_rope3", "gpt2"):
             model.save_pretrained(f"{out}/{name}_hf", max_shard_size="100KB", safe_serialization=True)
 
 

@@ -1,6 +1,7 @@
-// The Llama family against the reference implementation: tiny random-weight Llama (multi-head;
-// grouped-query with Llama 3.1 rope scaling) and Qwen2 (q/k/v biases, tied head) models built by
-// Hugging Face transformers (tests/interop/reference/hf_llama_reference.py), loaded into hwtrain
+// Both families against the reference implementation: tiny random-weight Llama (multi-head;
+// grouped-query with Llama 3.1 rope scaling), Qwen2 (q/k/v biases, tied head) and GPT-2 (Conv1D
+// layout, gelu_new) models built by
+// Hugging Face transformers (tests/interop/reference/hf_reference.py), loaded into hwtrain
 // by name; fp32 logits, the loss and every gradient must match within 1e-4. Skips, saying why,
 // where the test python has no transformers (scripts/install-deps.sh installs it into hwtrain's venv).
 #include <gtest/gtest.h>
@@ -45,11 +46,22 @@ ModelConfig llama(int64_t kv_heads, int64_t intermediate, double theta, bool lla
   return c;
 }
 
+ModelConfig gpt2() {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 64;
+  c.block_size = 32;
+  c.vocab_size = 320;
+  c.activation = "gelu_tanh";
+  return c;
+}
+
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-class LlamaReference : public ::testing::TestWithParam<Case> {};
+class HfReference : public ::testing::TestWithParam<Case> {};
 
-TEST_P(LlamaReference, LogitsLossAndGradientsMatchTransformers) {
+TEST_P(HfReference, LogitsLossAndGradientsMatchTransformers) {
   if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers (scripts/install-deps.sh)";
   const Case& c = GetParam();
   const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / (std::string(c.name) + ".safetensors"));
@@ -81,16 +93,17 @@ TEST_P(LlamaReference, LogitsLossAndGradientsMatchTransformers) {
     const torch::Tensor* p = params.find(*name);
     ASSERT_NE(p, nullptr) << *name;
     ASSERT_TRUE(p->grad().defined()) << *name;
-    EXPECT_LT(max_abs_diff(p->grad(), g), 1e-4) << c.name << " gradient of " << *name;
+    const torch::Tensor theirs = hf_stores_transposed(c.cfg, *name) ? g.t() : g;
+    EXPECT_LT(max_abs_diff(p->grad(), theirs), 1e-4) << c.name << " gradient of " << *name;
   }
   EXPECT_EQ(grads.size(), params.size()) << "every parameter's gradient compared";
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Families, LlamaReference,
+    Families, HfReference,
     ::testing::Values(Case{"llama_mha", llama(4, 172, 10000.0, false, false, false, 1e-5)},
                       Case{"llama_gqa_rope3", llama(2, 160, 500000.0, true, false, false, 1e-5)},
-                      Case{"qwen2", llama(1, 128, 1000000.0, false, true, true, 1e-6)}),
+                      Case{"qwen2", llama(1, 128, 1000000.0, false, true, true, 1e-6)}, Case{"gpt2", gpt2()}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(HfWeights, MissingWrongShapeAndUnknownTensorsAreNamed) {
