@@ -9,6 +9,7 @@
 
 #include "dist/dist_test_util.h"
 #include "hwtrain/core/error.h"
+#include "support/error_of.h"
 #include "hwtrain/dist/dist_error.h"
 #include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/process_group.h"
@@ -37,16 +38,7 @@ DistConfig with_timeout(double seconds) {
   return c;
 }
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception of the expected type";
-  return "";
-}
+using testing::error_of;
 
 TEST(ProcessGroup, PortInUseIsAConfigErrorNamingThePort) {
   const int port = free_port();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hwtrain/core/error.h"
+#include "support/error_of.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/safetensors.h"
@@ -20,16 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception of the expected type";
-  return "";
-}
+using testing::error_of;
 
 TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
   if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
