@@ -37,6 +37,7 @@ struct Case {
   bool fused_lm_head_loss = false;  // model/lm_head_loss.h instead of linear + cross_entropy
   std::string attention = "sdpa";   // the kernel: sdpa | gemm | math
   bool optimizer_in_backward = false;  // AdamW per parameter in backward (train/optimizer_in_backward.h)
+  int64_t n_kv_head = 0;               // > 0: the llama family with this many key/value heads
 };
 
 // Returns the memory training added to the process; *step_added: what the second step alone
@@ -52,6 +53,10 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   m.block_size = c.block;
   m.vocab_size = c.vocab;
   m.dropout = 0.0;
+  if (c.n_kv_head > 0) {
+    m.architecture = "llama";
+    m.n_kv_head = c.n_kv_head;
+  }
   MemoryQuery q;
   q.model = m;
   q.micro_batch_size = c.micro;
@@ -129,6 +134,10 @@ int main(int argc, char** argv) {
       // The optimizer in backward frees each gradient as it is made.
       {"char-small (6L 384w, B=12), gemm, in-bwd", 6, 6, 384, 256, 12, 256, false, "gemm", true},
       {"W2 (12L 768w, B=4), gemm, in-bwd", 12, 12, 768, 256, 4, 256, false, "gemm", true},
+      // The llama family (RMSNorm, rotary, SwiGLU at 8/3 width, GQA, untied head): counted, not fitted.
+      {"llama (6L 384w, GQA 6:2, B=12)", 6, 6, 384, 256, 12, 256, false, "sdpa", false, 2},
+      {"llama (12L 768w, GQA 12:4, B=4)", 12, 12, 768, 256, 4, 256, false, "sdpa", false, 4},
+      {"llama (12L 768w, GQA 12:4, B=4), gemm", 12, 12, 768, 256, 4, 256, false, "gemm", false, 4},
   };
   // One-time costs of the first training step in a process (thread pools, oneDNN kernel caches)
   // are not the model's: pay them before measuring.

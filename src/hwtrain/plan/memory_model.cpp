@@ -41,14 +41,14 @@ namespace {
 
 // Saved activation elements per token per block, in units of the GPT-2 count the fit scaled (17 C
 // counted, 15 C fitted). Llama's block, counted the same way: RMSNorm inputs and outputs (4 C),
-// q and its rotated copy (2 C), k, v and rotated k (3 K D), the attention output (C), and the
-// SwiGLU's gate, up, silu(gate) and product (4 I). Not calibrated on measurements (GPT-2's fit
-// ratio is applied).
+// q, its rotate_half and its rotated copy (3 C), k, v, k's rotate_half and rotated copy (4 K D), the
+// attention output (C), and the SwiGLU's gate, up, silu(gate) and product (4 I); GPT-2's fit ratio
+// applied. Checked, not fitted: bench/memory_model_bench.cpp's llama rows (docs/benchmarks.md).
 double saved_elements_per_token(const ModelConfig& m) {
   const double c = static_cast<double>(m.n_embd);
   if (!m.is_llama()) return kSavedPerToken * c;
   const double kv = static_cast<double>(m.kv_heads() * m.head_dim());
-  const double counted = 7.0 * c + 3.0 * kv + 4.0 * static_cast<double>(m.mlp_width());
+  const double counted = 8.0 * c + 4.0 * kv + 4.0 * static_cast<double>(m.mlp_width());
   return counted * kSavedPerToken / 17.0;
 }
 
