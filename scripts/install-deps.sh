@@ -18,7 +18,7 @@ log() { echo "[install-deps] $*" >&2; }
 debian_packages=(
   build-essential cmake ninja-build pkg-config python3-venv
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev
+  libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev libpcre2-dev
   fortunes
 )
 

@@ -3,6 +3,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/byte_tokenizer.h"
+#include "hwtrain/data/hf_bpe_tokenizer.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
 
 namespace hwt {
@@ -30,7 +31,9 @@ fs::path model_file(const nlohmann::json& j, const fs::path& json_path) {
 
 nlohmann::json describe_tokenizer(const Tokenizer& tok) {
   nlohmann::json j = {{"name", tok.name()}, {"vocab_size", tok.vocab_size()}, {"eot_id", tok.eot_id()}};
-  if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
+  if (dynamic_cast<const HfBpeTokenizer*>(&tok)) {
+    j["type"] = "hf-bpe";
+  } else if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
     j["type"] = "sentencepiece";
     j["file"] = kTokenizerModelFile;
     j["num_pieces"] = spm->num_pieces();
@@ -41,6 +44,11 @@ nlohmann::json describe_tokenizer(const Tokenizer& tok) {
 }
 
 void save_tokenizer(const Tokenizer& tok, const fs::path& dir, const nlohmann::json& extra) {
+  if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(&tok)) {  // Hugging Face's own file, unchanged
+    ensure_writable_dir(dir);
+    write_file_atomic(dir / kTokenizerJsonFile, hf->json_text());
+    return;
+  }
   nlohmann::json j = describe_tokenizer(tok);
   if (j["type"] == "unknown") {
     throw ConfigError("tokenizer '" + tok.name() + "' cannot be saved: only byte and SentencePiece tokenizers can");
@@ -65,6 +73,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     text = read_regular_file(json_path, kMaxTokenizerJsonBytes);
   } catch (const IoError& e) {
     throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
+  }
+  if (HfBpeTokenizer::is_hf_tokenizer_json(text)) {
+    try {
+      return std::make_unique<HfBpeTokenizer>(std::move(text), json_path.string());
+    } catch (const ConfigError& e) {
+      throw DataError(e.what());
+    }
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.contains("type") || !j["name"].is_string() ||

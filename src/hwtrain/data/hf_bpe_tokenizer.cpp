@@ -1,0 +1,286 @@
+#include "hwtrain/data/hf_bpe_tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/crc32c.h"
+#include "hwtrain/core/error.h"
+
+namespace hwt {
+namespace {
+
+// GPT-2's pre-tokenizer pattern (tokenizers' ByteLevel with use_regex).
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+size_t utf8_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 1;
+}
+
+[[noreturn]] void unsupported(const std::string& where, const std::string& what) {
+  throw ConfigError(where + ": " + what + " is not supported (byte-level BPE tokenizers as GPT-2's and Llama 3's)");
+}
+
+}  // namespace
+
+struct HfBpeTokenizer::Regex {
+  pcre2_code* code = nullptr;
+  explicit Regex(const std::string& pattern, const std::string& where) {
+    int err = 0;
+    PCRE2_SIZE offset = 0;
+    code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                         &offset, nullptr);
+    if (!code) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      throw ConfigError(where + ": the pre-tokenizer pattern does not compile at offset " + std::to_string(offset) +
+                        ": " + reinterpret_cast<char*>(msg));
+    }
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter where JIT is missing
+  }
+  ~Regex() { pcre2_code_free(code); }
+  // The pieces of `text`: each match and each gap between matches ("Isolated").
+  void split(std::string_view text, std::vector<std::string_view>& out) const {
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+    size_t pos = 0, at = 0;
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    while (at < text.size()) {
+      // UTF-8 is checked once, on the first match: PCRE2 would otherwise re-check the whole subject
+      // on every call (quadratic in the text).
+      const int rc = pcre2_match(code, subject, text.size(), at, at == 0 ? 0 : PCRE2_NO_UTF_CHECK, md, nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        pcre2_match_data_free(md);
+        throw DataError(std::string("tokenizer pre-tokenizer pattern failed at byte ") + std::to_string(at) + ": " +
+                        reinterpret_cast<char*>(msg));
+      }
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      size_t s = ov[0], e = ov[1];
+      if (e == s) {  // an empty match: step over one character
+        at = s + utf8_length(static_cast<unsigned char>(text[s]));
+        continue;
+      }
+      if (s > pos) out.push_back(text.substr(pos, s - pos));
+      out.push_back(text.substr(s, e - s));
+      pos = at = e;
+    }
+    if (pos < text.size()) out.push_back(text.substr(pos));
+    pcre2_match_data_free(md);
+  }
+};
+
+bool HfBpeTokenizer::is_hf_tokenizer_json(const std::string& json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.contains("model") && j["model"].is_object();
+}
+
+HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where) : json_text_(std::move(json_text)) {
+  const auto j = nlohmann::json::parse(json_text_, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("model")) throw ConfigError(where + " is not a tokenizer.json");
+  const auto& m = j["model"];
+  if (m.value("type", "") != "BPE") unsupported(where, "model.type '" + m.value("type", std::string("?")) + "'");
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) unsupported(where, "a normalizer");
+  if (m.value("byte_fallback", false)) unsupported(where, "byte_fallback");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (m.contains(k) && !m[k].is_null() && m[k] != "") unsupported(where, std::string("model.") + k);
+  }
+  ignore_merges_ = m.value("ignore_merges", false);
+  for (const auto& [token, id] : m.at("vocab").items()) vocab_[token] = id.get<int32_t>();
+  int32_t rank = 0;
+  for (const auto& merge : m.at("merges")) {
+    const std::string key = merge.is_string() ? merge.get<std::string>()
+                                              : merge.at(0).get<std::string>() + " " + merge.at(1).get<std::string>();
+    merge_rank_.emplace(key, rank++);
+  }
+  int32_t max_id = -1;
+  for (const auto& [t, id] : vocab_) max_id = std::max(max_id, id);
+  for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
+    if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
+      unsupported(where, "added token '" + a.value("content", std::string()) + "' with lstrip/rstrip/single_word");
+    }
+    added_.emplace_back(a.at("content").get<std::string>(), a.at("id").get<int32_t>());
+    max_id = std::max(max_id, added_.back().second);
+  }
+  std::sort(added_.begin(), added_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (const auto& a : added_) {
+    if (!a.first.empty()) added_first_[static_cast<unsigned char>(a.first[0])] = true;
+  }
+  id_to_token_.resize(static_cast<size_t>(max_id + 1));
+  for (const auto& [t, id] : vocab_) id_to_token_[static_cast<size_t>(id)] = t;
+  for (const auto& [t, id] : added_) id_to_token_[static_cast<size_t>(id)] = t;
+  vocab_size_ = max_id + 1;
+  for (const char* eot : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>"}) {
+    auto it = std::find_if(added_.begin(), added_.end(), [&](const auto& a) { return a.first == eot; });
+    if (it != added_.end()) {
+      eot_id_ = it->second;
+      break;
+    }
+  }
+  if (eot_id_ < 0) throw ConfigError(where + ": no end-of-text token among the added tokens (<|endoftext|>, ...)");
+
+  // Pre-tokenizers: a ByteLevel, or a Sequence of Splits (Isolated) and a ByteLevel.
+  std::vector<nlohmann::json> steps;
+  const auto& pre = j.at("pre_tokenizer");
+  if (pre.value("type", "") == "Sequence") {
+    for (const auto& p : pre.at("pretokenizers")) steps.push_back(p);
+  } else {
+    steps.push_back(pre);
+  }
+  bool byte_level = false;
+  for (const auto& p : steps) {
+    const std::string type = p.value("type", "");
+    if (type == "Split") {
+      if (p.value("behavior", "") != "Isolated" || p.value("invert", false) || !p.at("pattern").contains("Regex")) {
+        unsupported(where, "a Split pre-tokenizer other than an Isolated Regex");
+      }
+      if (regex_ || byte_level) unsupported(where, "more than one splitting pattern");
+      regex_ = std::make_unique<Regex>(p["pattern"]["Regex"].get<std::string>(), where);
+    } else if (type == "ByteLevel") {
+      byte_level = true;
+      add_prefix_space_ = p.value("add_prefix_space", false);
+      if (p.value("use_regex", true)) {
+        if (regex_) unsupported(where, "more than one splitting pattern");
+        regex_ = std::make_unique<Regex>(kGpt2Pattern, where);
+      }
+    } else {
+      unsupported(where, "pre-tokenizer '" + type + "'");
+    }
+  }
+  if (!byte_level) unsupported(where, "a pre-tokenizer without ByteLevel");
+  // GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to 256 + n.
+  uint32_t n = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    byte_to_char_[b] = utf8(printable ? b : 256 + n++);
+    char_to_byte_[byte_to_char_[b]] = static_cast<uint8_t>(b);
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", crc32c(json_text_.data(), json_text_.size()));
+  name_ = std::string("hf-bpe:") + buf;
+}
+
+HfBpeTokenizer::~HfBpeTokenizer() = default;
+
+void HfBpeTokenizer::encode_word(const std::string& mapped, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    auto it = vocab_.find(mapped);
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  std::vector<std::string> sym;
+  for (size_t i = 0; i < mapped.size();) {
+    const size_t len = utf8_length(static_cast<unsigned char>(mapped[i]));
+    sym.push_back(mapped.substr(i, len));
+    i += len;
+  }
+  while (sym.size() > 1) {
+    int32_t best = INT32_MAX;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < sym.size(); ++i) {
+      auto it = merge_rank_.find(sym[i] + " " + sym[i + 1]);
+      if (it != merge_rank_.end() && it->second < best) {
+        best = it->second;
+        at = i;
+      }
+    }
+    if (best == INT32_MAX) break;
+    sym[at] += sym[at + 1];
+    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  }
+  for (const auto& s : sym) {
+    auto it = vocab_.find(s);
+    if (it == vocab_.end()) throw DataError("tokenizer " + name_ + ": the BPE piece '" + s + "' is not in its vocabulary");
+    out.push_back(it->second);
+  }
+}
+
+void HfBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  std::string prefixed;  // ByteLevel's add_prefix_space applies to each segment between added tokens
+  if (add_prefix_space_ && piece.front() != ' ') {
+    prefixed = " " + std::string(piece);
+    piece = prefixed;
+  }
+  std::vector<std::string_view> words;
+  if (regex_) {
+    regex_->split(piece, words);
+  } else {
+    words.push_back(piece);
+  }
+  std::string mapped;
+  for (const auto w : words) {
+    mapped.clear();
+    for (const char c : w) mapped += byte_to_char_[static_cast<unsigned char>(c)];
+    encode_word(mapped, out);
+  }
+}
+
+void HfBpeTokenizer::encode_append(std::string_view text, std::vector<int32_t>& out) const {
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (!added_first_[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
+    const auto hit = std::find_if(added_.begin(), added_.end(), [&](const auto& a) {
+      return !a.first.empty() && text.compare(i, a.first.size(), a.first) == 0;
+    });
+    if (hit == added_.end()) {
+      ++i;
+      continue;
+    }
+    if (i > start) encode_piece(text.substr(start, i - start), out);
+    out.push_back(hit->second);
+    i += hit->first.size();
+    start = i;
+  }
+  if (start < text.size()) encode_piece(text.substr(start), out);
+}
+
+std::string HfBpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (const int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) continue;  // e.g. padding rows of the model
+    const std::string& token = id_to_token_[static_cast<size_t>(id)];
+    if (std::any_of(added_.begin(), added_.end(), [&](const auto& a) { return a.second == id; })) {
+      out += token;
+      continue;
+    }
+    for (size_t i = 0; i < token.size();) {
+      const size_t len = utf8_length(static_cast<unsigned char>(token[i]));
+      const auto it = char_to_byte_.find(token.substr(i, len));
+      if (it != char_to_byte_.end()) {
+        out += static_cast<char>(it->second);
+      } else {
+        out += token.substr(i, len);
+      }
+      i += len;
+    }
+  }
+  return out;
+}
+
+}  // namespace hwt

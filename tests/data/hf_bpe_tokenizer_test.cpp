@@ -1,0 +1,95 @@
+// Hugging Face byte-level BPE (tokenizer.json) against the `tokenizers` library: two tokenizers
+// trained by it on generated text (GPT-2 style; Llama 3 style with a Split regex and ignore_merges),
+// then the ids of 1 MB of held-out mixed text (Unicode, whitespace runs, digits, contractions,
+// special tokens) must be the same, and decoding gives the text back. Skips, saying why, where the
+// test python has no tokenizers. Unsupported kinds are refused by name.
+#include "hwtrain/data/hf_bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/data/tokenizer_files.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& reference_dir() {
+  static testing::TempDir dir;
+  static const std::string made = [] {
+    const std::string cmd = std::string(HWTRAIN_PYTHON) + " -c 'import tokenizers' 2>/dev/null && " + HWTRAIN_PYTHON +
+                            " " + HWTRAIN_SOURCE_DIR + "/tests/data/reference/hf_tokenizers_reference.py '" +
+                            dir.path().string() + "' 1";
+    return std::system(cmd.c_str()) == 0 ? dir.path().string() : std::string();
+  }();
+  return made;
+}
+
+class HfBpe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfBpe, IdsEqualTokenizersAndDecodingRoundTrips) {
+  if (reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no tokenizers";
+  const fs::path dir(reference_dir());
+  const std::string style = GetParam();
+  auto tok = load_tokenizer(dir / style);
+  ASSERT_NE(dynamic_cast<const HfBpeTokenizer*>(tok.get()), nullptr);
+  const std::string text = read_file(dir / "text.txt");
+  const std::string raw = read_file(dir / (style + ".ids"));
+  std::vector<int32_t> want(raw.size() / 4);
+  std::memcpy(want.data(), raw.data(), raw.size());
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = tok->encode(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(ids.size(), want.size());
+  size_t first_diff = ids.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != want[i]) {
+      first_diff = i;
+      break;
+    }
+  }
+  EXPECT_EQ(first_diff, ids.size()) << "first different id at " << first_diff;
+  EXPECT_EQ(tok->decode(ids), text);
+  std::printf("%s: %zu ids; hwtrain %.3f s, tokenizers %s s (1 thread; timings are bench/'s job)\n", style.c_str(),
+              ids.size(), seconds, read_file(dir / (style + ".seconds")).c_str());
+  // It travels with datasets and checkpoints as Hugging Face's own file.
+  testing::TempDir copy;
+  save_tokenizer(*tok, copy.path());
+  EXPECT_EQ(read_file(copy / "tokenizer.json"), read_file(dir / style / "tokenizer.json"));
+  EXPECT_EQ(load_tokenizer(copy.path())->name(), tok->name());
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, HfBpe, ::testing::Values("gpt2", "llama3"));
+
+TEST(HfBpeTokenizer, UnsupportedKindsAreRefusedByName) {
+  const std::string bpe = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+      "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+      "added_tokens": [{"id": 1, "content": "<|endoftext|>", "special": true}]})";
+  HfBpeTokenizer ok(bpe, "t.json");
+  EXPECT_EQ(ok.eot_id(), 1);
+  EXPECT_EQ(ok.vocab_size(), 2);
+  auto error = [](const std::string& json) {
+    try {
+      HfBpeTokenizer t(json, "t.json");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string wordpiece = bpe;
+  wordpiece.replace(wordpiece.find("\"BPE\""), 5, "\"WordPiece\"");
+  EXPECT_NE(error(wordpiece).find("model.type 'WordPiece'"), std::string::npos);
+  EXPECT_NE(error(R"({"normalizer": {"type": "NFC"},)" + bpe.substr(1)).find("a normalizer"), std::string::npos);
+  std::string no_eot = bpe;
+  no_eot.replace(no_eot.find("<|endoftext|>"), 13, "<pad>");
+  EXPECT_NE(error(no_eot).find("no end-of-text token"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hwt
