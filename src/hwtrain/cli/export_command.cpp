@@ -4,6 +4,8 @@
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/data/hf_bpe_tokenizer.h"
+#include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/interop/hf_export.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
@@ -33,9 +35,15 @@ int run_export(const ExportArgs& a) {
     throw ConfigError("export: --dtype " + a.dtype + " is unknown: expected fp32, bf16 or fp16");
   }
   const SafetensorsFile weights = load_safetensors(ckpt / "model.safetensors");
+  if (has_tokenizer_files(ckpt)) {  // the run's tokenizer goes along when Hugging Face can read it
+    const auto tok = load_tokenizer(ckpt);
+    if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tok.get())) options.tokenizer_json = hf->json_text();
+  }
   export_hf(config.model, weights.tensors, a.out, options);
-  std::cout << "exported " << ckpt.string() << " (" << weights.tensors.size() << " tensors, " << a.dtype << ") to "
-            << a.out << "\n";
+  std::cout << "exported " << ckpt.string() << " (" << weights.tensors.size() << " tensors, " << a.dtype
+            << (options.tokenizer_json.empty() ? ", no tokenizer files: the run's tokenizer has no Hugging Face form"
+                                               : ", tokenizer.json")
+            << ") to " << a.out << "\n";
   return 0;
 }
 
@@ -52,7 +60,7 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--max-shard-size", a->max_shard_bytes, "bytes per safetensors shard")->capture_default_str();
   cmd->footer("Example:\n  hwtrain export runs/exp1 --format hf -o exported/ --dtype bf16\n"
               "  python -c \"import transformers; transformers.AutoModelForCausalLM.from_pretrained('exported')\"\n"
-              "gpt2 and the llama family are exported; tokenizer files are not yet.");
+              "gpt2 and the llama family are exported, with tokenizer.json when the run used a Hugging Face one.");
   return {cmd, [a] { return run_export(*a); }};
 }
 

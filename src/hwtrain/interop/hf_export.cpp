@@ -151,6 +151,11 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
   try {
     write_file_atomic(staging / "config.json", config);
     write_weights(staging, hf, options.max_shard_bytes);
+    if (!options.tokenizer_json.empty()) {
+      write_file_atomic(staging / "tokenizer.json", options.tokenizer_json);
+      write_file_atomic(staging / "tokenizer_config.json",
+                        nlohmann::json({{"tokenizer_class", "PreTrainedTokenizerFast"}}).dump(2) + "\n");
+    }
     fsync_path(staging);
     if (fs::exists(out)) fs::remove(out);  // the empty directory it replaces
     fs::rename(staging, out);

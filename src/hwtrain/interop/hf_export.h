@@ -3,8 +3,9 @@
 // qwen2 for q/k/v biases), the weights under Hugging Face's names in model.safetensors, or above
 // max_shard_bytes in shards model-0000i-of-0000n.safetensors with model.safetensors.index.json.
 // The directory is made beside `out` and renamed into place, so a failed export leaves nothing.
-// GPT-2's Conv1D weights are written transposed, as it stores them. Not written yet: tokenizer
-// files (hwtrain's byte and SentencePiece tokenizers have no Hugging Face form here).
+// GPT-2's Conv1D weights are written transposed, as it stores them. Tokenizer files are written
+// when the run trained with a Hugging Face tokenizer.json (hwtrain's byte and SentencePiece
+// tokenizers have no Hugging Face form here).
 #pragma once
 #include <torch/torch.h>
 
@@ -19,6 +20,9 @@
 namespace hwt {
 
 struct HfExportOptions {
+  // A Hugging Face tokenizer.json to write beside the weights (the run's own, when it trained with
+  // one), with a tokenizer_config.json naming PreTrainedTokenizerFast; empty: no tokenizer files.
+  std::string tokenizer_json;
   torch::ScalarType dtype = torch::kFloat32;  // of the written weights: F32, BF16 or F16
   int64_t max_shard_bytes = 5'000'000'000;    // transformers' default: shard above 5 GB
 };

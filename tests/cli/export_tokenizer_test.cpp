@@ -1,0 +1,53 @@
+// A run trained with a Hugging Face tokenizer.json (GPT-2 style, trained by the tokenizers library)
+// exports with it: transformers' AutoTokenizer and AutoModelForCausalLM load the exported
+// directory, and the tokenizer gives the ids the original tokenizer.json gives.
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/files.h"
+#include "support/shell.h"
+#include "support/small_corpus.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
+  const std::string py = HWTRAIN_PYTHON;
+  if (testing::run_shell(py + " -c 'import transformers, tokenizers' 2>/dev/null") != 0) {
+    GTEST_SKIP() << py << " has no transformers";
+  }
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string cd = "cd '" + dir.path().string() + "' && ";
+  const std::string bin = HWTRAIN_BINARY;
+  ASSERT_EQ(testing::run_shell(cd + py + " " + HWTRAIN_SOURCE_DIR +
+                               "/tests/data/reference/hf_tokenizers_reference.py tokref 0.02 > ref.log 2>&1"),
+            0)
+      << testing::read_text(dir / "ref.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " prepare corpus --separator % --tokenizer tokref/gpt2 -o data.hwt > p.log 2>&1"),
+            0)
+      << testing::read_text(dir / "p.log");
+  ASSERT_EQ(testing::run_shell(cd + bin +
+                               " train --data data.hwt --set data.tokenizer=tokref/gpt2 --set model.preset=tiny "
+                               "--set train.max_steps=2 --set train.eval_interval=0 --set train.sample_tokens=0 "
+                               "--set log.report=false --set log.tensorboard=false --set train.time_budget=0 "
+                               "--set optimization.intra_op_threads=1 --out run > t.log 2>&1"),
+            0)
+      << testing::read_text(dir / "t.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " export run --format hf -o exported > e.log 2>&1"), 0)
+      << testing::read_text(dir / "e.log");
+  EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "exported" / "tokenizer.json"), read_file(dir / "tokref" / "gpt2" / "tokenizer.json"));
+  const std::string check =
+      "import tokenizers, transformers\n"
+      "t = transformers.AutoTokenizer.from_pretrained('exported')\n"
+      "ref = tokenizers.Tokenizer.from_file('tokref/gpt2/tokenizer.json')\n"
+      "s = \"Don't panic: 42 caf\\u00e9s, \\u6771\\u4eac  <|endoftext|>\\n\\n  done\"\n"
+      "assert t.encode(s) == ref.encode(s).ids, (t.encode(s), ref.encode(s).ids)\n"
+      "transformers.AutoModelForCausalLM.from_pretrained('exported')\n";
+  dir.write("check.py", check);
+  EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
+}
+
+}  // namespace
+}  // namespace hwt
