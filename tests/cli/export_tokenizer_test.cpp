@@ -1,6 +1,7 @@
 // A run trained with a Hugging Face tokenizer.json (GPT-2 style, trained by the tokenizers library)
 // exports with it: transformers' AutoTokenizer and AutoModelForCausalLM load the exported
-// directory, and the tokenizer gives the ids the original tokenizer.json gives.
+// directory, and the tokenizer gives the ids the original tokenizer.json gives; hwtrain generate
+// and eval read the exported directory with the run's results.
 #include <gtest/gtest.h>
 
 #include "hwtrain/core/files.h"
@@ -47,6 +48,21 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
       "transformers.AutoModelForCausalLM.from_pretrained('exported')\n";
   dir.write("check.py", check);
   EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
+
+  // hwtrain generate and eval read the exported directory as they read the run.
+  for (const char* from : {"run", "exported"}) {
+    ASSERT_EQ(testing::run_shell(cd + bin + " generate " + from + " --prompt 'The quick' -n 12 --temperature 0 > g-" +
+                                 from + ".txt 2> g-" + from + ".log"),
+              0)
+        << testing::read_text(dir / ("g-" + std::string(from) + ".log"));
+    ASSERT_EQ(testing::run_shell(cd + bin + " eval " + from + " --data data.hwt --set data.tokenizer=tokref/gpt2 > v-" +
+                                 from + ".txt 2>&1"),
+              0)
+        << testing::read_text(dir / ("v-" + std::string(from) + ".txt"));
+  }
+  EXPECT_EQ(testing::read_text(dir / "g-run.txt"), testing::read_text(dir / "g-exported.txt"));
+  const std::string v_run = testing::read_text(dir / "v-run.txt"), v_hf = testing::read_text(dir / "v-exported.txt");
+  EXPECT_EQ(v_run.substr(v_run.find("val_loss")), v_hf.substr(v_hf.find("val_loss")));
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/data/window_sampler.h"
+#include "hwtrain/interop/hf_directory.h"
+#include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/obs/log.h"
@@ -32,7 +34,27 @@ struct LoadedModel {
   Plan plan;  // device, precision and micro-batch: eval and generate run as the plan says
 };
 
+// A Hugging Face model directory (config.json + safetensors, tokenizer.json beside them): its shape
+// at its own context length (capped at 4096 for memory), its weights, planned for this machine.
+LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
+  LoadedModel m;
+  m.checkpoint = dir;
+  m.config = resolve_config(options, std::nullopt);
+  m.config.model.block_size = std::min<int64_t>(read_hf_context_length(dir), 4096);
+  m.config.model.dropout = 0;
+  m.config.model = read_hf_model_config(dir, m.config.model);
+  HardwareAwareOptimizer planner(m.config);
+  m.model = GPT(m.config.model, m.config.model.vocab_size);
+  load_hf_weights(m.model, read_hf_weights(dir), dir.string());
+  planner.apply_optimizations(m.model);
+  m.plan = planner.plan();
+  m.model->eval();
+  log_info("loaded Hugging Face model {} ({} parameters)", dir.string(), m.model->num_parameters(false));
+  return m;
+}
+
 LoadedModel load_model(const std::string& spec, const std::string& out_dir, ConfigOptions options) {
+  if (is_hf_model_dir(spec)) return load_hf_model(spec, std::move(options));
   fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
   verify_checkpoint(ckpt);
   LoadedModel m;
@@ -76,6 +98,9 @@ int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
   LoadedModel m = load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
+  if (is_hf_model_dir(m.checkpoint) && !has_tokenizer_files(m.checkpoint)) {
+    throw DataError(m.checkpoint.string() + " has no tokenizer.json to turn the prompt into ids and back");
+  }
   auto tokenizer = has_tokenizer_files(m.checkpoint) ? load_tokenizer(m.checkpoint) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
@@ -142,7 +167,10 @@ int run_eval(const EvalArgs& a) {
 Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a checkpoint");
-  cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
+  cmd->add_option("checkpoint", a->checkpoint,
+                  "checkpoint dir, run dir, 'latest', or a Hugging Face model directory (config.json, "
+                  "safetensors, tokenizer.json)")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
   cmd->add_option("-p,--prompt", a->prompt, "text to continue");
   cmd->add_option("-n,--tokens", a->tokens, "tokens to generate")->capture_default_str();

@@ -158,6 +158,21 @@ ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
   return validated(m, file);
 }
 
+int64_t read_hf_context_length(const fs::path& dir) {
+  const fs::path file = dir / "config.json";
+  const nlohmann::json j = read_json(file);
+  const bool gpt2 = field<std::string>(j, file, "model_type") == "gpt2";
+  const int64_t n = field<int64_t>(j, file, gpt2 ? "n_positions" : "max_position_embeddings");
+  if (n <= 0) throw IoError(file.string() + ": the context length must be positive");
+  return n;
+}
+
+bool is_hf_model_dir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.json", ec) &&
+         (fs::is_regular_file(dir / "model.safetensors", ec) || fs::is_regular_file(dir / "model.safetensors.index.json", ec));
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {
   const fs::path index_file = dir / "model.safetensors.index.json";
   std::vector<std::pair<std::string, torch::Tensor>> out;

@@ -18,6 +18,12 @@ namespace hwt {
 // `base` with the architecture and shape of DIR/config.json (block_size and dropout stay base's).
 ModelConfig read_hf_model_config(const std::filesystem::path& dir, ModelConfig base);
 
+// The longest context the model was made for: n_positions (gpt2) or max_position_embeddings.
+int64_t read_hf_context_length(const std::filesystem::path& dir);
+
+// True when `dir` looks like a Hugging Face model directory (config.json and weights).
+bool is_hf_model_dir(const std::filesystem::path& dir);
+
 // The weights under Hugging Face's names, on the CPU in the file's dtype.
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const std::filesystem::path& dir);
 
