@@ -63,6 +63,11 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
   EXPECT_EQ(testing::read_text(dir / "g-run.txt"), testing::read_text(dir / "g-exported.txt"));
   const std::string v_run = testing::read_text(dir / "v-run.txt"), v_hf = testing::read_text(dir / "v-exported.txt");
   EXPECT_EQ(v_run.substr(v_run.find("val_loss")), v_hf.substr(v_hf.find("val_loss")));
+  // Perplexity of a plain text file, tokenized with the directory's own tokenizer.json.
+  ASSERT_EQ(testing::run_shell(cd + bin + " eval exported --data corpus/a.txt --set data.document_separator=% > v-text.txt 2>&1"),
+            0)
+      << testing::read_text(dir / "v-text.txt");
+  EXPECT_NE(testing::read_text(dir / "v-text.txt").find("val_perplexity"), std::string::npos);
 }
 
 }  // namespace

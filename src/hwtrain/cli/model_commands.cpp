@@ -43,6 +43,8 @@ LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
   m.config.model.block_size = std::min<int64_t>(read_hf_context_length(dir), 4096);
   m.config.model.dropout = 0;
   m.config.model = read_hf_model_config(dir, m.config.model);
+  // Text given to eval is tokenized with the model's own tokenizer unless the user names another.
+  if (!m.config.is_set("data.tokenizer") && has_tokenizer_files(dir)) m.config.data.tokenizer = dir.string();
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
   load_hf_weights(m.model, read_hf_weights(dir), dir.string());
