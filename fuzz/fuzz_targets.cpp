@@ -14,6 +14,8 @@
 #include "hwtrain/data/token_file.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/hw/hardware_profile.h"
+#include "hwtrain/interop/hf_directory.h"
+#include "hwtrain/model/gpt.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/trainer_state_file.h"
@@ -122,12 +124,24 @@ void checkpoint_list(const uint8_t* data, size_t size) {
   expecting_errors([&] { read_checkpoint_manifest(dir); });
 }
 
+void hf_config_json(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "hf_model";
+  fs::create_directories(dir);
+  write_input("hf_model/config.json", data, size);
+  expecting_errors([&] {
+    ModelConfig m = read_hf_model_config(dir, ModelConfig{});
+    read_hf_context_length(dir);
+    if (m.n_layer * m.n_embd <= (1 << 16) && m.vocab_size <= (1 << 16)) GPT(m, m.vocab_size);  // small ones build
+  });
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> targets = {
       {"safetensors_file", safetensors_file}, {"trainer_state", trainer_state},
       {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
       {"shard_header", shard_header},         {"toml_config", toml_config},
-      {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list}};
+      {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list},
+      {"hf_config_json", hf_config_json}};
   return targets;
 }
 

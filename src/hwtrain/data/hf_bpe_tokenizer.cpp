@@ -97,6 +97,21 @@ bool HfBpeTokenizer::is_hf_tokenizer_json(const std::string& json_text) {
 }
 
 HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where) : json_text_(std::move(json_text)) {
+  try {
+    load(where);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type or missing
+    throw ConfigError(where + " is not a usable tokenizer.json: " + e.what());
+  }
+}
+
+void HfBpeTokenizer::load(const std::string& where) {
+  constexpr int32_t kMaxId = 1 << 24;  // ids index tables: a larger one is not a real vocabulary
+  auto check_id = [&](int32_t id, const std::string& token) {
+    if (id < 0 || id >= kMaxId) {
+      throw ConfigError(where + ": token '" + token + "' has id " + std::to_string(id) + " outside [0, 2^24)");
+    }
+    return id;
+  };
   const auto j = nlohmann::json::parse(json_text_, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("model")) throw ConfigError(where + " is not a tokenizer.json");
   const auto& m = j["model"];
@@ -107,7 +122,7 @@ HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where) 
     if (m.contains(k) && !m[k].is_null() && m[k] != "") unsupported(where, std::string("model.") + k);
   }
   ignore_merges_ = m.value("ignore_merges", false);
-  for (const auto& [token, id] : m.at("vocab").items()) vocab_[token] = id.get<int32_t>();
+  for (const auto& [token, id] : m.at("vocab").items()) vocab_[token] = check_id(id.get<int32_t>(), token);
   int32_t rank = 0;
   for (const auto& merge : m.at("merges")) {
     const std::string key = merge.is_string() ? merge.get<std::string>()
@@ -120,7 +135,8 @@ HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where) 
     if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
       unsupported(where, "added token '" + a.value("content", std::string()) + "' with lstrip/rstrip/single_word");
     }
-    added_.emplace_back(a.at("content").get<std::string>(), a.at("id").get<int32_t>());
+    const std::string content = a.at("content").get<std::string>();
+    added_.emplace_back(content, check_id(a.at("id").get<int32_t>(), content));
     max_id = std::max(max_id, added_.back().second);
   }
   std::sort(added_.begin(), added_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });

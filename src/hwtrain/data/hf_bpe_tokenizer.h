@@ -37,6 +37,7 @@ class HfBpeTokenizer : public Tokenizer {
 
  private:
   struct Regex;
+  void load(const std::string& where);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_word(const std::string& mapped, std::vector<int32_t>& out) const;
 
