@@ -13,7 +13,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 cmake --build "$BUILD" --target bench_data_tokenizer_bench > /dev/null
 RAYON_NUM_THREADS=1 "$PY" "$HERE/../tests/data/reference/hf_tokenizers_reference.py" "$OUT" "$MB"
-for style in gpt2 llama3; do
+for style in gpt2 llama3 qwen2; do
   "$BUILD/bench/bench_data_tokenizer_bench" "$OUT/$style" "$OUT/text.txt"
   echo "tokenizers $style: $(cat "$OUT/$style.seconds") s for the same text (one encode call, RAYON_NUM_THREADS=1)"
 done

@@ -20,7 +20,7 @@ hwtrain_area_glob(hw     DEPS hwtrain_obs)                 # hardware detection,
 hwtrain_area_glob(io     DEPS hwtrain_core)                # safetensors, checkpoint directories
 hwtrain_area_glob(model  DEPS hwtrain_config)              # GPT, attention, generation
 hwtrain_area_glob(interop DEPS hwtrain_model hwtrain_io)  # Hugging Face names, weights and configs
-hwtrain_area_glob(data   DEPS hwtrain_config hwtrain_obs PkgConfig::SENTENCEPIECE PkgConfig::PCRE2)  # tokenizers, shards, loader
+hwtrain_area_glob(data   DEPS hwtrain_config hwtrain_obs PkgConfig::SENTENCEPIECE PkgConfig::PCRE2 PkgConfig::ICU)  # tokenizers, shards, loader
 hwtrain_area_glob(plan   DEPS hwtrain_hw hwtrain_config hwtrain_model)  # planner, memory model
 hwtrain_area_glob(dist   DEPS hwtrain_config hwtrain_obs)  # c10d process groups, DDP, ZeRO-1, launcher
 hwtrain_area_glob(train  DEPS hwtrain_plan hwtrain_data hwtrain_io hwtrain_dist hwtrain_obs)  # precision, trainer, callbacks

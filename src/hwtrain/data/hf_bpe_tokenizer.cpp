@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include <unicode/normalizer2.h>
+#include <unicode/unistr.h>
+
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
 
@@ -42,6 +45,10 @@ size_t utf8_length(unsigned char lead) {
 }
 
 }  // namespace
+
+struct HfBpeTokenizer::Nfc {
+  const icu::Normalizer2* normalizer;
+};
 
 struct HfBpeTokenizer::Regex {
   pcre2_code* code = nullptr;
@@ -116,7 +123,13 @@ void HfBpeTokenizer::load(const std::string& where) {
   if (j.is_discarded() || !j.is_object() || !j.contains("model")) throw ConfigError(where + " is not a tokenizer.json");
   const auto& m = j["model"];
   if (m.value("type", "") != "BPE") unsupported(where, "model.type '" + m.value("type", std::string("?")) + "'");
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) unsupported(where, "a normalizer");
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    if (j["normalizer"].value("type", "") != "NFC") unsupported(where, "a normalizer other than NFC");
+    UErrorCode err = U_ZERO_ERROR;
+    const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
+    if (U_FAILURE(err)) throw ConfigError(where + ": ICU's NFC normalizer is unavailable: " + u_errorName(err));
+    nfc_ = std::make_unique<Nfc>(Nfc{n});
+  }
   if (m.value("byte_fallback", false)) unsupported(where, "byte_fallback");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (m.contains(k) && !m[k].is_null() && m[k] != "") unsupported(where, std::string("model.") + k);
@@ -235,6 +248,15 @@ void HfBpeTokenizer::encode_word(const std::string& mapped, std::vector<int32_t>
 }
 
 void HfBpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  std::string normalized;  // NFC (Qwen2), through ICU; text already in NFC is left as it is
+  if (nfc_) {
+    UErrorCode err = U_ZERO_ERROR;
+    const icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(piece.data(), static_cast<int32_t>(piece.size())));
+    if (!nfc_->normalizer->isNormalized(u, err) && U_SUCCESS(err)) {
+      nfc_->normalizer->normalize(u, err).toUTF8String(normalized);
+      if (U_SUCCESS(err)) piece = normalized;
+    }
+  }
   std::string prefixed;  // ByteLevel's add_prefix_space applies to each segment between added tokens
   if (add_prefix_space_ && piece.front() != ' ') {
     prefixed = " " + std::string(piece);

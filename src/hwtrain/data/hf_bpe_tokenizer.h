@@ -4,7 +4,8 @@
 // ByteLevel as Llama 3 writes it) through PCRE2 in Unicode mode, bytes mapped to GPT-2's printable
 // characters, BPE merges by rank (ignore_merges: a word in the vocabulary is one token). Decoding
 // joins the tokens, added ones literally, and maps the characters back to bytes.
-// Refused by name (ConfigError): other models (WordPiece, Unigram), normalizers, byte_fallback,
+// An NFC normalizer (Qwen2's) runs through ICU on the text between added tokens.
+// Refused by name (ConfigError): other models (WordPiece, Unigram), other normalizers, byte_fallback,
 // subword prefixes/suffixes, added tokens that strip or match single words.
 // eot_id: the first of <|endoftext|>, <|end_of_text|>, </s>, <|im_end|> among the added tokens.
 #pragma once
@@ -49,6 +50,8 @@ class HfBpeTokenizer : public Tokenizer {
   std::unique_ptr<Regex> regex_;                         // null: no splitting
   bool add_prefix_space_ = false, ignore_merges_ = false;
   bool added_first_[256] = {};  // bytes an added token starts with
+  struct Nfc;                  // ICU's NFC normalizer (Qwen2's)
+  std::unique_ptr<Nfc> nfc_;   // or none
   std::string byte_to_char_[256];
   std::unordered_map<std::string, uint8_t> char_to_byte_;
   int64_t vocab_size_ = 0;
