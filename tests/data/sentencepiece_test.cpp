@@ -77,6 +77,24 @@ TEST(SentencePiece, DirectoriesLoadAndTheNameFollowsTheModel) {
   EXPECT_THROW(make_tokenizer((dir / "junk.model").string()), ConfigError);
 }
 
+// A Hugging Face directory of Llama 2 or Mistral: its tokenizer.json (byte_fallback, normalizers:
+// not byte-level BPE) is passed over for the tokenizer.model beside it.
+TEST(SentencePiece, HuggingFaceDirectoriesOfLlama2AndMistralUseTheirTokenizerModel) {
+  TempDir dir;
+  TokenizerTrainStats st = train_tiny(dir, "tok");
+  fs::create_directories(dir / "hf");
+  fs::copy_file(dir / "tok" / kTokenizerModelFile, dir / "hf" / kTokenizerModelFile);
+  dir.write("hf/tokenizer.json",
+            R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}]},
+                "model": {"type": "BPE", "byte_fallback": true, "vocab": {}, "merges": []}})");
+  auto tok = load_tokenizer(dir / "hf");
+  EXPECT_EQ(tok->name(), st.name);
+  const std::string text = "The lazy dog runs far away.\n";
+  EXPECT_EQ(tok->encode(text), make_tokenizer((dir / "tok").string())->encode(text));
+  fs::remove(dir / "hf" / kTokenizerModelFile);  // without it, the tokenizer.json's problem is named
+  testing::expect_data_error([&] { load_tokenizer(dir / "hf"); }, {"normalizer"});
+}
+
 TEST(SentencePiece, InvalidUtf8IsReportedNotMangled) {
   TempDir dir;
   train_tiny(dir, "tok");

@@ -78,7 +78,17 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     try {
       return std::make_unique<HfBpeTokenizer>(std::move(text), json_path.string());
     } catch (const ConfigError& e) {
-      throw DataError(e.what());
+      // Llama 2 and Mistral directories: a tokenizer.json of SentencePiece's kind (byte_fallback,
+      // normalizers) beside the tokenizer.model it was converted from, which SentencePiece reads.
+      const fs::path model = dir / kTokenizerModelFile;
+      std::error_code ec;
+      if (!fs::is_regular_file(model, ec)) throw DataError(e.what());
+      try {
+        return std::make_unique<SentencePieceTokenizer>(read_regular_file(model, kMaxTokenizerModelBytes),
+                                                        model.string());
+      } catch (const Error& spm) {
+        throw DataError(std::string(e.what()) + "; and its tokenizer.model: " + spm.what());
+      }
     }
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
