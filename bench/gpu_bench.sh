@@ -16,6 +16,9 @@ WARMUP=${GPU_BENCH_WARMUP:-10}
 STEPS=${GPU_BENCH_STEPS:-30}
 BLOCK=1024
 read -ra EXTRA <<< "${HWTRAIN_BENCH_SET:-}"  # more --set options for hwtrain, space-separated
+# The global batch the planner reaches with the largest micro-batch that fits (up to 64) and
+# accumulation; the PyTorch runs use that micro-batch (one step each: tokens/s compares per token).
+GLOBAL_BATCH=${GPU_BENCH_GLOBAL_BATCH:-128}
 VOCAB=50304
 mkdir -p "$OUT"
 TABLE=$OUT/gpu_bench_table.txt
@@ -53,7 +56,8 @@ hwtrain_run() {  # model -> "mb tokens/s step_ms params"
     --set model.preset="$model" --set model.vocab_size=$VOCAB --set model.block_size=$BLOCK \
     --set train.max_steps=$((WARMUP + STEPS)) --set train.time_budget=0 --set train.eval_interval=0 \
     --set train.sample_tokens=0 --set train.log_interval=1 --set checkpoint.save_final=false \
-    --set checkpoint.interval=0 --set log.report=false "${EXTRA[@]}" > "$log" 2>&1
+    --set checkpoint.interval=0 --set log.report=false --set optimization.target_batch_size="$GLOBAL_BATCH" \
+    --set optimization.max_batch_size=64 "${EXTRA[@]}" > "$log" 2>&1
   local rc=$?
   local mb params med
   mb=$(sed -n 's/^  micro_batch_size *\([0-9]*\) .*/\1/p' "$log" | head -1)
@@ -96,12 +100,13 @@ for model in "${MODELS[@]}"; do
     tail -5 "$OUT/hwtrain-$model.log"
     continue
   fi
+  accum=$(sed -n 's/^  grad_accum_steps *\([0-9]*\) .*/\1/p' "$OUT/hwtrain-$model.log" | head -1)
   fpt=$(flops_per_token "$L" "$C" "$params")
   margs="--n-layer $L --n-head $H --n-embd $C"
-  printf '\n%s (%s parameters), block %s, micro-batch %s, %s timed steps after %s warm-up\n' \
-    "$model" "$params" "$BLOCK" "$mb" "$STEPS" "$WARMUP" | tee -a "$TABLE"
+  printf '\n%s (%s parameters), block %s, micro-batch %s (hwtrain: x %s accumulation), %s timed steps after %s warm-up\n' \
+    "$model" "$params" "$BLOCK" "$mb" "${accum:-1}" "$STEPS" "$WARMUP" | tee -a "$TABLE"
   printf '%-34s %12s %10s %8s %10s\n' run tokens/s step_ms MFU vs_hwtrain | tee -a "$TABLE"
-  hw_tps=$(python3 -c "print(round($mb*$BLOCK/$med))")
+  hw_tps=$(python3 -c "print(round($mb*${accum:-1}*$BLOCK/$med))")
   row() {  # label tokens/s step_ms
     python3 -c "
 t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEAK, t/$hw_tps))" | tee -a "$TABLE"

@@ -115,12 +115,35 @@ run_tests() {
   grep -E 'Skipped|\*\*\*Not Run' "$OUTDIR/ctest.log" | sed 's/^/skipped: /' | head -40 >> "$SUMMARY"
 }
 
+# NVML at log.gpu_log_interval: a short run sampling every second; the monitor records of its
+# metrics.jsonl must carry the GPU's utilization, memory, temperature and power.
+nvml_check() {
+  local run=$OUTDIR/run-nvml
+  rm -rf "$run"
+  "$BUILD/hwtrain" train --out "$run" --set model.preset=gpt2 --set model.block_size=1024 --set train.max_steps=60 \
+    --set train.eval_interval=0 --set train.sample_tokens=0 --set checkpoint.save_final=false --set log.report=false \
+    --set log.gpu_log_interval=1 > "$OUTDIR/nvml-run.log" 2>&1
+  note "nvml run: exit $?; $(python3 - "$run/metrics.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"type":"monitor"' in l]
+g = [r["gpus"][0] for r in rows if r.get("gpus")]
+if not g:
+    print("no GPU samples in", len(rows), "monitor records")
+else:
+    keys = ["utilization_percent", "memory_used_bytes", "temperature_celsius", "power_watts"]
+    print(len(g), "GPU samples; max", ", ".join(f"{k} {max((s.get(k) or 0) for s in g):.4g}" for k in keys))
+EOF
+)"
+}
+
 gpu_facts() {
   local t=$(stamp)
   "$BUILD/hwtrain" doctor > "$OUTDIR/doctor.txt" 2>&1; note "doctor: exit $? ($OUTDIR/doctor.txt)"
   "$BUILD/hwtrain" plan --set model.preset=gpt2 --set model.vocab_size=50304 --set model.block_size=1024 \
     > "$OUTDIR/plan-gpt2.txt" 2>&1; note "plan gpt2: exit $?"
   sed -n '/^plan:/,/^$/p' "$OUTDIR/plan-gpt2.txt" | tee -a "$SUMMARY"
+  grep -E '^  (GPUs|Software)|^ +\[[0-9]\]|NVIDIA driver' "$OUTDIR/doctor.txt" | sed 's/^/doctor: /' | tee -a "$SUMMARY"
+  nvml_check
   note "facts: $(($(stamp) - t)) s"
 }
 
