@@ -35,9 +35,8 @@ TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
   EXPECT_EQ(m.rope_scaling, "llama3");
   EXPECT_EQ(m.rope_original_max_positions, 16);
   EXPECT_EQ(m.block_size, 32);  // the training context stays the run's
-  const auto weights = read_hf_weights(dir);
   GPT model(m, m.vocab_size);
-  load_hf_weights(model, weights, dir.string());
+  load_hf_directory_weights(model, dir);  // shard by shard
   const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3.safetensors");
   model->eval();
   torch::NoGradGuard no_grad;

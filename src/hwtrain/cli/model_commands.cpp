@@ -47,7 +47,7 @@ LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
   if (!m.config.is_set("data.tokenizer") && has_tokenizer_files(dir)) m.config.data.tokenizer = dir.string();
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
-  load_hf_weights(m.model, read_hf_weights(dir), dir.string());
+  load_hf_directory_weights(m.model, dir);
   planner.apply_optimizations(m.model);
   m.plan = planner.plan();
   m.model->eval();

@@ -228,7 +228,7 @@ int run_train(const TrainArgs& a) {
 
   GPT model = optimizer.build_model();
   if (!a.init_from.empty()) {
-    load_hf_weights(model, read_hf_weights(a.init_from), a.init_from);
+    load_hf_directory_weights(model, a.init_from);
     log_info("weights: {} (Hugging Face directory)", a.init_from);
   }
   log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),

@@ -6,6 +6,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/safetensors.h"
 
 namespace hwt {
@@ -173,15 +174,16 @@ bool is_hf_model_dir(const fs::path& dir) {
          (fs::is_regular_file(dir / "model.safetensors", ec) || fs::is_regular_file(dir / "model.safetensors.index.json", ec));
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {
+namespace {
+
+// The shard files of DIR and the tensors each must hold (from the index; one file: no list).
+std::map<std::string, std::set<std::string>> hf_shards(const fs::path& dir) {
   const fs::path index_file = dir / "model.safetensors.index.json";
-  std::vector<std::pair<std::string, torch::Tensor>> out;
   if (!fs::exists(index_file)) {
-    const fs::path single = dir / "model.safetensors";
-    if (!fs::exists(single)) {
+    if (!fs::exists(dir / "model.safetensors")) {
       throw IoError(dir.string() + " has neither model.safetensors nor model.safetensors.index.json");
     }
-    return load_safetensors(single).tensors;
+    return {{"model.safetensors", {}}};
   }
   const nlohmann::json index = read_json(index_file);
   if (!index.contains("weight_map") || !index.at("weight_map").is_object()) {
@@ -196,17 +198,39 @@ std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::pat
     by_shard[shard.get<std::string>()].insert(name);
   }
   for (const auto& [shard, names] : by_shard) {
-    const fs::path path = dir / shard;
-    if (!fs::exists(path)) throw IoError(index_file.string() + " lists shard " + shard + ", which is missing");
-    SafetensorsFile f = load_safetensors(path);
-    for (const auto& name : names) {
-      if (!f.contains(name)) throw IoError(path.string() + " lacks tensor '" + name + "' that the index puts there");
-    }
-    for (auto& [name, t] : f.tensors) {
-      if (names.count(name)) out.emplace_back(name, std::move(t));
-    }
+    if (!fs::exists(dir / shard)) throw IoError(index_file.string() + " lists shard " + shard + ", which is missing");
+  }
+  return by_shard;
+}
+
+// One shard's tensors: all of them (a single file), or those the index puts there, each present.
+std::vector<std::pair<std::string, torch::Tensor>> read_shard(const fs::path& path, const std::set<std::string>& names) {
+  SafetensorsFile f = load_safetensors(path);
+  if (names.empty()) return std::move(f.tensors);
+  for (const auto& name : names) {
+    if (!f.contains(name)) throw IoError(path.string() + " lacks tensor '" + name + "' that the index puts there");
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, t] : f.tensors) {
+    if (names.count(name)) out.emplace_back(name, std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [shard, names] : hf_shards(dir)) {
+    for (auto& t : read_shard(dir / shard, names)) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void load_hf_directory_weights(GPT& model, const fs::path& dir) {
+  HfWeightLoader loader(model);
+  for (const auto& [shard, names] : hf_shards(dir)) loader.add(read_shard(dir / shard, names), (dir / shard).string());
+  loader.finish(dir.string());
 }
 
 }  // namespace hwt

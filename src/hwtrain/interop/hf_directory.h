@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "hwtrain/model/gpt.h"
 #include "hwtrain/model/model_config.h"
 
 namespace hwt {
@@ -26,6 +27,10 @@ bool is_hf_model_dir(const std::filesystem::path& dir);
 
 // The weights under Hugging Face's names, on the CPU in the file's dtype.
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const std::filesystem::path& dir);
+
+// Loads DIR's weights into `model` shard by shard (one shard in memory at a time), every name,
+// shape and dtype checked and every parameter required (interop/hf_weights.h).
+void load_hf_directory_weights(GPT& model, const std::filesystem::path& dir);
 
 // The ModelConfig keys read_hf_model_config sets (for "explicit key conflicts with config.json").
 const std::vector<std::string>& hf_config_model_keys();

@@ -43,17 +43,15 @@ bool hf_stores_transposed(const ModelConfig& cfg, const std::string& name) {
   return false;
 }
 
-void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors,
-                     const std::string& what) {
+void HfWeightLoader::add(const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors, const std::string& what) {
   torch::NoGradGuard no_grad;
-  auto params = model->named_parameters();
-  std::set<std::string> loaded;
+  auto params = model_->named_parameters();
   for (const auto& [hf_name, value] : hf_tensors) {
-    const std::optional<std::string> name = hwtrain_name_from_hf(model->config(), hf_name);
+    const std::optional<std::string> name = hwtrain_name_from_hf(model_->config(), hf_name);
     if (!name) continue;
     torch::Tensor* p = params.find(*name);
     if (!p) throw IoError(what + ": tensor '" + hf_name + "' has no parameter '" + *name + "' in this model");
-    torch::Tensor t = hf_stores_transposed(model->config(), *name) ? value.t() : value;
+    torch::Tensor t = hf_stores_transposed(model_->config(), *name) ? value.t() : value;
     if (*name == "wpe.weight" && t.dim() == 2 && t.size(0) > p->size(0)) t = t.narrow(0, 0, p->size(0));
     if (t.sizes() != p->sizes()) {
       throw IoError(what + ": tensor '" + hf_name + "' has shape " + c10::str(t.sizes()) + ", the model's '" +
@@ -63,15 +61,25 @@ void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch:
       throw IoError(what + ": tensor '" + hf_name + "' has dtype " + std::string(c10::toString(value.scalar_type())) +
                     "; weights must be floating point (F32, BF16, F16)");
     }
-    if (!loaded.insert(*name).second) throw IoError(what + ": tensor '" + hf_name + "' is given twice");
+    if (!loaded_.insert(*name).second) throw IoError(what + ": tensor '" + hf_name + "' is given twice");
     p->copy_(t);
   }
-  for (const auto& item : params) {
-    if (!loaded.count(item.key())) {
-      throw IoError(what + ": no tensor '" + hf_name_from_hwtrain(model->config(), item.key()) + "' for parameter '" +
+}
+
+void HfWeightLoader::finish(const std::string& what) const {
+  for (const auto& item : model_->named_parameters()) {
+    if (!loaded_.count(item.key())) {
+      throw IoError(what + ": no tensor '" + hf_name_from_hwtrain(model_->config(), item.key()) + "' for parameter '" +
                     item.key() + "'");
     }
   }
+}
+
+void load_hf_weights(GPT& model, const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors,
+                     const std::string& what) {
+  HfWeightLoader loader(model);
+  loader.add(hf_tensors, what);
+  loader.finish(what);
 }
 
 }  // namespace hwt

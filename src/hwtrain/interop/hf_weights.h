@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,20 @@ std::optional<std::string> hwtrain_name_from_hf(const ModelConfig& cfg, const st
 bool hf_stores_transposed(const ModelConfig& cfg, const std::string& name);
 // Hugging Face's name for hwtrain's parameter `name` (the inverse, for export).
 std::string hf_name_from_hwtrain(const ModelConfig& cfg, const std::string& name);
+
+// Loads a model's weights from any number of groups of tensors (a directory's shards, one at a
+// time, so that only one shard is in memory beside the model): add() checks and copies each group,
+// finish() checks that every parameter was given.
+class HfWeightLoader {
+ public:
+  explicit HfWeightLoader(GPT& model) : model_(model) {}
+  void add(const std::vector<std::pair<std::string, torch::Tensor>>& hf_tensors, const std::string& what);
+  void finish(const std::string& what) const;
+
+ private:
+  GPT& model_;
+  std::set<std::string> loaded_;
+};
 
 // Copies `hf_tensors` into `model`'s parameters (no autograd). Every parameter must be given
 // exactly once with its shape; `what` names the source in errors ("model.safetensors in DIR").
