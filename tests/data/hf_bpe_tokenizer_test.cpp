@@ -14,6 +14,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/tokenizer_files.h"
+#include "interop/reference_dir.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -23,12 +24,8 @@ namespace fs = std::filesystem;
 
 const std::string& reference_dir() {
   static testing::TempDir dir;
-  static const std::string made = [] {
-    const std::string cmd = std::string(HWTRAIN_PYTHON) + " -c 'import tokenizers' 2>/dev/null && " + HWTRAIN_PYTHON +
-                            " " + HWTRAIN_SOURCE_DIR + "/tests/data/reference/hf_tokenizers_reference.py '" +
-                            dir.path().string() + "' 1";
-    return std::system(cmd.c_str()) == 0 ? dir.path().string() : std::string();
-  }();
+  static const std::string made =
+      testing::python_reference("tokenizers", "data/reference/hf_tokenizers_reference.py", "1", dir);
   return made;
 }
 

@@ -184,6 +184,27 @@ ModelConfig imported_model_config(const TrainArgs& a, const RunConfig& config, b
   return read_hf_model_config(a.init_from, config.model);
 }
 
+// The planned model, started from a Hugging Face directory's weights when --init-from names one.
+GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& init_from) {
+  GPT model = optimizer.build_model();
+  if (!init_from.empty()) {
+    load_hf_directory_weights(model, init_from);
+    log_info("weights: {} (Hugging Face directory)", init_from);
+  }
+  log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
+           model->num_parameters(true));
+  return model;
+}
+
+// A sample of text from the trained model, with the tokenizer it trained with.
+void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, const ShardedDataset& data,
+                torch::Device device) {
+  std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
+  const Tokenizer* tokenizer = trainer.tokenizer();
+  if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(data, config.data.tokenizer)).get();
+  log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, device));
+}
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
@@ -226,13 +247,7 @@ int run_train(const TrainArgs& a) {
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
-  GPT model = optimizer.build_model();
-  if (!a.init_from.empty()) {
-    load_hf_directory_weights(model, a.init_from);
-    log_info("weights: {} (Hugging Face directory)", a.init_from);
-  }
-  log_info("model: {} parameters ({} without position embeddings)", model->num_parameters(false),
-           model->num_parameters(true));
+  GPT model = build_run_model(optimizer, a.init_from);
   Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
   auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
                                                         config.train.log_interval, rank0, checkpoint.has_value());
@@ -258,12 +273,7 @@ int run_train(const TrainArgs& a) {
   }
   log_run_end(result, optimizer, trainer, *metrics_logger, data_parallel.get());
   if (group) group->shutdown();
-  if (config.train.sample_tokens > 0 && rank0) {
-    std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
-    const Tokenizer* tokenizer = trainer.tokenizer();
-    if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(*data, config.data.tokenizer)).get();
-    log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, optimizer.device()));
-  }
+  if (config.train.sample_tokens > 0 && rank0) log_sample(model, config, trainer, *data, optimizer.device());
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }

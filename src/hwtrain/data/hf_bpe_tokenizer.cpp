@@ -98,50 +98,75 @@ struct HfBpeTokenizer::Regex {
   }
 };
 
-bool HfBpeTokenizer::is_hf_tokenizer_json(const std::string& json_text) {
-  const auto j = nlohmann::json::parse(json_text, nullptr, false);
-  return !j.is_discarded() && j.is_object() && j.contains("model") && j["model"].is_object();
+bool HfBpeTokenizer::is_hf_tokenizer_json(const nlohmann::json& j) {
+  return j.is_object() && j.contains("model") && j["model"].is_object();
 }
 
-HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where) : json_text_(std::move(json_text)) {
+namespace {
+
+// Ids index tables: one at or above 2^24 is not a real vocabulary.
+int32_t checked_id(const nlohmann::json& id, const std::string& token, const std::string& where) {
+  const auto v = id.get<int32_t>();
+  if (v < 0 || v >= (1 << 24)) {
+    throw ConfigError(where + ": token '" + token + "' has id " + std::to_string(v) + " outside [0, 2^24)");
+  }
+  return v;
+}
+
+}  // namespace
+
+HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const std::string& where)
+    : HfBpeTokenizer(json_text, nlohmann::json::parse(json_text, nullptr, false), where) {}
+
+HfBpeTokenizer::HfBpeTokenizer(std::string json_text, const nlohmann::json& j, const std::string& where)
+    : json_text_(std::move(json_text)) {
+  if (j.is_discarded() || !is_hf_tokenizer_json(j)) throw ConfigError(where + " is not a tokenizer.json");
   try {
-    load(where);
+    load_model(j, where);
+    load_added_tokens(j, where);
+    load_pre_tokenizer(j.at("pre_tokenizer"), where);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type or missing
     throw ConfigError(where + " is not a usable tokenizer.json: " + e.what());
   }
+  // GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to 256 + n.
+  uint32_t n = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    byte_to_char_[b] = utf8(printable ? b : 256 + n++);
+    char_to_byte_[byte_to_char_[b]] = static_cast<uint8_t>(b);
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", crc32c(json_text_.data(), json_text_.size()));
+  name_ = std::string("hf-bpe:") + buf;
 }
 
-void HfBpeTokenizer::load(const std::string& where) {
-  constexpr int32_t kMaxId = 1 << 24;  // ids index tables: a larger one is not a real vocabulary
-  auto check_id = [&](int32_t id, const std::string& token) {
-    if (id < 0 || id >= kMaxId) {
-      throw ConfigError(where + ": token '" + token + "' has id " + std::to_string(id) + " outside [0, 2^24)");
-    }
-    return id;
-  };
-  const auto j = nlohmann::json::parse(json_text_, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("model")) throw ConfigError(where + " is not a tokenizer.json");
+// The BPE model (vocabulary, merges and their ranks) and the normalizer.
+void HfBpeTokenizer::load_model(const nlohmann::json& j, const std::string& where) {
   const auto& m = j["model"];
   if (m.value("type", "") != "BPE") unsupported(where, "model.type '" + m.value("type", std::string("?")) + "'");
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     if (j["normalizer"].value("type", "") != "NFC") unsupported(where, "a normalizer other than NFC");
     UErrorCode err = U_ZERO_ERROR;
-    const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(err);
+    const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(err);
     if (U_FAILURE(err)) throw ConfigError(where + ": ICU's NFC normalizer is unavailable: " + u_errorName(err));
-    nfc_ = std::make_unique<Nfc>(Nfc{n});
+    nfc_ = std::make_unique<Nfc>(Nfc{nfc});
   }
   if (m.value("byte_fallback", false)) unsupported(where, "byte_fallback");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (m.contains(k) && !m[k].is_null() && m[k] != "") unsupported(where, std::string("model.") + k);
   }
   ignore_merges_ = m.value("ignore_merges", false);
-  for (const auto& [token, id] : m.at("vocab").items()) vocab_[token] = check_id(id.get<int32_t>(), token);
+  for (const auto& [token, id] : m.at("vocab").items()) vocab_[token] = checked_id(id, token, where);
   int32_t rank = 0;
   for (const auto& merge : m.at("merges")) {
     const std::string key = merge.is_string() ? merge.get<std::string>()
                                               : merge.at(0).get<std::string>() + " " + merge.at(1).get<std::string>();
     merge_rank_.emplace(key, rank++);
   }
+}
+
+// Added tokens (longest first, as they are matched), the id tables, and the end-of-text id.
+void HfBpeTokenizer::load_added_tokens(const nlohmann::json& j, const std::string& where) {
   int32_t max_id = -1;
   for (const auto& [t, id] : vocab_) max_id = std::max(max_id, id);
   for (const auto& a : j.value("added_tokens", nlohmann::json::array())) {
@@ -149,29 +174,32 @@ void HfBpeTokenizer::load(const std::string& where) {
       unsupported(where, "added token '" + a.value("content", std::string()) + "' with lstrip/rstrip/single_word");
     }
     const std::string content = a.at("content").get<std::string>();
-    added_.emplace_back(content, check_id(a.at("id").get<int32_t>(), content));
+    added_.emplace_back(content, checked_id(a.at("id"), content, where));
     max_id = std::max(max_id, added_.back().second);
   }
   std::sort(added_.begin(), added_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  for (const auto& a : added_) {
-    if (!a.first.empty()) added_first_[static_cast<unsigned char>(a.first[0])] = true;
-  }
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
+  is_added_id_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [t, id] : vocab_) id_to_token_[static_cast<size_t>(id)] = t;
-  for (const auto& [t, id] : added_) id_to_token_[static_cast<size_t>(id)] = t;
+  for (const auto& [t, id] : added_) {
+    id_to_token_[static_cast<size_t>(id)] = t;
+    is_added_id_[static_cast<size_t>(id)] = true;
+    if (!t.empty()) added_first_[static_cast<unsigned char>(t[0])] = true;
+  }
   vocab_size_ = max_id + 1;
   for (const char* eot : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>"}) {
     auto it = std::find_if(added_.begin(), added_.end(), [&](const auto& a) { return a.first == eot; });
     if (it != added_.end()) {
       eot_id_ = it->second;
-      break;
+      return;
     }
   }
-  if (eot_id_ < 0) throw ConfigError(where + ": no end-of-text token among the added tokens (<|endoftext|>, ...)");
+  throw ConfigError(where + ": no end-of-text token among the added tokens (<|endoftext|>, ...)");
+}
 
-  // Pre-tokenizers: a ByteLevel, or a Sequence of Splits (Isolated) and a ByteLevel.
+// A ByteLevel, or a Sequence of one Split (Isolated Regex) and a ByteLevel.
+void HfBpeTokenizer::load_pre_tokenizer(const nlohmann::json& pre, const std::string& where) {
   std::vector<nlohmann::json> steps;
-  const auto& pre = j.at("pre_tokenizer");
   if (pre.value("type", "") == "Sequence") {
     for (const auto& p : pre.at("pretokenizers")) steps.push_back(p);
   } else {
@@ -198,16 +226,6 @@ void HfBpeTokenizer::load(const std::string& where) {
     }
   }
   if (!byte_level) unsupported(where, "a pre-tokenizer without ByteLevel");
-  // GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to 256 + n.
-  uint32_t n = 0;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    byte_to_char_[b] = utf8(printable ? b : 256 + n++);
-    char_to_byte_[byte_to_char_[b]] = static_cast<uint8_t>(b);
-  }
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", crc32c(json_text_.data(), json_text_.size()));
-  name_ = std::string("hf-bpe:") + buf;
 }
 
 HfBpeTokenizer::~HfBpeTokenizer() = default;
@@ -303,7 +321,7 @@ std::string HfBpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   for (const int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) continue;  // e.g. padding rows of the model
     const std::string& token = id_to_token_[static_cast<size_t>(id)];
-    if (std::any_of(added_.begin(), added_.end(), [&](const auto& a) { return a.second == id; })) {
+    if (is_added_id_[static_cast<size_t>(id)]) {
       out += token;
       continue;
     }

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,12 +23,15 @@ namespace hwt {
 
 class HfBpeTokenizer : public Tokenizer {
  public:
-  // `json_text`: the bytes of tokenizer.json; `where` names it in errors.
+  // `json_text`: the bytes of tokenizer.json; `where` names it in errors. ConfigError naming the
+  // file for what is not supported or not well formed.
   HfBpeTokenizer(std::string json_text, const std::string& where);
+  // The same with the text already parsed (by a caller that looked at it first).
+  HfBpeTokenizer(std::string json_text, const nlohmann::json& parsed, const std::string& where);
   ~HfBpeTokenizer() override;
 
-  // True when `json_text` looks like a Hugging Face tokenizer.json (a "model" object).
-  static bool is_hf_tokenizer_json(const std::string& json_text);
+  // True when a parsed tokenizer.json is Hugging Face's (it has a "model" object).
+  static bool is_hf_tokenizer_json(const nlohmann::json& j);
 
   void encode_append(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
@@ -38,13 +42,16 @@ class HfBpeTokenizer : public Tokenizer {
 
  private:
   struct Regex;
-  void load(const std::string& where);
+  void load_model(const nlohmann::json& j, const std::string& where);
+  void load_added_tokens(const nlohmann::json& j, const std::string& where);
+  void load_pre_tokenizer(const nlohmann::json& pre, const std::string& where);
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
   void encode_word(const std::string& mapped, std::vector<int32_t>& out) const;
 
   std::string json_text_, name_;
   std::unordered_map<std::string, int32_t> vocab_;
   std::vector<std::string> id_to_token_;
+  std::vector<bool> is_added_id_;  // decoded literally
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank
   std::vector<std::pair<std::string, int32_t>> added_;   // longest first
   std::unique_ptr<Regex> regex_;                         // null: no splitting

@@ -74,9 +74,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   } catch (const IoError& e) {
     throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
   }
-  if (HfBpeTokenizer::is_hf_tokenizer_json(text)) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_discarded() && HfBpeTokenizer::is_hf_tokenizer_json(j)) {
     try {
-      return std::make_unique<HfBpeTokenizer>(std::move(text), json_path.string());
+      return std::make_unique<HfBpeTokenizer>(std::move(text), j, json_path.string());
     } catch (const ConfigError& e) {
       // Llama 2 and Mistral directories: a tokenizer.json of SentencePiece's kind (byte_fallback,
       // normalizers) beside the tokenizer.model it was converted from, which SentencePiece reads.
@@ -91,7 +92,6 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
       }
     }
   }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j.contains("type") || !j["name"].is_string() ||
       !j["type"].is_string()) {
     throw DataError(json_path.string() + " is not a tokenizer description (it needs string fields name and type)");

@@ -1,9 +1,9 @@
 // Reentrant activation checkpointing: a custom autograd Function that recomputes in backward.
 #include "hwtrain/model/activation_checkpoint.h"
 
-#include <optional>
 
 #include "hwtrain/model/autocast_state.h"
+#include "hwtrain/model/rng_state.h"
 
 namespace hwt {
 namespace {
@@ -11,48 +11,21 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The default generator of `device` (CPU, or a CUDA device).
-at::Generator default_generator(const torch::Device& device) {
-  if (device.is_cpu()) return at::detail::getDefaultCPUGenerator();
-  return at::globalContext().defaultGenerator(device);
-}
-
-torch::Tensor get_rng_state(const torch::Device& device) {
-  auto gen = default_generator(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
-  auto gen = default_generator(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
 // Sets the generators to the forward pass's states for a scope, then puts the current ones back,
 // so recomputing does not disturb the random stream of the rest of training (Python's fork_rng).
 class RngForkGuard {
  public:
-  RngForkGuard(const torch::Tensor& cpu_state, const std::optional<torch::Device>& cuda_device,
-               const torch::Tensor& cuda_state)
-      : cuda_device_(cuda_device) {
-    cpu_saved_ = get_rng_state(torch::kCPU);
-    set_rng_state(torch::kCPU, cpu_state);
-    if (cuda_device_) {
-      cuda_saved_ = get_rng_state(*cuda_device_);
-      set_rng_state(*cuda_device_, cuda_state);
-    }
+  RngForkGuard(const RngState& forward_state, const torch::Device& device)
+      : device_(device), saved_(rng_state(device)) {
+    set_rng_state(forward_state, device_);
   }
-  ~RngForkGuard() {
-    set_rng_state(torch::kCPU, cpu_saved_);
-    if (cuda_device_) set_rng_state(*cuda_device_, cuda_saved_);
-  }
+  ~RngForkGuard() { set_rng_state(saved_, device_); }
   RngForkGuard(const RngForkGuard&) = delete;
   RngForkGuard& operator=(const RngForkGuard&) = delete;
 
  private:
-  std::optional<torch::Device> cuda_device_;
-  torch::Tensor cpu_saved_, cuda_saved_;
+  torch::Device device_;
+  RngState saved_;
 };
 
 // What backward needs besides the saved input; travels in the context as an IValue capsule.
@@ -60,9 +33,8 @@ struct CheckpointState : torch::CustomClassHolder {
   TensorFn fn;
   std::vector<torch::Tensor> params;
   AutocastState autocast;
-  torch::Tensor cpu_rng_state;
-  std::optional<torch::Device> cuda_device;
-  torch::Tensor cuda_rng_state;
+  torch::Device device{torch::kCPU};  // the input's: its generator (and the CPU's) are forked
+  RngState rng;
 };
 
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -70,11 +42,8 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                torch::TensorList params, c10::intrusive_ptr<CheckpointState> state) {
     state->autocast = AutocastState::current();
-    state->cpu_rng_state = get_rng_state(torch::kCPU);
-    if (x.is_cuda()) {
-      state->cuda_device = x.device();
-      state->cuda_rng_state = get_rng_state(x.device());
-    }
+    state->device = x.device();
+    state->rng = rng_state(x.device());
     ctx->save_for_backward({x});
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     torch::NoGradGuard no_grad;
@@ -91,7 +60,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     auto x_detached = x.detach().requires_grad_(x.requires_grad());
     torch::Tensor y;
     {
-      RngForkGuard rng(state->cpu_rng_state, state->cuda_device, state->cuda_rng_state);
+      RngForkGuard rng(state->rng, state->device);
       AutocastStateGuard autocast(state->autocast);
       torch::AutoGradMode enable_grad(true);
       y = state->fn(x_detached);

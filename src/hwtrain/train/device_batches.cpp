@@ -1,7 +1,5 @@
 #include "hwtrain/train/device_batches.h"
 
-#include "hwtrain/core/clock.h"
-
 #ifdef HWTRAIN_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -16,6 +14,7 @@ struct DeviceBatches::SideStream {
   c10::cuda::CUDAStream stream;
 };
 struct DeviceBatches::InFlight {
+  LoaderState from;  // the loader's state before this batch: where a checkpoint resumes
   LoadedBatch host;  // pinned: must outlive the asynchronous copy
   torch::Tensor x_NT, y_NT;
   at::cuda::CUDAEvent copied;
@@ -23,6 +22,7 @@ struct DeviceBatches::InFlight {
 #else
 struct DeviceBatches::SideStream {};
 struct DeviceBatches::InFlight {
+  LoaderState from;
   LoadedBatch host;
   torch::Tensor x_NT, y_NT;
 };
@@ -41,9 +41,10 @@ DeviceBatches::DeviceBatches(BatchLoader& loader, torch::Device device, bool ove
 
 DeviceBatches::~DeviceBatches() = default;
 
-DeviceBatches::InFlight DeviceBatches::start_copy(LoadedBatch batch) {
+DeviceBatches::InFlight DeviceBatches::start_copy() {
   InFlight f;
-  f.host = std::move(batch);
+  f.from = loader_.state();
+  f.host = loader_.next();
 #ifdef HWTRAIN_CUDA
   c10::cuda::CUDAStreamGuard guard(side_->stream);
   f.x_NT = f.host.x_NT.to(device_, /*non_blocking=*/true);
@@ -64,9 +65,8 @@ DeviceBatch DeviceBatches::next() {
   }
 #ifdef HWTRAIN_CUDA
   if (!pending_) {
-    LoadedBatch first = loader_.next();
-    out.wait_seconds += first.wait_seconds;
-    pending_ = std::make_unique<InFlight>(start_copy(std::move(first)));
+    pending_ = std::make_unique<InFlight>(start_copy());
+    out.wait_seconds += pending_->host.wait_seconds;
   }
   InFlight current = std::move(*pending_);
   pending_.reset();
@@ -80,22 +80,19 @@ DeviceBatch DeviceBatches::next() {
   out.x_NT = current.x_NT;
   out.y_NT = current.y_NT;
   // Batch k+1 starts copying now and overlaps step k.
-  pending_from_ = loader_.state();
-  LoadedBatch ahead = loader_.next();
-  out.wait_seconds += ahead.wait_seconds;
-  pending_ = std::make_unique<InFlight>(start_copy(std::move(ahead)));
+  pending_ = std::make_unique<InFlight>(start_copy());
+  out.wait_seconds += pending_->host.wait_seconds;
 #endif
   return out;
 }
 
-LoaderState DeviceBatches::state() const { return pending_ && pending_from_ ? *pending_from_ : loader_.state(); }
+LoaderState DeviceBatches::state() const { return pending_ ? pending_->from : loader_.state(); }
 
 void DeviceBatches::restore(const LoaderState& state) {
 #ifdef HWTRAIN_CUDA
   if (pending_) pending_->copied.synchronize();  // its pinned host memory is freed with it
 #endif
   pending_.reset();
-  pending_from_.reset();
   loader_.restore(state);
 }
 

@@ -8,7 +8,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <optional>
 
 #include "hwtrain/data/batch_loader.h"
 
@@ -36,13 +35,12 @@ class DeviceBatches {
  private:
   struct InFlight;  // a batch whose copy was started: host tensors kept alive, device tensors, event
   struct SideStream;
-  InFlight start_copy(LoadedBatch batch);
+  InFlight start_copy();  // takes the loader's next batch and starts copying it on the side stream
 
   BatchLoader& loader_;
   torch::Device device_;
   std::unique_ptr<SideStream> side_;
-  std::unique_ptr<InFlight> pending_;
-  std::optional<LoaderState> pending_from_;  // the loader's state before the batch in flight
+  std::unique_ptr<InFlight> pending_;  // the batch in flight, and where the loader stood before it
 };
 
 }  // namespace hwt

@@ -15,7 +15,7 @@
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/device_placement.h"
 #include "hwtrain/train/lr_schedule.h"
-#include "hwtrain/train/rng_state.h"
+#include "hwtrain/model/rng_state.h"
 #include "hwtrain/train/training_parts.h"
 
 namespace hwt {

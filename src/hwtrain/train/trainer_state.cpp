@@ -6,7 +6,7 @@
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
-#include "hwtrain/train/rng_state.h"
+#include "hwtrain/model/rng_state.h"
 #include "hwtrain/train/trainer.h"
 #include "hwtrain/train/trainer_state_file.h"
 #include "hwtrain/train/training_checkpoint.h"

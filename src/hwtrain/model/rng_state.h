@@ -1,7 +1,7 @@
-// The random generators a training step draws from (dropout, sampling): the CPU's and, when the
-// plan trains on a CUDA device, that device's. Checkpoints save both ("rng.cpu", "rng.cuda") so a
-// resumed run draws the same numbers on either device; a redone step (OOM retry, precision
-// fallback) and the batch-size probe put them back as they were.
+// The random generators a model draws from (dropout, sampling): the CPU's and, on a CUDA device,
+// that device's. Activation checkpointing forks them around a recomputation; the trainer's
+// checkpoints save both ("rng.cpu", "rng.cuda") so a resumed run draws the same numbers, and a
+// redone step (OOM retry, precision fallback) and the batch-size probe put them back as they were.
 #pragma once
 #include <torch/torch.h>
 

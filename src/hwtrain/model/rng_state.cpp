@@ -1,4 +1,4 @@
-#include "hwtrain/train/rng_state.h"
+#include "hwtrain/model/rng_state.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
