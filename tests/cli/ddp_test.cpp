@@ -1,6 +1,7 @@
 // Data parallelism end to end through `hwtrain launch`: 2 ranks with micro-batch B give the same
 // losses over 20 steps as 1 rank with micro-batch 2B (fp32, gradient accumulation on), with plain
-// DDP and with ZeRO-1 (whose checkpoint, gathered on rank 0, must resume in a single process).
+// DDP and with each sharding (ZeRO-2/3 also with activation checkpointing); a sharded run's
+// checkpoint, gathered on rank 0, must resume in a single process and continue like it.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -34,10 +35,12 @@ int run(const std::string& args, const std::filesystem::path& cwd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-struct TwoRanks : ::testing::TestWithParam<bool> {};  // ZeRO-1 on or off
+struct TwoRanks : ::testing::TestWithParam<std::string> {};  // dist.sharding
 
 TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
-  const bool zero1 = GetParam();
+  const std::string sharding = GetParam();
+  const bool sharded = sharding != "none";
+  const bool recompute = sharding == "zero2" || sharding == "zero3";
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common =
@@ -45,19 +48,20 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
       "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
       "--set train.time_budget=0 --set optimization.mixed_precision_dtype=fp32 --set train.grad_accum_steps=2 "
       "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
-      "--set optimization.intra_op_threads=1 --set train.device=cpu";  // Gloo on CPU, also on GPU machines
-  const std::string steps = " --set train.max_steps=20 --set checkpoint.save_final=" + std::string(zero1 ? "true" : "false");
+      "--set optimization.intra_op_threads=1 --set train.device=cpu"  // Gloo on CPU, also on GPU machines
+      " --set optimization.checkpoint_every=" + std::string(recompute ? "1" : "0");
+  const std::string steps = " --set train.max_steps=20 --set checkpoint.save_final=" + std::string(sharded ? "true" : "false");
   ASSERT_EQ(run("train " + common + steps + " --set train.micro_batch_size=4 --out one", dir.path()), 0);
-  const int port = zero1 ? 29619 : 29617;
+  const int port = sharding == "none" ? 29617 : sharding == "zero1" ? 29619 : sharding == "zero2" ? 29625 : 29627;
   ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common + steps +
-                    " --set train.micro_batch_size=2 --set dist.zero1=" + (zero1 ? "true" : "false") + " --out two",
+                    " --set train.micro_batch_size=2 --set dist.sharding=" + sharding + " --out two",
                 dir.path()),
             0);
   auto a = losses(dir / "one" / "metrics.jsonl"), b = losses(dir / "two" / "metrics.jsonl");
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
-  if (!zero1) return;
+  if (!sharded) return;
   // Rank 0 gathered both shards: one process resumes and continues like the single-rank run.
   ASSERT_EQ(run("train " + common + " --set train.max_steps=22 --set checkpoint.save_final=false"
                     " --set train.micro_batch_size=4 --resume two",
@@ -73,8 +77,8 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1;
 }
 
-INSTANTIATE_TEST_SUITE_P(DataParallel, TwoRanks, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Zero1" : "Ddp"; });
+INSTANTIATE_TEST_SUITE_P(DataParallel, TwoRanks, ::testing::Values("none", "zero1", "zero2", "zero3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // A rank of a real training run killed mid-run, as under torchrun (no launcher to notice): the
 // survivor must stop non-zero within dist.timeout, naming the dead rank.

@@ -288,7 +288,7 @@ TEST(Planner, ModelThatCannotFitSaysHowMuchItNeeds) {
   } catch (const HardwareError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("needs"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("zero1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dist.sharding = zero3"), std::string::npos) << msg;
   }
 }
 

@@ -9,6 +9,7 @@
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/dist/ddp.h"
+#include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
@@ -24,6 +25,7 @@
 #include "hwtrain/train/interrupt.h"
 #include "hwtrain/train/metrics_logger.h"
 #include "hwtrain/train/model_checkpoint.h"
+#include "hwtrain/train/sharded_training.h"
 #include "hwtrain/train/trainer.h"
 
 namespace hwt::cli {
@@ -131,19 +133,33 @@ void write_run_files(const fs::path& run_dir, const RunConfig& config, const Har
   write_file_atomic(run_dir / "hardware.json", to_json(optimizer.hardware()).dump(2));
 }
 
-// Data parallelism for the trainer: bucketed gradient all-reduce, the loss and stop agreements
-// over the ranks, and ZeRO-1's sharded optimizer when planned.
-std::shared_ptr<DataParallel> attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
-                                                   GPT& model, const DistConfig& dist, const Plan& plan,
-                                                   const DistEnv& env) {
-  DataParallelOptions ddp;
-  ddp.bucket_size_mb = dist.bucket_size_mb;
-  auto data_parallel = std::make_shared<DataParallel>(group, model->parameters(), ddp);
-  trainer.set_gradient_sync(data_parallel);
+struct DataParallelParts {
+  std::shared_ptr<DataParallel> ddp;            // none and zero1: bucketed all-reduce
+  std::shared_ptr<ShardedParameters> sharded;   // zero2 and zero3
+};
+
+// Data parallelism for the trainer: the loss and stop agreements over the ranks, and the gradient
+// sync of the planned sharding: bucketed all-reduce (none, zero1 with its sharded optimizer) or
+// reduce-scattered shards (zero2, zero3: train/sharded_training.h).
+DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group, GPT& model,
+                                       const DistConfig& dist, const Plan& plan, const DistEnv& env) {
   trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
   trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
-  if (plan.zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
-  return data_parallel;
+  DataParallelParts parts;
+  if (plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3) {
+    const ShardStage stage = plan.sharding == Sharding::Zero2 ? ShardStage::Zero2 : ShardStage::Zero3;
+    ShardedTraining sharded = shard_training(model, trainer.optimizer(), group, stage, plan.precision);
+    parts.sharded = sharded.engine;
+    trainer.set_gradient_sync(sharded.engine);
+    trainer.set_optimizer_sharding(std::move(sharded.sharding));
+    return parts;
+  }
+  DataParallelOptions ddp;
+  ddp.bucket_size_mb = dist.bucket_size_mb;
+  parts.ddp = std::make_shared<DataParallel>(group, model->parameters(), ddp);
+  trainer.set_gradient_sync(parts.ddp);
+  if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
+  return parts;
 }
 
 // The time budget, the configured callbacks (early stopping, LR on plateau...) and checkpoints;
@@ -157,8 +173,9 @@ void add_stopping_and_checkpoints(Trainer& trainer, const RunConfig& config, con
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(config.checkpoint), agree));
 }
 
-void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimizer, const Trainer& trainer,
-                 const MetricsLogger& metrics_logger, const DataParallel* data_parallel) {
+void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimizer, Trainer& trainer,
+                 const MetricsLogger& metrics_logger, const DataParallel* data_parallel,
+                 const ShardedParameters* sharded) {
   log_info("stopped after {} steps ({}): loss {:.4f}, val_loss {:.4f}, {:.0f} s", result.steps, result.stop_reason,
            result.final_loss, result.final_val_loss, result.elapsed_seconds);
   log_info("measured: {}", optimizer.get_optimization_metrics()["measured"].dump());
@@ -168,6 +185,16 @@ void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimi
     const CommStats& c = data_parallel->total_stats();
     log_info("all-reduce: {} buckets, {} in {} syncs; {:.2f} s in flight, {:.0f}% of it hidden behind backward",
              c.buckets, format_bytes(static_cast<double>(c.bytes)), c.syncs, c.comm_seconds, 100.0 * c.hidden_share());
+  }
+  if (sharded) {
+    const ShardingStats& s = sharded->stats();
+    log_info("{}: {} all-gathers ({}), {} reduce-scatters ({}); {:.2f} s in flight, {:.0f}% of it hidden behind "
+             "compute; this rank holds master shards {}, optimizer state {}, at most {} of gathered parameters",
+             shard_stage_name(sharded->stage()), s.all_gathers, format_bytes(static_cast<double>(s.gathered_bytes)),
+             s.reduce_scatters, format_bytes(static_cast<double>(s.reduced_bytes)), s.comm_seconds,
+             100.0 * s.hidden_share(), format_bytes(static_cast<double>(sharded->master_bytes())),
+             format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
+             format_bytes(static_cast<double>(s.peak_gathered_bytes)));
   }
 }
 
@@ -261,19 +288,21 @@ int run_train(const TrainArgs& a) {
   // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
-  std::shared_ptr<DataParallel> data_parallel;
-  if (group) data_parallel = attach_data_parallel(trainer, group, model, config.dist, optimizer.plan(), env);
+  DataParallelParts parallel;
+  if (group) parallel = attach_data_parallel(trainer, group, model, config.dist, optimizer.plan(), env);
   log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
-           group && optimizer.plan().zero1 ? "its ZeRO-1 shard" : "a full copy");
+           group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy");
 
   TrainResult result;
   {
     InterruptScope interrupts;  // Ctrl-C stops at the end of the step; checkpoint and sinks still run
     result = trainer.fit();
   }
-  log_run_end(result, optimizer, trainer, *metrics_logger, data_parallel.get());
+  log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
+  const bool sample = config.train.sample_tokens > 0;
+  if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
   if (group) group->shutdown();
-  if (config.train.sample_tokens > 0 && rank0) log_sample(model, config, trainer, *data, optimizer.device());
+  if (sample && rank0) log_sample(model, config, trainer, *data, optimizer.device());
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }

@@ -155,6 +155,13 @@ bool apply_deprecated_key(RunConfig& config, const std::string& key, const RawVa
                                   "block or the k given, false as 0");
     return true;
   }
+  if (key == "dist.zero1") {
+    assign(on, value, key, source);
+    set_key(config, "dist.sharding", text_value(on ? "zero1" : "none"), source);
+    config.deprecations.push_back(source + ": " + key + " is deprecated; use dist.sharding = none | zero1 | zero2 | "
+                                  "zero3 | auto: read as dist.sharding = " + (on ? "zero1" : "none"));
+    return true;
+  }
   return false;
 }
 

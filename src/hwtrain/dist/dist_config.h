@@ -13,7 +13,7 @@ struct DistConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
   std::string backend = "auto";
   double bucket_size_mb = 25.0;
-  bool zero1 = false;
+  std::string sharding = "auto";
   double timeout = 60.0;
 
   void validate() const {
@@ -26,7 +26,10 @@ struct DistConfig {
     v("backend", backend, "process group backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
       std::vector<std::string>{"auto", "gloo", "nccl"});
     v("bucket_size_mb", bucket_size_mb, "gradient all-reduce bucket size in MB");
-    v("zero1", zero1, "shard optimizer states across ranks (ZeRO-1)");
+    v("sharding", sharding,
+      "what data-parallel ranks shard: none, zero1 (AdamW moments), zero2 (moments, fp32 master weights and "
+      "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)",
+      std::vector<std::string>{"none", "zero1", "zero2", "zero3", "auto"});
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
   }
 };

@@ -10,6 +10,8 @@ class GradientSync {
   virtual ~GradientSync() = default;
   virtual void begin_micro_step(bool sync_after_backward) = 0;
   virtual void finish() = 0;  // gradients are averaged across ranks on return
+  // A step that failed (an OOM before a redo): forget its gradients and reductions.
+  virtual void discard() {}
 };
 
 }  // namespace hwt

@@ -50,6 +50,10 @@ class ProcessGroup {
   // Asynchronous collectives over tensors on device(); finish them with wait().
   WorkPtr all_reduce_sum(torch::Tensor& tensor);
   WorkPtr broadcast(torch::Tensor& tensor, int root);
+  // `output` (world_size x input.numel() elements) receives every rank's `input`, rank order.
+  WorkPtr all_gather_into(torch::Tensor& output, torch::Tensor& input);
+  // `output` (input.numel() / world_size elements) receives this rank's slice of the ranks' sum.
+  WorkPtr reduce_scatter_sum(torch::Tensor& output, torch::Tensor& input);
   // Blocks until `work` completes, at most dist.timeout. On failure throws DistError:
   // "<what> failed: <backend error>; <which rank is to blame>".
   void wait(const WorkPtr& work, const std::string& what);

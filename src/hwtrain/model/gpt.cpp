@@ -112,18 +112,25 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   TORCH_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length ", T,
               " exceeds model.block_size = ", cfg_.block_size);
 
+  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // the rest's unit comes after the blocks'
+  if (hooks) hooks->before_forward(layers_.size());
   auto x_BTC = wte(idx_BT);
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
   x_BTC = drop_(x_BTC);
   const bool checkpoint = checkpoint_every_ > 0 && is_training() && torch::GradMode::is_enabled();
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i) {
     const std::shared_ptr<DecoderBlockImpl>& impl = layers_[i];
+    if (hooks) hooks->before_forward(i);
     if (checkpoint && is_block_checkpointed(i)) {
-      x_BTC = checkpointed([impl](const torch::Tensor& x) { return impl->forward(x); }, x_BTC,
-                           impl->parameters());
+      auto run = [impl, hooks, i](const torch::Tensor& x) {
+        if (hooks) hooks->before_forward(i);  // the recomputation in backward needs the weights too
+        return impl->forward(x);
+      };
+      x_BTC = checkpointed(run, x_BTC, impl->parameters());
     } else {
       x_BTC = impl->forward(x_BTC);
     }
+    if (hooks) x_BTC = hooks->after_forward(i, x_BTC);
   }
   return norm ? norm(x_BTC) : ln_f(x_BTC);
 }
@@ -168,6 +175,30 @@ void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<
   named_decay_and_no_decay(named_decay, named_no_decay);
   for (auto& [name, p] : named_decay) decay.push_back(p);
   for (auto& [name, p] : named_no_decay) no_decay.push_back(p);
+}
+
+std::vector<ParameterUnit> GPTImpl::parameter_units() {
+  std::vector<std::pair<std::string, torch::Tensor>> all;
+  for (auto& item : named_parameters()) all.emplace_back(item.key(), item.value());
+  std::vector<ParameterUnit> units;
+  std::unordered_set<const c10::TensorImpl*> in_blocks;
+  const std::string list = cfg_.is_llama() ? "layers." : "h.";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    ParameterUnit unit{list + std::to_string(i), {}};
+    std::unordered_set<const c10::TensorImpl*> mine;
+    for (const auto& p : layers_[i]->parameters()) mine.insert(p.unsafeGetTensorImpl());
+    for (const auto& [name, p] : all) {
+      if (mine.count(p.unsafeGetTensorImpl())) unit.params.emplace_back(name, p);
+    }
+    in_blocks.insert(mine.begin(), mine.end());
+    units.push_back(std::move(unit));
+  }
+  ParameterUnit rest{"rest", {}};
+  for (const auto& [name, p] : all) {
+    if (!in_blocks.count(p.unsafeGetTensorImpl())) rest.params.emplace_back(name, p);
+  }
+  units.push_back(std::move(rest));
+  return units;
 }
 
 void GPTImpl::set_attention_kernel(AttentionKernel kernel) {

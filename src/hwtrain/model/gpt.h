@@ -21,6 +21,7 @@
 #include "hwtrain/model/kv_cache.h"
 #include "hwtrain/model/llama_block.h"
 #include "hwtrain/model/model_config.h"
+#include "hwtrain/model/parameter_units.h"
 
 namespace hwt {
 
@@ -81,6 +82,12 @@ class GPTImpl : public torch::nn::Module {
   int64_t activation_checkpointing() const { return checkpoint_every_; }
   bool is_block_checkpointed(int64_t layer) const;
 
+  // The blocks' parameters, one unit each, then the rest's (model/parameter_units.h); every
+  // parameter in exactly one unit. Hooks (null = none) run around the units in training forwards.
+  std::vector<ParameterUnit> parameter_units();
+  void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) { unit_hooks_ = std::move(hooks); }
+  UnitHooks* unit_hooks() const { return unit_hooks_.get(); }
+
   void set_fused_lm_head_loss(bool on) { fused_lm_head_loss_ = on; }
   bool uses_fused_lm_head_loss() const { return fused_lm_head_loss_; }
 
@@ -112,6 +119,7 @@ class GPTImpl : public torch::nn::Module {
   std::vector<Block> blocks_;  // gpt2: the same modules as h, typed
   std::vector<std::shared_ptr<DecoderBlockImpl>> layers_;  // the modules of h, either family
   std::shared_ptr<RotaryCache> rotary_;  // llama
+  std::shared_ptr<UnitHooks> unit_hooks_;
 };
 TORCH_MODULE(GPT);
 

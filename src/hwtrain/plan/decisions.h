@@ -39,6 +39,8 @@ void decide_weights(Plan& p, const PlanInputs& in);
 
 // memory_decisions.cpp
 void decide_memory_budget(Plan& p, const PlanInputs& in);  // no decision line; the memory line says it
+// sharding_decision.cpp: what the data-parallel ranks shard (dist.sharding, or the least that fits).
+void decide_sharding(Plan& p, const PlanInputs& in);
 void decide_attention(Plan& p, const PlanInputs& in);
 void decide_lm_head(Plan& p, const PlanInputs& in);
 void decide_batch_and_checkpointing(Plan& p, const PlanInputs& in);  // micro-batch, recomputation, accumulation

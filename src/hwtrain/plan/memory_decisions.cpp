@@ -77,17 +77,36 @@ BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoic
   return b;
 }
 
+// The fewest ranks over which ZeRO-3 fits the model at micro-batch 1 with recomputation (0: none
+// up to 65536, the activations alone do not fit).
+int64_t zero3_ranks_needed(const Plan& p, const PlanInputs& in) {
+  MemoryQuery q = memory_query(p, in, 1, 1);
+  q.sharding = Sharding::Zero3;
+  for (int64_t n = std::max<int64_t>(2, in.ctx.world_size); n <= 65536; n *= 2) {
+    q.world_size = n;
+    if (estimate_memory(q).total() <= p.memory_budget_bytes) {
+      int64_t lo = n / 2 + 1;  // the first power of two that fits; then the least count below it
+      while (lo < n) {
+        q.world_size = (lo + n) / 2;
+        if (estimate_memory(q).total() <= p.memory_budget_bytes) n = q.world_size; else lo = q.world_size + 1;
+      }
+      return n;
+    }
+  }
+  return 0;
+}
+
 // Refuses a model that cannot fit at micro-batch 1 with full recomputation, or a batch the optimizer
 // in backward must run whole and cannot fit; both name what would make it fit.
 void refuse_unfittable(const Plan& p, const PlanInputs& in, const BatchChoice& b) {
   if (!fits(p, in, 1, 1) && !fits(p, in, b.micro, b.every)) {
     const MemoryEstimate e = estimate_memory(memory_query(p, in, 1, 1));
     const double need = e.total();
+    const int64_t ranks = p.on_gpu() ? zero3_ranks_needed(p, in) : 0;
     const std::string hint =
-        p.on_gpu() ? "shard optimizer states (dist.zero1=true) over at least " +
-                         std::to_string(static_cast<int64_t>(std::ceil(need / p.memory_budget_bytes))) +
-                         " GPUs, or use a smaller model"
-                   : "use a smaller model (model.n_layer / model.n_embd) or a machine with more memory";
+        ranks > 0 ? "shard the model states (dist.sharding = zero3) over at least " + std::to_string(ranks) +
+                        " GPUs, or use a smaller model"
+                  : "use a smaller model (model.n_layer / model.n_embd) or a machine with more memory";
     throw HardwareError("the model needs " + format_bytes(need) + " per device even at micro-batch 1 with full "
                         "activation checkpointing (" + e.breakdown() + "), but the budget is " +
                         format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
@@ -126,7 +145,8 @@ MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int
   q.precision = p.precision;
   q.on_gpu = p.on_gpu();
   q.world_size = in.ctx.world_size;
-  q.zero1 = p.zero1;
+  q.sharding = p.sharding;
+  q.int8_moments = p.optimizer_state_dtype == StateDtype::Int8;
   q.optimizer_in_backward = in.want.optimizer_step == OptimizerStep::InBackward;
   q.attention = p.attention;
   q.fused_lm_head_loss = p.fused_lm_head_loss;
@@ -143,7 +163,6 @@ int64_t per_rank_target(const PlanInputs& in) { return std::max<int64_t>(1, targ
 
 void decide_memory_budget(Plan& p, const PlanInputs& in) {
   p.memory_budget_bytes = in.want.memory_threshold * available_bytes(p, in);
-  p.zero1 = in.want.zero1;
 }
 
 // On CPU the GEMM kernel beats the flash-attention one per layer by 1.5-1.6x in bf16 and ties it or

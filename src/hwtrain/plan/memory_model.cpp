@@ -52,6 +52,27 @@ double saved_elements_per_token(const ModelConfig& m) {
   return counted * kSavedPerToken / 17.0;
 }
 
+// Parameters outside the blocks: token embedding, position embedding (gpt2) or untied head (llama).
+int64_t count_embedding_parameters(const ModelConfig& m) {
+  return m.is_llama() ? m.vocab_size * m.n_embd * (m.tied_head() ? 1 : 2) : (m.vocab_size + m.block_size) * m.n_embd;
+}
+
+// ZeRO-2/3 (dist/sharded_parameters.h): per rank an fp32 master shard and an fp32 gradient shard,
+// and the parameters in the compute dtype whole (ZeRO-2) or not at all (ZeRO-3); in the buffers,
+// ZeRO-3's gathered units (the rest's and two blocks: the running one and the prefetched one) and
+// one block's gradients with its flat fp32 reduce buffer, beside the rest's until the end.
+void add_sharded_states(const MemoryQuery& q, MemoryEstimate& e) {
+  const ModelConfig& m = q.model;
+  const double n = static_cast<double>(q.world_size), params = static_cast<double>(gpt_num_parameters(m));
+  const double compute = q.precision == Precision::Fp32 ? kBytesFp32 : 2.0;
+  const double rest = static_cast<double>(count_embedding_parameters(m));
+  const double block = (params - rest) / static_cast<double>(std::max<int64_t>(1, m.n_layer));
+  const bool zero2 = q.sharding == Sharding::Zero2;
+  e.parameters = params * kBytesFp32 / n + (zero2 ? params * compute : 0.0);
+  e.gradients = params * kBytesFp32 / n;
+  e.buffers = (compute + kBytesFp32) * (block + rest) + (zero2 ? 0.0 : (rest + 2.0 * block) * compute);
+}
+
 }  // namespace
 
 MemoryEstimate estimate_memory(const MemoryQuery& q) {
@@ -64,15 +85,16 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
     // gradient from the head waits for the embedding's own at the very end of backward, where the
     // position embedding's is made too.
     const ModelConfig& m = q.model;
-    const int64_t embeddings =
-        m.is_llama() ? m.vocab_size * m.n_embd * (m.tied_head() ? 1 : 2) : (m.vocab_size + m.block_size) * m.n_embd;
+    const int64_t embeddings = count_embedding_parameters(m);
     const double per_block =
         static_cast<double>(gpt_num_parameters(m) - embeddings) / static_cast<double>(m.n_layer);
     e.gradients = (per_block + static_cast<double>(embeddings)) * kBytesFp32;
   } else {
     e.gradients = params * kBytesFp32;
   }
-  e.optimizer = 2.0 * params * kBytesFp32 / (q.zero1 ? static_cast<double>(q.world_size) : 1.0);
+  const double moment_bytes = q.int8_moments ? 2.0 * (1.0 + kBytesFp32 / 2048.0) : 2.0 * kBytesFp32;
+  e.optimizer = moment_bytes * params / (q.sharding != Sharding::None ? static_cast<double>(q.world_size) : 1.0);
+  if (q.sharding == Sharding::Zero2 || q.sharding == Sharding::Zero3) add_sharded_states(q, e);
 
   const double tokens = static_cast<double>(q.micro_batch_size * q.model.block_size);
   const double c = static_cast<double>(q.model.n_embd);
@@ -94,7 +116,8 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   }
   e.activations += tokens * c * kBackwardTransientPerToken * kBytesFp32;
   // Autocast's 16-bit weight copies live from the forward until backward has used them.
-  if (low) e.activations += params * 2.0;
+  const bool weights_in_compute_dtype = q.sharding == Sharding::Zero2 || q.sharding == Sharding::Zero3;
+  if (low && !weights_in_compute_dtype) e.activations += params * 2.0;
   const double heads = static_cast<double>(q.model.n_head);
   const double t = static_cast<double>(q.model.block_size);
   const double scores = static_cast<double>(q.micro_batch_size) * heads * t * t;
@@ -123,17 +146,23 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   return e;
 }
 
+double model_state_bytes(const MemoryQuery& q) {
+  const MemoryEstimate e = estimate_memory(q);
+  return e.parameters + e.gradients + e.optimizer;
+}
+
 double MemoryEstimate::total() const {
   // Backward frees activations block by block while it allocates the weight gradients, so the
   // step's peak holds the larger of the two and only part of the smaller.
   const double transient = activations + attention + logits;
-  return parameters + optimizer + std::max(gradients, transient) +
+  return parameters + optimizer + buffers + std::max(gradients, transient) +
          kGradientActivationOverlap * std::min(gradients, transient) + overhead;
 }
 
 std::string MemoryEstimate::breakdown() const {
   return "params " + format_bytes(parameters) + ", grads " + format_bytes(gradients) + ", optimizer " +
-         format_bytes(optimizer) + ", activations " + format_bytes(activations) + ", attention " +
+         format_bytes(optimizer) + (buffers > 0 ? ", sharding buffers " + format_bytes(buffers) : std::string()) +
+         ", activations " + format_bytes(activations) + ", attention " +
          format_bytes(attention) + ", logits " + format_bytes(logits) + ", overhead " + format_bytes(overhead) +
          " -> peak " + format_bytes(total());
 }

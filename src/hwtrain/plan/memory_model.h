@@ -24,7 +24,10 @@ struct MemoryQuery {
   bool fused_lm_head_loss = false;  // chunked head + loss: logits one chunk at a time
   bool on_gpu = false;
   int64_t world_size = 1;
-  bool zero1 = false;            // optimizer moments sharded over world_size
+  // What the ranks shard (plan.h). ZeRO-2/3 keep fp32 master shards and compute in the precision's
+  // dtype (bf16 parameters under bf16, as FSDP2's param_dtype; fp32 otherwise).
+  Sharding sharding = Sharding::None;
+  bool int8_moments = false;     // block-wise 8-bit AdamW moments (2 bytes and a scale per 2048)
   // AdamW steps each parameter in backward and frees its gradient (train/optimizer_in_backward.h):
   // one block's gradients and the embeddings' exist at once instead of all of them.
   bool optimizer_in_backward = false;
@@ -33,7 +36,10 @@ struct MemoryQuery {
 struct MemoryEstimate {
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0, attention = 0, logits = 0,
          overhead = 0;
-  // The step's peak: parameters + optimizer + overhead + the larger of gradients and
+  // ZeRO-2/3: what exists only while units run or reduce: ZeRO-3's gathered parameters (the rest's
+  // unit and two blocks), and one unit's gradients with its flat reduce buffer.
+  double buffers = 0;
+  // The step's peak: parameters + optimizer + overhead + buffers + the larger of gradients and
   // activations (with attention and logits) + a calibrated share of the smaller.
   double total() const;
   std::string breakdown() const;  // "params 12 MiB, grads ..., total ..."
@@ -43,5 +49,9 @@ struct MemoryEstimate {
 int64_t gpt_num_parameters(const ModelConfig& m);
 
 MemoryEstimate estimate_memory(const MemoryQuery& q);
+
+// The model states per rank (parameters + gradients + optimizer, without the buffers) of a layout:
+// what the ZeRO paper's Figure 1 counts (2Ψ + 2Ψ + KΨ/N etc.), for the plan's sharding line.
+double model_state_bytes(const MemoryQuery& q);
 
 }  // namespace hwt

@@ -34,6 +34,7 @@ struct OptimizationConfig {
   bool pin_memory = true;
   int64_t intra_op_threads = 0;
   std::string optimizer_state_device = "auto";
+  std::string optimizer_state_dtype = "auto";
   bool fused_optimizer = true;
   // See train/optimizer_in_backward.h.
   bool optimizer_in_backward = false;
@@ -84,6 +85,10 @@ struct OptimizationConfig {
     v("optimizer_state_device", optimizer_state_device, "where optimizer moments live: auto, device or cpu "
       "(cpu is not implemented yet: the plan warns)",
       std::vector<std::string>{"auto", "device", "cpu"});
+    v("optimizer_state_dtype", optimizer_state_dtype,
+      "AdamW moments: fp32, int8 (block-wise 8-bit as bitsandbytes' 8-bit AdamW: a quarter of the memory) or "
+      "auto (fp32 unless only int8 makes the model fit)",
+      std::vector<std::string>{"auto", "fp32", "int8"});
     v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel (at::_fused_adamw_) where available");
     v("optimizer_in_backward", optimizer_in_backward,
       "step each parameter as soon as backward has its gradient, then free it, so the gradients never exist "

@@ -47,9 +47,17 @@ void decide_state_device(Plan& p, const PlanInputs& in) {
                          "optimizer moments stay " + std::string(p.on_gpu() ? "on the GPU" : "in host memory") +
                          " with the weights");
   }
-  p.decide("optimizer_state", p.zero1 ? "sharded over " + std::to_string(in.ctx.world_size) + " ranks (ZeRO-1)"
-                                      : std::string(p.on_gpu() ? "on the GPU" : "in host memory"),
-           p.zero1 ? "dist.zero1 set by user" : "fits the memory budget");
+  const bool sharded = p.sharding != Sharding::None;
+  const bool int8 = p.optimizer_state_dtype == StateDtype::Int8;
+  const std::string dtype = int8 ? "8-bit block-wise moments, " : "fp32 moments, ";
+  p.decide("optimizer_state",
+           dtype + (sharded ? "sharded over " + std::to_string(in.ctx.world_size) + " ranks (" +
+                                  sharding_name(p.sharding) + ")"
+                            : std::string(p.on_gpu() ? "on the GPU" : "in host memory")),
+           std::string(in.want.optimizer_state_dtype ? "optimization.optimizer_state_dtype set by user"
+                       : int8                        ? "only 8-bit moments make the model fit"
+                                                     : "fp32 moments fit") +
+               (sharded ? "; dist.sharding (see the sharding line)" : ""));
 }
 
 }  // namespace

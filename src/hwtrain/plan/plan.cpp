@@ -35,6 +35,22 @@ StateDevice state_device_from_name(const std::string& s) {
 }
 }  // namespace
 
+const char* sharding_name(Sharding s) {
+  switch (s) {
+    case Sharding::Zero1: return "zero1";
+    case Sharding::Zero2: return "zero2";
+    case Sharding::Zero3: return "zero3";
+    default: return "none";
+  }
+}
+
+Sharding sharding_from_name(const std::string& s) {
+  for (Sharding v : {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3}) {
+    if (s == sharding_name(v)) return v;
+  }
+  throw ConfigError("sharding '" + s + "' is not valid: expected none, zero1, zero2 or zero3");
+}
+
 std::string Plan::to_text() const {
   size_t name_width = 0, value_width = 0;
   for (const auto& d : decisions) {
@@ -74,9 +90,10 @@ std::string Plan::to_json() const {
   j["hardware_bf16"] = hardware_bf16;
   j["hardware_fp16"] = hardware_fp16;
   j["cuda_graphs"] = cuda_graphs;
-  j["zero1"] = zero1;
+  j["sharding"] = sharding_name(sharding);
   j["auto_batch_size"] = auto_batch_size;
   j["optimizer_state_device"] = state_device_name(optimizer_state_device);
+  j["optimizer_state_dtype"] = optimizer_state_dtype == StateDtype::Int8 ? "int8" : "fp32";
   j["memory_budget_bytes"] = memory_budget_bytes;
   j["predicted_peak_bytes"] = predicted_peak_bytes;
   j["peak_flops"] = peak_flops;
@@ -117,9 +134,16 @@ Plan Plan::from_json(const std::string& text) {
     p.hardware_bf16 = j.value("hardware_bf16", false);
     p.hardware_fp16 = j.value("hardware_fp16", false);
     p.cuda_graphs = j.value("cuda_graphs", false);
-    p.zero1 = j.value("zero1", false);
+    p.sharding = j.contains("sharding") ? sharding_from_name(j.value("sharding", "none"))
+                 : j.value("zero1", false)   ? Sharding::Zero1  // plan.json before dist.sharding
+                                             : Sharding::None;
     p.auto_batch_size = j.value("auto_batch_size", false);
     p.optimizer_state_device = state_device_from_name(j.value("optimizer_state_device", "device"));
+    const std::string dtype = j.value("optimizer_state_dtype", "fp32");
+    if (dtype != "fp32" && dtype != "int8") {
+      throw ConfigError("plan: optimizer_state_dtype '" + dtype + "' is not valid: expected fp32 or int8");
+    }
+    p.optimizer_state_dtype = dtype == "int8" ? StateDtype::Int8 : StateDtype::Fp32;
     p.memory_budget_bytes = j.value("memory_budget_bytes", 0.0);
     p.predicted_peak_bytes = j.value("predicted_peak_bytes", 0.0);
     p.peak_flops = j.value("peak_flops", 0.0);

@@ -23,9 +23,19 @@ enum class OptimizerStep {
   InBackward,     // per parameter from its post-accumulate-grad hook; gradients freed as made
 };
 
+// What data-parallel ranks shard (Rajbhandari et al. 2020): nothing; the AdamW moments (ZeRO-1);
+// also the fp32 master weights and the gradients (ZeRO-2); also the parameters, gathered a unit at a
+// time (ZeRO-3, FSDP). dist/zero1.h and dist/sharded_parameters.h carry them out.
+enum class Sharding { None, Zero1, Zero2, Zero3 };
+const char* sharding_name(Sharding s);  // "none" | "zero1" | "zero2" | "zero3"
+Sharding sharding_from_name(const std::string& s);  // ConfigError naming the valid ones
+
 // Where the optimizer moments live. Host is planned when asked for but not implemented yet (the
 // plan warns and keeps them on the device): the sharding issue makes it real.
 enum class StateDevice { Device, Host };
+
+// The AdamW moments' dtype: fp32, or block-wise 8-bit (train/blockwise_quant.h).
+enum class StateDtype { Fp32, Int8 };
 
 // Loss scaling for fp16 (PyTorch's GradScaler defaults); unused with bf16 and fp32.
 struct LossScaling {
@@ -67,9 +77,10 @@ struct Plan {
   bool fused_optimizer = true;
   OptimizerStep optimizer_step = OptimizerStep::AfterBackward;
   bool cuda_graphs = false;        // not implemented: always false (the plan warns when asked for)
-  bool zero1 = false;
+  Sharding sharding = Sharding::None;
   bool auto_batch_size = false;    // probe the largest micro-batch before training
   StateDevice optimizer_state_device = StateDevice::Device;
+  StateDtype optimizer_state_dtype = StateDtype::Fp32;
   double memory_budget_bytes = 0;     // memory_threshold x available memory
   double predicted_peak_bytes = 0;    // memory model's estimate for the chosen settings
   double peak_flops = 0;              // hardware peak at the chosen precision (for MFU)

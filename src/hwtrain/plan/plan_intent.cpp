@@ -55,7 +55,10 @@ PlanIntent plan_intent(const RunConfig& c) {
   if (o.optimizer_state_device != "auto") {
     w.optimizer_state_device = o.optimizer_state_device == "cpu" ? StateDevice::Host : StateDevice::Device;
   }
-  w.zero1 = c.dist.zero1;
+  if (o.optimizer_state_dtype != "auto") {
+    w.optimizer_state_dtype = o.optimizer_state_dtype == "int8" ? StateDtype::Int8 : StateDtype::Fp32;
+  }
+  if (c.dist.sharding != "auto") w.sharding = sharding_from_name(c.dist.sharding);
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;
   w.pin_memory = o.pin_memory;

@@ -44,7 +44,8 @@ struct PlanIntent {
   bool clips_by_global_norm = true;         // train.grad_clip > 0
   std::optional<bool> fused_optimizer;
   std::optional<StateDevice> optimizer_state_device;
-  bool zero1 = false;
+  std::optional<Sharding> sharding;
+  std::optional<StateDtype> optimizer_state_dtype;  // empty = auto  // dist.sharding; empty = auto (the planner's choice)
   std::optional<int64_t> num_workers;
   int64_t prefetch_factor = 2;
   bool pin_memory = true;

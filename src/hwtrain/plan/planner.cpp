@@ -49,6 +49,7 @@ Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanCo
   decide_weights(p, in);
   decide_threads(p, in);
   decide_memory_budget(p, in);
+  decide_sharding(p, in);
   decide_attention(p, in);
   decide_lm_head(p, in);
   decide_batch_and_checkpointing(p, in);

@@ -173,6 +173,13 @@ std::vector<std::pair<std::string, torch::Tensor>> AdamW::named_parameters() con
   return out;
 }
 
+bool AdamW::decays(const std::string& name) const {
+  for (const auto& s : slots_) {
+    if (s.name == name) return s.decay;
+  }
+  throw ConfigError("AdamW has no parameter named '" + name + "'");
+}
+
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& s : slots_) {

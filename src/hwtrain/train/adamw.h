@@ -47,6 +47,7 @@ class AdamW {
   // All (name, parameter) pairs, decayed first.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   int64_t state_bytes() const;  // bytes of moment tensors this rank holds
+  bool decays(const std::string& name) const;  // whether parameter `name` is in the decayed group
 
  private:
   struct Slot {

@@ -58,7 +58,7 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
                  {"loader_workers", plan_.num_workers},
                  {"pinned_memory", plan_.pin_memory},
                  {"tf32", plan_.allow_tf32},
-                 {"zero1", plan_.zero1}};
+                 {"sharding", sharding_name(plan_.sharding)}};
   j["predicted_peak_bytes"] = plan_.predicted_peak_bytes;
   j["measured"] = {{"steps", measured_->steps},
                    {"skipped_updates", skipped_steps_},

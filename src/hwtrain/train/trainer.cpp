@@ -92,9 +92,15 @@ void Trainer::enable_mixed_precision(Precision p) {
 }
 
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
-  if (optimizer_in_backward()) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
+  if (optimizer_in_backward()) throw ConfigError("dist.sharding cannot run with the optimizer in backward");
   parts_.sharding = std::move(sharding);
-  optimizer_->set_owned(parts_.sharding.owned);
+  if (parts_.sharding.optimizer) {
+    optimizer_ = parts_.sharding.optimizer;
+    parts_.optimizer = optimizer_.get();
+    parts_.parameters = parts_.sharding.parameters;
+  } else {
+    optimizer_->set_owned(parts_.sharding.owned);
+  }
 }
 
 double Trainer::elapsed_seconds() const { return elapsed_before_ + seconds_since(start_); }
@@ -179,6 +185,7 @@ double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Te
       if (!oom && !no_kernel) throw;
       placement_->check_redo(e, oom, step_ + 1);
       optimizer_->zero_grad();
+      if (parts_.grad_sync) parts_.grad_sync->discard();
       set_rng_state(rng_at_start, device_);
       m.forward_seconds = m.backward_seconds = 0;
       if (no_kernel) {  // redo the step in fp32 on the same data

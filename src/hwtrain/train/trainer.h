@@ -54,7 +54,8 @@ class Trainer : public TrainerControl {
   void set_gradient_sync(std::shared_ptr<GradientSync> sync) { parts_.grad_sync = std::move(sync); }
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
   void set_loss_reducer(std::function<double(double)> mean) { parts_.loss_mean = std::move(mean); }
-  // Must be set after resume_from (which loads the whole optimizer state), before fit().
+  // Must be set after resume_from (which loads the whole optimizer state), before fit(). With an
+  // optimizer in `sharding` (ZeRO-2/3), it replaces the trainer's.
   void set_optimizer_sharding(OptimizerSharding sharding);
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
@@ -129,7 +130,7 @@ class Trainer : public TrainerControl {
   std::filesystem::path run_dir_;
   int rank_, world_size_;
   torch::Device device_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::shared_ptr<AdamW> optimizer_;  // replaced by a sharded one under ZeRO-2/3
   std::unique_ptr<MixedPrecision> precision_;
   UpdateParts parts_;                           // what the placement acts on: optimizer, precision, sync
   std::unique_ptr<UpdatePlacement> placement_;  // where AdamW updates: after backward or inside it

@@ -16,6 +16,10 @@ namespace hwt {
 namespace fs = std::filesystem;
 
 NamedTensors Trainer::snapshot_weights() const {
+  if (parts_.sharding.gather_weights) {
+    throw ConfigError("a snapshot of the weights (early_stopping.restore_best_weights) is not supported with "
+                      "dist.sharding = zero2 or zero3; use zero1 or none");
+  }
   NamedTensors out;
   for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
   return out;
@@ -34,9 +38,11 @@ void Trainer::restore_weights(const NamedTensors& weights) {
 fs::path Trainer::save_checkpoint() {
   NamedTensors optimizer_state = optimizer_->state();
   if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
+  NamedTensors weights;
+  if (parts_.sharding.gather_weights) weights = parts_.sharding.gather_weights();  // collective too
   if (rank_ != 0) return {};
   TrainingCheckpoint ckpt;
-  ckpt.model = snapshot_weights();
+  ckpt.model = parts_.sharding.gather_weights ? std::move(weights) : snapshot_weights();
   ckpt.optimizer = std::move(optimizer_state);
   for (auto& t : precision_->scaler().state()) ckpt.optimizer.push_back(t);
   const RngState rng = rng_state(device_);

@@ -22,7 +22,8 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
   // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
   if (parts_.loss_mean) loss = parts_.loss_mean(loss);
   MixedPrecision& precision = *parts_.precision;
-  const UpdateRule rule{parts_.grad_clip, precision.precision() != Precision::Fp32};
+  UpdateRule rule{parts_.grad_clip, precision.precision() != Precision::Fp32};
+  rule.global_norm = parts_.sharding.global_norm;
   const UpdateOutcome out = update_after_backward(
       parts_.parameters(), precision.scaler(), loss, rule,
       [&] {
@@ -49,7 +50,7 @@ UpdateInBackward::UpdateInBackward(UpdateParts& parts, int64_t grad_accum_steps,
                       std::to_string(parts.grad_clip) + "), no fp16 and one process (here " +
                       std::to_string(world_size) + ")");
   }
-  if (!parts.sharding.owned.empty()) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
+  if (!parts.sharding.owned.empty() || parts.sharding.optimizer) throw ConfigError("ZeRO-1 sharding cannot run with the optimizer in backward");
   hooks_ = std::make_unique<OptimizerInBackward>(*parts.optimizer);
 }
 

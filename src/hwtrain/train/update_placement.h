@@ -25,13 +25,20 @@
 
 namespace hwt {
 
-// ZeRO-1 (dist/zero1.h) as the trainer sees it: the optimizer keeps state for and updates only
-// `owned`; after each optimizer step `after_step` makes every rank's parameters equal again, and
-// checkpoints call `gather` (collective) so that rank 0 writes the whole optimizer state.
+// Sharding as the trainer sees it. ZeRO-1 (dist/zero1.h): the optimizer keeps state for and
+// updates only `owned`. ZeRO-2/3 (train/sharded_training.h): `optimizer` replaces the trainer's,
+// over this rank's shards (`parameters`, whose gradients `global_norm` turns into the global norm),
+// and checkpoints take the whole weights from `gather_weights` (collective). Both: after each
+// optimizer step `after_step` makes every rank's parameters current again, and checkpoints call
+// `gather` (collective) so that rank 0 writes the whole optimizer state.
 struct OptimizerSharding {
   std::vector<std::string> owned;
   std::function<void()> after_step;
   std::function<NamedTensors(const NamedTensors&)> gather;
+  std::shared_ptr<AdamW> optimizer;
+  std::function<std::vector<torch::Tensor>()> parameters;
+  std::function<torch::Tensor(const torch::Tensor&)> global_norm;
+  std::function<NamedTensors()> gather_weights;
 };
 
 // The parts of a step that the placements act on; owned by the Trainer, which outlives them.

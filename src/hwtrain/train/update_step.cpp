@@ -10,15 +10,20 @@ namespace {
 // the gradients scaled by min(1, max_norm / (norm + 1e-6)): the arithmetic of LibTorch's
 // clip_grad_norm_ (the same bits) in a few foreach kernels, where clip_grad_norm_ launches two
 // kernels per parameter. Nothing here waits for the device.
-torch::Tensor clip_global_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+torch::Tensor clip_global_norm(const std::vector<torch::Tensor>& params, double max_norm,
+                               const std::function<torch::Tensor(const torch::Tensor&)>& global_norm) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  if (grads.empty()) return torch::zeros({});
-  const auto norms = at::_foreach_norm(grads, 2);
-  const torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  torch::Tensor total = torch::zeros({});
+  if (!grads.empty()) {
+    const auto norms = at::_foreach_norm(grads, 2);
+    total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  }
+  if (global_norm) total = global_norm(total);
+  if (grads.empty()) return total;
   if (max_norm > 0) at::_foreach_mul_(grads, torch::clamp_max(max_norm / (total + 1e-6), 1.0));
   return total;
 }
@@ -30,7 +35,7 @@ UpdateOutcome update_after_backward(const std::vector<torch::Tensor>& params, Gr
                                     const std::function<void()>& zero_grad) {
   UpdateOutcome out;
   scaler.unscale(params);
-  const torch::Tensor norm = clip_global_norm(params, rule.max_grad_norm);
+  const torch::Tensor norm = clip_global_norm(params, rule.max_grad_norm, rule.global_norm);
   out.skipped_for_loss = !scaler.found_inf() && rule.low_precision && !std::isfinite(loss);
   if (!scaler.found_inf() && !out.skipped_for_loss) {
     update();

@@ -18,6 +18,8 @@ namespace hwt {
 struct UpdateRule {
   double max_grad_norm = 0;    // clip the global L2 norm to this; <= 0: measure it, clip nothing
   bool low_precision = false;  // bf16/fp16 autocast in force: a non-finite loss skips the update
+  // Gradients sharded over ranks (ZeRO-2/3): the global norm from this rank's norm (collective).
+  std::function<torch::Tensor(const torch::Tensor&)> global_norm;
 };
 
 struct UpdateOutcome {

@@ -1,0 +1,372 @@
+#include "hwtrain/dist/sharded_parameters.h"
+
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/dist/ddp.h"
+#include "hwtrain/dist/sharded_unit.h"
+#include "hwtrain/obs/log.h"
+
+namespace hwt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Releases a buffer's memory while every view of it (the parameters, what autograd saved) stays
+// valid as an object; allocate_storage gives it memory of its size again (contents undefined).
+void free_storage(const torch::Tensor& flat) {
+  c10::StorageImpl* s = flat.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, flat.device()));
+  s->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& flat) {
+  if (flat.storage().nbytes() > 0) return;
+  c10::StorageImpl* s = flat.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(flat.numel()) * flat.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+bool has_storage(const torch::Tensor& flat) { return flat.storage().nbytes() > 0; }
+
+int64_t flight_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+const char* shard_stage_name(ShardStage s) { return s == ShardStage::Zero2 ? "zero2" : "zero3"; }
+
+struct ShardedParameters::Flight {
+  int64_t launched_ns;
+  std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after the wait)
+};
+
+struct ShardedParameters::Hook {
+  std::shared_ptr<torch::autograd::Node> accumulator;
+  uintptr_t key;
+};
+
+ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::vector<ShardedUnitParams> units,
+                                     ShardingOptions options)
+    : group_(std::move(group)), options_(options) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = group_->world_size(), rank = group_->rank();
+  for (auto& spec : units) {
+    auto u = std::make_unique<Unit>();
+    u->name = spec.name;
+    std::vector<torch::Tensor> flat_parts;
+    for (auto& [name, p] : spec.params) {
+      if (!p.requires_grad() || !p.is_leaf()) {
+        throw ConfigError("sharding: parameter '" + name + "' must be a leaf that requires a gradient");
+      }
+      u->names.push_back(name);
+      u->params.push_back(p);
+      u->shapes.push_back(p.sizes().vec());
+      u->offsets.push_back(u->numel);
+      u->numel += p.numel();
+    }
+    if (u->params.empty()) continue;
+    if (options_.broadcast_parameters) broadcast_tensors(*group_, u->params, 0, "broadcasting unit " + u->name);
+    u->shard = (u->numel + n - 1) / n;
+    for (const auto& p : u->params) flat_parts.push_back(p.detach().reshape(-1).to(torch::kFloat));
+    torch::Tensor full = torch::cat(flat_parts);
+    full = torch::constant_pad_nd(full, {0, u->shard * n - u->numel});
+    u->master = full.narrow(0, rank * u->shard, u->shard).clone();
+    u->flat = full.to(options_.compute_dtype).clone();
+    for (size_t i = 0; i < u->params.size(); ++i) {
+      u->params[i].mutable_grad() = torch::Tensor();
+      u->params[i].set_data(u->flat.narrow(0, u->offsets[i], u->params[i].numel()).view(u->shapes[i]));
+    }
+    // This rank's segments: each parameter's overlap with [rank x shard, (rank + 1) x shard).
+    const int64_t lo = rank * u->shard, hi = lo + u->shard;
+    for (size_t i = 0; i < u->params.size(); ++i) {
+      const int64_t a = std::max(lo, u->offsets[i]), b = std::min(hi, u->offsets[i] + u->params[i].numel());
+      if (a >= b) continue;
+      u->segments.emplace_back(segments_.size(), a - lo);
+      segments_.push_back({u->names[i], a - u->offsets[i], u->master.narrow(0, a - lo, b - a)});
+    }
+    u->pending = u->params.size();
+    units_.push_back(std::move(u));
+  }
+  for (size_t k = 0; k < units_.size(); ++k) {
+    for (const auto& p : units_[k]->params) {
+      auto accumulator = torch::autograd::impl::grad_accumulator(p);
+      auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            on_gradient_ready(k);
+            return outputs;
+          });
+      const uintptr_t key = accumulator->add_post_hook(std::move(hook));
+      hooks_.push_back({std::move(accumulator), key});
+    }
+  }
+  if (options_.stage == ShardStage::Zero3) {
+    for (auto& u : units_) reshard(*u);
+  }
+  log_info("{}", describe());
+}
+
+ShardedParameters::~ShardedParameters() {
+  for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);
+  for (auto& u : units_) {  // no collective may outlive the buffers it writes
+    try {
+      if (u->gather_work) u->gather_work->wait();
+      if (u->reduce_work) u->reduce_work->wait();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+void ShardedParameters::wait(const ProcessGroup::WorkPtr& work, const std::string& what) {
+  const auto t0 = Clock::now();
+  group_->wait(work, what);
+  stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t done = flight_now_ns();
+  for (auto& f : flights_) {  // a backend without futures: done when its wait returned
+    int64_t unset = 0;
+    f.done_ns->compare_exchange_strong(unset, done);
+  }
+}
+
+void ShardedParameters::track(const ProcessGroup::WorkPtr& work) {
+  Flight f{flight_now_ns(), std::make_shared<std::atomic<int64_t>>(0)};
+  auto done = f.done_ns;
+  try {
+    work->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(flight_now_ns()); });
+  } catch (const c10::Error&) {
+  }
+  flights_.push_back(std::move(f));
+}
+
+void ShardedParameters::count_flights() {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  std::vector<Flight> open;
+  for (auto& f : flights_) {
+    const int64_t done = f.done_ns->load();
+    if (done == 0) {
+      open.push_back(std::move(f));
+    } else {
+      spans.emplace_back(f.launched_ns, std::max(done, f.launched_ns));
+    }
+  }
+  flights_ = std::move(open);
+  std::sort(spans.begin(), spans.end());
+  int64_t covered = 0, start = 0, end = -1;
+  for (const auto& [a, b] : spans) {
+    if (a > end) {
+      if (end > start) covered += end - start;
+      start = a;
+      end = b;
+    } else {
+      end = std::max(end, b);
+    }
+  }
+  if (end > start) covered += end - start;
+  stats_.comm_seconds += static_cast<double>(covered) * 1e-9;
+}
+
+void ShardedParameters::launch_gather(Unit& u) {
+  if (u.state != Unit::State::Sharded) return;
+  allocate_storage(u.flat);
+  u.gather_input = u.master.to(options_.compute_dtype);  // the master itself when fp32
+  u.gather_work = group_->all_gather_into(u.flat, u.gather_input);
+  track(u.gather_work);
+  u.state = Unit::State::Gathering;
+  ++stats_.all_gathers;
+  stats_.gathered_bytes += u.flat.numel() * u.flat.element_size();
+  stats_.peak_gathered_bytes = std::max(stats_.peak_gathered_bytes, gathered_bytes());
+}
+
+void ShardedParameters::ensure_gathered(size_t unit) {
+  Unit& u = *units_.at(unit);
+  launch_gather(u);
+  if (u.state == Unit::State::Gathering) {
+    wait(u.gather_work, "all-gathering the parameters of " + u.name);
+    u.gather_work.reset();
+    u.gather_input = torch::Tensor();
+    u.state = Unit::State::Gathered;
+  }
+}
+
+void ShardedParameters::reshard(Unit& u) {
+  if (u.state == Unit::State::Gathering) {  // never free a buffer a collective is writing
+    wait(u.gather_work, "all-gathering the parameters of " + u.name);
+    u.gather_work.reset();
+    u.gather_input = torch::Tensor();
+  }
+  if (has_storage(u.flat)) free_storage(u.flat);
+  u.state = Unit::State::Sharded;
+}
+
+void ShardedParameters::before_forward(size_t unit) {
+  if (options_.stage != ShardStage::Zero3) return;
+  ensure_gathered(unit);
+  const size_t rest = units_.size() - 1;
+  if (options_.prefetch) {
+    const size_t next = unit == rest ? 0 : unit + 1;  // the rest comes first, then the blocks in order
+    if (next < rest) launch_gather(*units_[next]);
+  }
+}
+
+torch::Tensor ShardedParameters::after_forward(size_t unit, const torch::Tensor& out) {
+  if (options_.stage != ShardStage::Zero3 || unit + 1 >= units_.size()) return out;
+  if (torch::GradMode::is_enabled() && out.requires_grad()) {
+    // The block's backward starts when the gradient of its output arrives: gather it (and the
+    // block before it, which backward reaches next) just before.
+    out.register_hook([this, unit](const torch::Tensor& grad) {
+      ensure_gathered(unit);
+      if (options_.prefetch && unit > 0) launch_gather(*units_[unit - 1]);
+      return grad;
+    });
+  }
+  reshard(*units_[unit]);
+  return out;
+}
+
+void ShardedParameters::on_gradient_ready(size_t unit) {
+  Unit& u = *units_[unit];
+  if (u.pending > 0 && --u.pending == 0) launch_reduce(u);
+}
+
+// The unit's gradients, flattened in the reduce dtype and divided by the world size, reduce-
+// scattered; the parameters' own gradients are freed, and under ZeRO-3 the unit's buffer too.
+void ShardedParameters::launch_reduce(Unit& u) {
+  if (u.reduce_launched) return;
+  torch::NoGradGuard no_grad;
+  const int64_t n = group_->world_size();
+  u.reduce_input = torch::zeros({u.shard * n}, u.master.options().dtype(options_.reduce_dtype));
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    torch::Tensor g = u.params[i].grad();
+    if (g.defined()) u.reduce_input.narrow(0, u.offsets[i], g.numel()).copy_(g.reshape(-1));
+    u.params[i].mutable_grad() = torch::Tensor();
+  }
+  u.reduce_input.div_(static_cast<double>(n));
+  u.reduce_output = torch::empty({u.shard}, u.reduce_input.options());
+  u.reduce_work = group_->reduce_scatter_sum(u.reduce_output, u.reduce_input);
+  track(u.reduce_work);
+  u.reduce_launched = true;
+  ++stats_.reduce_scatters;
+  stats_.reduced_bytes += u.reduce_input.numel() * u.reduce_input.element_size();
+  if (options_.stage == ShardStage::Zero3) reshard(u);
+}
+
+// Waits for the reductions in flight and adds them to the fp32 gradient shards.
+void ShardedParameters::collect_reductions() {
+  torch::NoGradGuard no_grad;
+  for (auto& up : units_) {
+    Unit& u = *up;
+    if (u.reduce_launched) {
+      wait(u.reduce_work, "reduce-scattering the gradients of " + u.name);
+      torch::Tensor shard = u.reduce_output.to(torch::kFloat);
+      if (u.grad.defined()) {
+        u.grad.add_(shard);
+      } else {
+        u.grad = shard.scalar_type() == u.reduce_output.scalar_type() ? shard.clone() : shard;
+      }
+      u.reduce_work.reset();
+      u.reduce_input = u.reduce_output = torch::Tensor();
+      u.reduce_launched = false;
+    }
+    u.pending = u.params.size();
+  }
+}
+
+void ShardedParameters::begin_micro_step(bool) { collect_reductions(); }
+
+void ShardedParameters::finish() {
+  torch::NoGradGuard no_grad;
+  for (auto& u : units_) {  // a unit whose backward did not complete counts its missing gradients as zeros
+    if (u->pending < u->params.size() && !u->reduce_launched) launch_reduce(*u);
+  }
+  collect_reductions();
+  for (auto& up : units_) {
+    Unit& u = *up;
+    if (!u.grad.defined()) u.grad = torch::zeros_like(u.master);
+    for (const auto& [index, start] : u.segments) {
+      segments_[index].master.mutable_grad() = u.grad.narrow(0, start, segments_[index].master.numel());
+    }
+    u.grad = torch::Tensor();  // the segments hold it until the optimizer's zero_grad
+  }
+}
+
+void ShardedParameters::discard() {
+  for (auto& up : units_) {
+    Unit& u = *up;
+    if (u.reduce_launched) {
+      try {
+        group_->wait(u.reduce_work, "reduce-scattering the gradients of " + u.name);
+      } catch (const std::exception&) {
+      }
+    }
+    u.reduce_launched = false;
+    u.reduce_work.reset();
+    u.reduce_input = u.reduce_output = u.grad = torch::Tensor();
+    u.pending = u.params.size();
+    for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
+  }
+  for (auto& seg : segments_) seg.master.mutable_grad() = torch::Tensor();
+}
+
+void ShardedParameters::after_step() {
+  if (options_.stage == ShardStage::Zero3) {
+    for (auto& u : units_) reshard(*u);
+  } else {
+    for (auto& u : units_) {
+      u->state = Unit::State::Sharded;  // stale: refilled from the updated masters, in the storage it has
+      launch_gather(*u);
+    }
+    gather_all();
+  }
+  count_flights();
+}
+
+void ShardedParameters::gather_all() {
+  for (size_t k = 0; k < units_.size(); ++k) ensure_gathered(k);
+}
+
+torch::Tensor ShardedParameters::global_norm(const torch::Tensor& local_norm) {
+  torch::Tensor sq = (local_norm.to(torch::kFloat) * local_norm.to(torch::kFloat)).reshape({1}).contiguous();
+  wait(group_->all_reduce_sum(sq), "summing the gradient norm over the ranks");
+  return sq.sqrt().reshape({});
+}
+
+int64_t ShardedParameters::master_bytes() const {
+  int64_t b = 0;
+  for (const auto& u : units_) b += u->master.numel() * u->master.element_size();
+  return b;
+}
+
+int64_t ShardedParameters::gathered_bytes() const {
+  int64_t b = 0;
+  for (const auto& u : units_) b += static_cast<int64_t>(u->flat.storage().nbytes());
+  return b;
+}
+
+std::string ShardedParameters::describe() const {
+  int64_t numel = 0, largest = 0;
+  for (const auto& u : units_) {
+    numel += u->numel;
+    largest = std::max<int64_t>(largest, u->numel);
+  }
+  const double elt = static_cast<double>(c10::elementSize(options_.compute_dtype));
+  return std::string(shard_stage_name(options_.stage)) + ": " + std::to_string(units_.size()) + " units over " +
+         std::to_string(group_->world_size()) + " ranks; per rank: fp32 master shard " +
+         format_bytes(static_cast<double>(master_bytes())) + ", AdamW moments " +
+         format_bytes(2.0 * static_cast<double>(master_bytes())) + ", gradient shard " +
+         format_bytes(static_cast<double>(master_bytes())) + ", " +
+         (options_.compute_dtype == torch::kBFloat16 ? "bf16" : "fp32") + " parameters " +
+         (options_.stage == ShardStage::Zero2
+              ? format_bytes(elt * static_cast<double>(numel)) + " (whole)"
+              : "gathered a unit at a time (largest " + format_bytes(elt * static_cast<double>(largest)) + ")");
+}
+
+}  // namespace hwt

@@ -1,0 +1,137 @@
+// ShardedParameters: ZeRO-2 and ZeRO-3 (Rajbhandari et al. 2020; FSDP's flat units) over c10d.
+// The parameters come in units (a transformer block each, plus the rest: embeddings, final norm,
+// head). Each unit is laid out as one flat buffer, padded to a multiple of the world size, and rank
+// r owns slice r of it: the fp32 master values of that slice, the averaged gradient of that slice,
+// and (through the optimizer built over segments()) its AdamW moments. The module's parameters
+// become views of the unit's flat buffer in the compute dtype (fp32, or bf16 as FSDP2's
+// param_dtype), so the model runs unchanged.
+//   gradients  a hook on each parameter's gradient accumulator notes when it is final; when a
+//              unit's gradients are all final they are flattened (in the reduce dtype), divided by
+//              the world size and reduce-scattered asynchronously while backward goes on, and the
+//              parameters' own gradients are freed. Every micro-step reduces (both stages keep only
+//              the shard of the gradients); the shards accumulate in fp32.
+//   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
+//   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
+//              (and starts gathering the next block, prefetch), after_forward(u) frees it and hooks
+//              the block's output so that its backward gathers it again (and prefetches the block
+//              before); it is freed once its gradients are reduced. The rest stays gathered from the
+//              first forward to the end of backward. Freeing releases the buffer's storage (as FSDP
+//              does), so the views that autograd saved see the data again when it is re-gathered.
+// The model calls before_forward/after_forward through its UnitHooks seam (model/parameter_units.h;
+// train/sharded_training.h connects the two). Every rank must construct this with the same units.
+#pragma once
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/dist/gradient_sync.h"
+#include "hwtrain/dist/process_group.h"
+
+namespace hwt {
+
+enum class ShardStage { Zero2, Zero3 };
+const char* shard_stage_name(ShardStage s);  // "zero2" | "zero3"
+
+struct ShardedUnitParams {
+  std::string name;                                          // "h.3", "rest"
+  std::vector<std::pair<std::string, torch::Tensor>> params;  // leaves that require grad
+};
+
+struct ShardingOptions {
+  ShardStage stage = ShardStage::Zero3;
+  c10::ScalarType compute_dtype = c10::kFloat;  // the parameters' dtype in forward and backward
+  c10::ScalarType reduce_dtype = c10::kFloat;   // the dtype gradients are reduce-scattered in
+  bool prefetch = true;                         // ZeRO-3: gather the next unit while this one runs
+  bool broadcast_parameters = true;             // start every rank from rank 0's weights
+};
+
+// One parameter's elements that this rank owns: `master` is a view of the unit's fp32 master shard;
+// after finish() its .grad is the averaged gradient of those elements.
+struct ShardSegment {
+  std::string param;   // the parameter's name
+  int64_t offset = 0;  // first element, in the flattened parameter
+  torch::Tensor master;
+  std::string name() const { return param + "@" + std::to_string(offset); }
+};
+
+struct ShardingStats {
+  int64_t all_gathers = 0, gathered_bytes = 0;        // parameters gathered
+  int64_t reduce_scatters = 0, reduced_bytes = 0;     // gradients reduce-scattered
+  double comm_seconds = 0;  // wall time with at least one of them in flight (counted at after_step)
+  double wait_seconds = 0;  // the part of it this rank spent blocked waiting: not hidden behind compute
+  int64_t peak_gathered_bytes = 0;                    // compute-dtype unit buffers allocated at once
+  double hidden_share() const { return comm_seconds > 0 ? std::max(0.0, 1.0 - wait_seconds / comm_seconds) : 0.0; }
+};
+
+class ShardedParameters : public GradientSync {
+ public:
+  ShardedParameters(std::shared_ptr<ProcessGroup> group, std::vector<ShardedUnitParams> units,
+                    ShardingOptions options);
+  ~ShardedParameters() override;  // removes the hooks
+  ShardedParameters(const ShardedParameters&) = delete;
+  ShardedParameters& operator=(const ShardedParameters&) = delete;
+
+  // GradientSync: before each backward the previous micro-step's reductions are collected; finish()
+  // waits for the rest and sets each segment's .grad. discard() drops a failed step's gradients.
+  void begin_micro_step(bool sync_after_backward) override;
+  void finish() override;
+  void discard() override;
+
+  // The model's unit hooks (no-ops under ZeRO-2).
+  void before_forward(size_t unit);
+  torch::Tensor after_forward(size_t unit, const torch::Tensor& out);
+
+  // What the optimizer updates: this rank's segments (fp32), in unit order.
+  const std::vector<ShardSegment>& segments() const { return segments_; }
+  // After the optimizer updated the segments: ZeRO-2 gathers every unit, ZeRO-3 frees them all
+  // (the next forward gathers the new values).
+  void after_step();
+  // ZeRO-3: gathers every unit, e.g. before sampling or exporting outside the training forward.
+  void gather_all();
+
+  // The whole fp32 master value of every parameter, on every rank (collective; one unit at a time).
+  std::vector<std::pair<std::string, torch::Tensor>> full_parameters();
+  // AdamW state of whole parameters ("exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>") cut
+  // into this rank's segments ("exp_avg.<param>@<offset>", ...), and back: unshard_state takes
+  // every rank's segment state (gather_optimizer_state) and rebuilds the whole tensors.
+  std::vector<std::pair<std::string, torch::Tensor>> shard_state(
+      const std::vector<std::pair<std::string, torch::Tensor>>& whole) const;
+  std::vector<std::pair<std::string, torch::Tensor>> unshard_state(
+      const std::vector<std::pair<std::string, torch::Tensor>>& segments) const;
+  // The global L2 norm from this rank's norm of its segments' gradients (collective).
+  torch::Tensor global_norm(const torch::Tensor& local_norm);
+
+  ShardStage stage() const { return options_.stage; }
+  const ShardingStats& stats() const { return stats_; }
+  int64_t master_bytes() const;    // fp32 master shards this rank holds
+  int64_t gathered_bytes() const;  // compute-dtype unit buffers allocated now
+  std::string describe() const;    // "zero3: 13 units, 2 ranks, master shard 12.3 MiB per rank, ..."
+
+ private:
+  struct Unit;
+  struct Hook;
+  struct Flight;
+  void track(const ProcessGroup::WorkPtr& work);
+  void count_flights();  // adds the finished collectives' in-flight wall time to the stats
+  void launch_gather(Unit& u);
+  void ensure_gathered(size_t unit);
+  void reshard(Unit& u);
+  void on_gradient_ready(size_t unit);
+  void launch_reduce(Unit& u);
+  void collect_reductions();
+  void wait(const ProcessGroup::WorkPtr& work, const std::string& what);
+
+  std::shared_ptr<ProcessGroup> group_;
+  ShardingOptions options_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<ShardSegment> segments_;
+  std::vector<Hook> hooks_;
+  std::vector<Flight> flights_;
+  ShardingStats stats_;
+};
+
+}  // namespace hwt

@@ -1,0 +1,34 @@
+// The private state of one unit of ShardedParameters (dist/sharded_parameters.h), shared by its two
+// source files: the buffers, the shard, and the collectives in flight. Not part of the API.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/dist/sharded_parameters.h"
+
+namespace hwt {
+
+struct ShardedParameters::Unit {
+  std::string name;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> offsets;  // of each parameter in the flat buffer
+  int64_t numel = 0, shard = 0;  // shard = elements per rank; the buffer has world_size x shard
+  torch::Tensor flat;            // compute dtype; the parameters are views of it
+  torch::Tensor master;          // fp32 [shard]: this rank's slice
+  torch::Tensor grad;            // fp32 [shard]: this step's gradient shard; undefined before any
+  enum class State { Sharded, Gathering, Gathered } state = State::Gathered;
+  ProcessGroup::WorkPtr gather_work;
+  torch::Tensor gather_input;
+  std::vector<std::pair<size_t, int64_t>> segments;  // (index in segments_, first element in master)
+  size_t pending = 0;  // parameters whose gradient is not final yet in this backward
+  bool reduce_launched = false;
+  ProcessGroup::WorkPtr reduce_work;
+  torch::Tensor reduce_input, reduce_output;
+};
+
+}  // namespace hwt

@@ -1,0 +1,93 @@
+// What the data-parallel ranks shard (plan.h's Sharding) and the AdamW moments' dtype: the user's
+// dist.sharding and optimization.optimizer_state_dtype, or under "auto" the least sharding whose
+// per-rank memory fits the budget with fp32 moments, else with 8-bit ones (plan/decisions.h). The
+// reason lists the model states per rank of every layout, as the ZeRO paper's Figure 1 counts them.
+#include <optional>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/plan/decisions.h"
+
+namespace hwt {
+
+namespace {
+
+constexpr Sharding kLayouts[] = {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
+
+// At micro-batch 1 with every block recomputed: the smallest step the later decisions can choose.
+MemoryQuery smallest_step(const Plan& p, const PlanInputs& in, Sharding s) {
+  MemoryQuery q = memory_query(p, in, 1, 1);
+  q.sharding = s;
+  return q;
+}
+
+std::string layouts_per_rank(const Plan& p, const PlanInputs& in) {
+  std::vector<std::string> parts;
+  for (Sharding s : kLayouts) {
+    parts.push_back(std::string(sharding_name(s)) + " " + format_bytes(model_state_bytes(smallest_step(p, in, s))));
+  }
+  return "model states per rank over " + std::to_string(in.ctx.world_size) + " ranks: " + join(parts);
+}
+
+bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding::Zero3; }
+
+// The least layout that fits with the plan's moments (none when nothing does).
+std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
+  for (Sharding s : kLayouts) {
+    if (shards_gradients(s) && (p.precision == Precision::Fp16 || p.optimizer_state_dtype == StateDtype::Int8)) continue;
+    if (estimate_memory(smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
+  }
+  return std::nullopt;
+}
+
+void refuse_impossible(const Plan& p, Sharding s) {
+  if (shards_gradients(s) && p.optimizer_state_dtype == StateDtype::Int8) {
+    throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " keeps fp32 moments: "
+                      "optimization.optimizer_state_dtype = int8 runs with dist.sharding = none or zero1");
+  }
+  if ((s == Sharding::Zero2 || s == Sharding::Zero3) && p.precision == Precision::Fp16) {
+    throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " runs in bf16 or fp32: fp16 loss "
+                      "scaling over gradient shards is not implemented; set optimization.mixed_precision_dtype = "
+                      "bf16 or fp32, or dist.sharding = zero1");
+  }
+}
+
+void decide_state_dtype(Plan& p, const PlanInputs& in) {
+  p.optimizer_state_dtype = in.want.optimizer_state_dtype.value_or(StateDtype::Fp32);
+}
+
+}  // namespace
+
+void decide_sharding(Plan& p, const PlanInputs& in) {
+  const int64_t n = in.ctx.world_size;
+  decide_state_dtype(p, in);
+  std::string reason;
+  if (in.want.sharding) {
+    p.sharding = *in.want.sharding;
+    reason = "dist.sharding set by user";
+    if (n == 1 && p.sharding != Sharding::None) {
+      p.warnings.push_back(std::string("dist.sharding = ") + sharding_name(p.sharding) +
+                           " needs several ranks; one process keeps everything whole");
+      p.sharding = Sharding::None;
+      reason = "one rank: nothing to shard (dist.sharding set by user)";
+    }
+  } else if (n == 1) {
+    p.sharding = Sharding::None;
+    reason = "one rank: nothing to shard";
+  } else {
+    std::optional<Sharding> fit = least_that_fits(p, in);
+    if (!fit && !in.want.optimizer_state_dtype) {  // 8-bit moments before giving up
+      p.optimizer_state_dtype = StateDtype::Int8;
+      fit = least_that_fits(p, in);
+      if (!fit) p.optimizer_state_dtype = StateDtype::Fp32;
+    }
+    p.sharding = fit.value_or(p.precision == Precision::Fp16 ? Sharding::Zero1 : Sharding::Zero3);
+    reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
+             format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
+  }
+  refuse_impossible(p, p.sharding);
+  p.decide("sharding", sharding_name(p.sharding), reason + (n > 1 ? "; " + layouts_per_rank(p, in) : ""));
+}
+
+
+}  // namespace hwt

@@ -1,0 +1,67 @@
+#include "hwtrain/train/sharded_training.h"
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/dist/zero1.h"
+
+namespace hwt {
+
+namespace {
+
+// The model's UnitHooks, forwarded to the engine while it exists.
+class EngineHooks : public UnitHooks {
+ public:
+  explicit EngineHooks(std::weak_ptr<ShardedParameters> engine) : engine_(std::move(engine)) {}
+  void before_forward(size_t unit) override {
+    if (auto e = engine_.lock()) e->before_forward(unit);
+  }
+  torch::Tensor after_forward(size_t unit, const torch::Tensor& out) override {
+    auto e = engine_.lock();
+    return e ? e->after_forward(unit, out) : out;
+  }
+
+ private:
+  std::weak_ptr<ShardedParameters> engine_;
+};
+
+}  // namespace
+
+ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
+                               ShardStage stage, Precision precision) {
+  if (precision == Precision::Fp16) {
+    throw ConfigError(std::string("dist.sharding = ") + shard_stage_name(stage) +
+                      " runs in bf16 or fp32; set optimization.mixed_precision_dtype = bf16 or fp32");
+  }
+  std::vector<ShardedUnitParams> units;
+  for (auto& u : model->parameter_units()) units.push_back({u.name, u.params});
+  ShardingOptions options;
+  options.stage = stage;
+  options.compute_dtype = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat;
+  const NamedTensors whole_state = whole.state();  // before the parameters change dtype
+  auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
+  model->set_unit_hooks(std::make_shared<EngineHooks>(engine));
+
+  std::vector<std::pair<std::string, torch::Tensor>> decay, no_decay;
+  for (const auto& seg : engine->segments()) (whole.decays(seg.param) ? decay : no_decay).emplace_back(seg.name(), seg.master);
+  auto optimizer = std::make_shared<AdamW>(decay, no_decay, whole.options());
+  optimizer->load_state(engine->shard_state(whole_state));
+
+  ShardedTraining out;
+  out.engine = engine;
+  OptimizerSharding& s = out.sharding;
+  s.optimizer = optimizer;
+  s.parameters = [engine] {
+    std::vector<torch::Tensor> params;
+    for (const auto& seg : engine->segments()) params.push_back(seg.master);
+    return params;
+  };
+  s.global_norm = [engine](const torch::Tensor& local) { return engine->global_norm(local); };
+  s.after_step = [engine] { engine->after_step(); };
+  s.gather = [engine, group](const NamedTensors& local) {
+    NamedTensors all = gather_optimizer_state(local, *group);
+    return group->rank() == 0 ? engine->unshard_state(all) : all;
+  };
+  s.gather_weights = [engine] { return engine->full_parameters(); };
+  return out;
+}
+
+}  // namespace hwt

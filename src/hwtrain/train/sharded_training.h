@@ -1,0 +1,30 @@
+// ZeRO-2/3 for the Trainer: dist/sharded_parameters.h over the model's parameter units
+// (model/parameter_units.h), its hooks installed in the model, and the OptimizerSharding the
+// Trainer runs with (Trainer::set_optimizer_sharding): an AdamW over this rank's segments, holding
+// the trainer's optimizer state cut to them (a resumed run continues exactly), the global gradient
+// norm, and the weights and optimizer state gathered whole for checkpoints, so that a run resumes
+// on any world size and with any sharding. Parameters compute in bf16 under a bf16 plan (FSDP2's
+// param_dtype) and in fp32 otherwise; gradients are reduced in fp32.
+#pragma once
+#include <memory>
+
+#include "hwtrain/dist/process_group.h"
+#include "hwtrain/dist/sharded_parameters.h"
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/plan/plan.h"
+#include "hwtrain/train/adamw.h"
+#include "hwtrain/train/update_placement.h"
+
+namespace hwt {
+
+struct ShardedTraining {
+  std::shared_ptr<ShardedParameters> engine;  // also the trainer's GradientSync
+  OptimizerSharding sharding;
+};
+
+// `whole`: the trainer's optimizer over the whole parameters (its options and state are taken).
+// Collective: every rank calls it with the same model. ConfigError for fp16 (not supported).
+ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
+                               ShardStage stage, Precision precision);
+
+}  // namespace hwt
