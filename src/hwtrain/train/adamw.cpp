@@ -14,13 +14,25 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
     : options_(options), fused_(options.fused) {
   auto add = [&](auto& group, bool decay) {
     for (auto& [name, p] : group) {
-      auto moment_options = p.options().dtype(torch::kFloat32);
-      slots_.push_back({name, p, torch::zeros_like(p, moment_options), torch::zeros_like(p, moment_options),
-                        torch::zeros({}, moment_options), decay});
+      Slot s{name, p, {}, {}, torch::zeros({}, p.options().dtype(torch::kFloat32)), decay};
+      s.quantized = options.int8_moments && p.numel() >= kMinInt8MomentElements;
+      zero_moments(s);
+      slots_.push_back(std::move(s));
     }
   };
   add(named_decay, true);
   add(named_no_decay, false);
+}
+
+void AdamW::zero_moments(Slot& s) {
+  const auto moment_options = s.param.options().dtype(torch::kFloat32);
+  if (s.quantized) {
+    s.qm = quantize_blockwise(torch::zeros({s.param.numel()}, moment_options), /*is_signed=*/true);
+    s.qv = quantize_blockwise(torch::zeros({s.param.numel()}, moment_options), /*is_signed=*/false);
+  } else {
+    s.exp_avg = torch::zeros_like(s.param, moment_options);
+    s.exp_avg_sq = torch::zeros_like(s.param, moment_options);
+  }
 }
 
 void AdamW::set_owned(const std::vector<std::string>& owned) {
@@ -28,13 +40,21 @@ void AdamW::set_owned(const std::vector<std::string>& owned) {
   for (auto& s : slots_) {
     s.owned = names.empty() || names.count(s.name) > 0;
     if (!s.owned) {  // a shard's optimizer state lives on its owner only
-      s.exp_avg = torch::Tensor();
-      s.exp_avg_sq = torch::Tensor();
-    } else if (!s.exp_avg.defined()) {
-      s.exp_avg = torch::zeros_like(s.param, s.param.options().dtype(torch::kFloat32));
-      s.exp_avg_sq = torch::zeros_like(s.exp_avg);
+      s.exp_avg = s.exp_avg_sq = torch::Tensor();
+      s.qm = s.qv = BlockQuantized{};
+    } else if (!s.exp_avg.defined() && !s.qm.codes.defined()) {
+      zero_moments(s);
     }
   }
+}
+
+void AdamW::step_quantized(Slot& s, double lr) {
+  s.exp_avg = dequantize_blockwise(s.qm, true).view(s.param.sizes());
+  s.exp_avg_sq = dequantize_blockwise(s.qv, false).view(s.param.sizes());
+  step_reference(s, lr);
+  s.qm = quantize_blockwise(s.exp_avg, true);
+  s.qv = quantize_blockwise(s.exp_avg_sq, false);
+  s.exp_avg = s.exp_avg_sq = torch::Tensor();
 }
 
 void AdamW::step_reference(Slot& s, double lr) {
@@ -75,16 +95,24 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
     for (auto& s : slots_) {
       if (!s.owned || !s.param.grad().defined()) continue;
       if (grad_scale.defined()) s.param.grad().div_(grad_scale);
-      step_reference(s, lr);
+      s.quantized ? step_quantized(s, lr) : step_reference(s, lr);
     }
     return;
+  }
+  for (auto& s : slots_) {  // 8-bit moments: dequantized and updated one parameter at a time
+    if (!s.quantized || !s.owned || !s.param.grad().defined()) continue;
+    if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
+    if (grad_scale.defined()) s.param.grad().div_(grad_scale);
+    step_quantized(s, lr);
   }
   // The fused kernel wants lists of same-dtype tensors per call: group by (decay, param dtype).
   for (bool decay : {true, false}) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
       std::vector<torch::Tensor> params, grads, m, v, steps;
       for (auto& s : slots_) {
-        if (s.decay != decay || !s.owned || s.param.scalar_type() != dtype || !s.param.grad().defined()) continue;
+        if (s.decay != decay || !s.owned || s.quantized || s.param.scalar_type() != dtype || !s.param.grad().defined()) {
+          continue;
+        }
         params.push_back(s.param);
         grads.push_back(s.param.grad());
         m.push_back(s.exp_avg);
@@ -96,7 +124,7 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
         // The fused kernel requires moments of the parameter dtype; keep fp32 moments and use
         // the reference update for low-precision weights instead.
         for (auto& s : slots_) {
-          if (s.decay == decay && s.owned && s.param.scalar_type() == dtype && s.param.grad().defined()) {
+          if (s.decay == decay && s.owned && !s.quantized && s.param.scalar_type() == dtype && s.param.grad().defined()) {
             if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
             if (grad_scale.defined()) s.param.grad().div_(grad_scale);
             step_reference(s, lr);
@@ -114,6 +142,10 @@ void AdamW::step_parameter(size_t index, double lr) {
   torch::NoGradGuard no_grad;
   Slot& s = slots_[index];
   if (!s.owned || !s.param.grad().defined()) return;
+  if (s.quantized) {
+    step_quantized(s, lr);
+    return;
+  }
   if (!fused_ || s.param.scalar_type() != torch::kFloat32) {
     step_reference(s, lr);
     return;
@@ -125,8 +157,7 @@ void AdamW::reset_state() {
   torch::NoGradGuard no_grad;
   for (auto& s : slots_) {
     if (!s.owned) continue;
-    s.exp_avg.zero_();
-    s.exp_avg_sq.zero_();
+    zero_moments(s);
     s.step.zero_();
   }
 }
@@ -141,8 +172,15 @@ std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& s : slots_) {
     if (!s.owned) continue;
-    out.emplace_back("exp_avg." + s.name, s.exp_avg);
-    out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
+    if (s.quantized) {
+      out.emplace_back("exp_avg.q8." + s.name, s.qm.codes);
+      out.emplace_back("exp_avg.absmax." + s.name, s.qm.absmax);
+      out.emplace_back("exp_avg_sq.q8." + s.name, s.qv.codes);
+      out.emplace_back("exp_avg_sq.absmax." + s.name, s.qv.absmax);
+    } else {
+      out.emplace_back("exp_avg." + s.name, s.exp_avg);
+      out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
+    }
     out.emplace_back("step." + s.name, s.step);
   }
   return out;
@@ -153,16 +191,51 @@ void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>&
   torch::NoGradGuard no_grad;
   for (auto& s : slots_) {
     if (!s.owned) continue;
-    const std::pair<const char*, torch::Tensor*> entries[] = {
-        {"exp_avg.", &s.exp_avg}, {"exp_avg_sq.", &s.exp_avg_sq}, {"step.", &s.step}};
-    for (const auto& [key, dst] : entries) {
-      auto it = by_name.find(key + s.name);
-      if (it == by_name.end()) throw IoError("optimizer state lacks '" + std::string(key) + s.name + "'");
-      if (it->second.sizes() != dst->sizes()) {
-        throw IoError("optimizer state '" + std::string(key) + s.name + "' has shape " +
-                      c10::str(it->second.sizes()) + ", the model needs " + c10::str(dst->sizes()));
+    load_moments(s, by_name);
+    auto it = by_name.find("step." + s.name);
+    if (it == by_name.end()) throw IoError("optimizer state lacks 'step." + s.name + "'");
+    if (it->second.numel() != 1) throw IoError("optimizer state 'step." + s.name + "' is not a scalar");
+    s.step.copy_(it->second.reshape({}));
+  }
+}
+
+namespace {
+
+const torch::Tensor& state_entry(const std::map<std::string, torch::Tensor>& by_name, const std::string& key,
+                                 int64_t numel) {
+  auto it = by_name.find(key);
+  if (it == by_name.end()) throw IoError("optimizer state lacks '" + key + "'");
+  if (it->second.numel() != numel) {
+    throw IoError("optimizer state '" + key + "' has " + std::to_string(it->second.numel()) + " elements, the model needs " +
+                  std::to_string(numel));
+  }
+  return it->second;
+}
+
+}  // namespace
+
+// A moment saved in either form (fp32, or 8-bit codes with their scales) into this slot's form.
+void AdamW::load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by_name) {
+  const int64_t n = s.param.numel(), blocks = (n + kQuantBlockSize - 1) / kQuantBlockSize;
+  for (const bool first : {true, false}) {
+    const std::string key = first ? "exp_avg." : "exp_avg_sq.";
+    torch::Tensor whole;  // the fp32 moment, when it must be (de)quantized
+    const bool saved_q8 = by_name.count(key + "q8." + s.name) > 0;
+    if (saved_q8) {
+      BlockQuantized q{state_entry(by_name, key + "q8." + s.name, n).to(torch::kUInt8).reshape(-1).to(s.param.device()),
+                       state_entry(by_name, key + "absmax." + s.name, blocks).to(torch::kFloat32).reshape(-1).to(s.param.device())};
+      if (s.quantized) {
+        (first ? s.qm : s.qv) = q;
+        continue;
       }
-      dst->copy_(it->second);
+      whole = dequantize_blockwise(q, first);
+    } else {
+      whole = state_entry(by_name, key + s.name, n).to(torch::kFloat32);
+    }
+    if (s.quantized) {
+      (first ? s.qm : s.qv) = quantize_blockwise(whole.to(s.param.device()), first);
+    } else {
+      (first ? s.exp_avg : s.exp_avg_sq).copy_(whole.reshape(s.param.sizes()));
     }
   }
 }
@@ -183,7 +256,9 @@ bool AdamW::decays(const std::string& name) const {
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& s : slots_) {
-    if (s.owned && s.exp_avg.defined()) bytes += 2 * s.exp_avg.numel() * static_cast<int64_t>(sizeof(float));
+    if (!s.owned) continue;
+    if (s.quantized) bytes += s.qm.bytes() + s.qv.bytes();
+    if (s.exp_avg.defined()) bytes += 2 * s.exp_avg.numel() * static_cast<int64_t>(sizeof(float));
   }
   return bytes;
 }

@@ -1,20 +1,30 @@
 // AdamW with decoupled weight decay over two parameter groups (decayed / not decayed).
 // Uses ATen's fused kernel (at::_fused_adamw_, CPU and CUDA in 2.x) when enabled, with the
 // reference per-tensor update kept as the path it is tested against. Moments are fp32 even when
-// weights are bf16. The state (moments and step counts) is exposed for checkpoints and ZeRO-1.
+// weights are bf16, or with int8_moments block-wise 8-bit (train/blockwise_quant.h, as
+// bitsandbytes' 8-bit AdamW): each such parameter's moments are dequantized, updated by the
+// reference rule and quantized again; tensors under 4096 elements keep fp32 moments, as
+// bitsandbytes does. The state (moments and step counts) is exposed for checkpoints and ZeRO-1.
 #pragma once
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "hwtrain/train/blockwise_quant.h"
 
 namespace hwt {
 
 struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1;
   bool fused = true;
+  bool int8_moments = false;  // optimization.optimizer_state_dtype = int8
 };
+
+// Parameters below this many elements keep fp32 moments under int8_moments (bitsandbytes' min_8bit_size).
+constexpr int64_t kMinInt8MomentElements = 4096;
 
 class AdamW {
  public:
@@ -40,7 +50,10 @@ class AdamW {
 
   bool fused() const { return fused_; }
   const AdamWOptions& options() const { return options_; }
-  // State tensors named "exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>".
+  // State tensors named "exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>"; 8-bit moments as
+  // "exp_avg.q8.<param>" / "exp_avg_sq.q8.<param>" (uint8 codes, flattened) with their per-block
+  // scales "exp_avg.absmax.<param>" / "exp_avg_sq.absmax.<param>". load_state converts between the
+  // two forms, so a run may resume with the other state dtype.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
   // Loads what state() saved; throws IoError naming a missing or mis-shaped entry.
   void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state);
@@ -55,8 +68,13 @@ class AdamW {
     torch::Tensor param, exp_avg, exp_avg_sq, step;  // step: fp32 scalar tensor (fused API)
     bool decay;
     bool owned = true;
+    bool quantized = false;       // 8-bit moments in qm / qv; exp_avg and exp_avg_sq are undefined
+    BlockQuantized qm, qv;
   };
   void step_reference(Slot& s, double lr);
+  void step_quantized(Slot& s, double lr);  // dequantize, step_reference, quantize
+  void zero_moments(Slot& s);
+  void load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by_name);
   // One at::_fused_adamw_ call over same-dtype lists of one decay group; counts their steps.
   void step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                   const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
