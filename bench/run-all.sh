@@ -14,5 +14,7 @@ bench/side_by_side.sh "$BUILD"
 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 "$BUILD/bench/bench_memory_model_bench"
 bench/auto_batch.sh "$BUILD" 0.075
 bench/dist_bench.sh "$BUILD" 10
+bench/sharding_bench.sh "$BUILD" 6 fp32
+bench/int8_state_bench.sh "$BUILD" 300
 BENCH="$BUILD/bench/bench_data_bench" bench/data_bench.sh
 bench/obs_overhead.sh 150 2

@@ -62,6 +62,8 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
   if (!sharded) return;
+  // A single-process checkpoint resumes on 2 sharded ranks (ZeRO-3: the shards are cut from it).
+  if (sharding == "zero3") std::filesystem::copy(dir / "one", dir / "three", std::filesystem::copy_options::recursive);
   // Rank 0 gathered both shards: one process resumes and continues like the single-rank run.
   ASSERT_EQ(run("train " + common + " --set train.max_steps=22 --set checkpoint.save_final=false"
                     " --set train.micro_batch_size=4 --resume two",
@@ -75,6 +77,15 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   ASSERT_EQ(a2.size(), 22u);
   ASSERT_EQ(b2.size(), 22u);
   for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1;
+  if (sharding != "zero3") return;
+  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port + 1) + " -- train " + common +
+                    " --set train.max_steps=22 --set checkpoint.save_final=false --set train.micro_batch_size=2"
+                    " --set dist.sharding=zero3 --resume three",
+                dir.path()),
+            0);
+  auto c2 = losses(dir / "three" / "metrics.jsonl");
+  ASSERT_EQ(c2.size(), 22u);
+  for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], c2[i], 1e-5) << "step " << i + 1 << " resumed on 2 ranks";
 }
 
 INSTANTIATE_TEST_SUITE_P(DataParallel, TwoRanks, ::testing::Values("none", "zero1", "zero2", "zero3"),

@@ -128,5 +128,18 @@ TEST(Int8AdamW, StateRoundTripsAndConvertsFromAndToFp32) {
   EXPECT_THROW(again.load_state(missing), std::exception);
 }
 
+// A sharded run replaces its whole optimizer before any step: with defer_state it never holds the
+// whole moments; a step (or a load) allocates them, and the update equals an eager optimizer's.
+TEST(AdamWDeferredState, AllocatesMomentsOnlyWhenFirstUsed) {
+  AdamWOptions deferred;
+  deferred.defer_state = true;
+  Problem a = make_problem(), b = make_problem();
+  AdamW lazy({{"w", a.w}}, {{"b", a.small}}, deferred), eager({{"w", b.w}}, {{"b", b.small}}, AdamWOptions{});
+  EXPECT_EQ(lazy.state_bytes(), 0);
+  EXPECT_FALSE(lazy.has_state());
+  EXPECT_EQ(train(a, lazy, 3), train(b, eager, 3));
+  EXPECT_EQ(lazy.state_bytes(), eager.state_bytes());
+}
+
 }  // namespace
 }  // namespace hwt

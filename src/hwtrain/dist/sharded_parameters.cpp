@@ -209,20 +209,19 @@ void ShardedParameters::reshard(Unit& u) {
 
 void ShardedParameters::before_forward(size_t unit) {
   if (options_.stage != ShardStage::Zero3) return;
+  if (unit == 0) in_backward_ = false;  // every forward starts with unit 0 (the embeddings)
   ensure_gathered(unit);
-  const size_t rest = units_.size() - 1;
-  if (options_.prefetch) {
-    const size_t next = unit == rest ? 0 : unit + 1;  // the rest comes first, then the blocks in order
-    if (next < rest) launch_gather(*units_[next]);
-  }
+  // In backward a checkpointed block's recomputation calls this too: its next unit is done then.
+  if (options_.prefetch && !in_backward_ && unit + 1 < units_.size()) launch_gather(*units_[unit + 1]);
 }
 
 torch::Tensor ShardedParameters::after_forward(size_t unit, const torch::Tensor& out) {
-  if (options_.stage != ShardStage::Zero3 || unit + 1 >= units_.size()) return out;
+  if (options_.stage != ShardStage::Zero3) return out;
   if (torch::GradMode::is_enabled() && out.requires_grad()) {
-    // The block's backward starts when the gradient of its output arrives: gather it (and the
-    // block before it, which backward reaches next) just before.
+    // The unit's backward starts when the gradient of its output arrives: gather it (and the unit
+    // before it, which backward reaches next) just before.
     out.register_hook([this, unit](const torch::Tensor& grad) {
+      in_backward_ = true;
       ensure_gathered(unit);
       if (options_.prefetch && unit > 0) launch_gather(*units_[unit - 1]);
       return grad;

@@ -1,6 +1,6 @@
 // ShardedParameters: ZeRO-2 and ZeRO-3 (Rajbhandari et al. 2020; FSDP's flat units) over c10d.
-// The parameters come in units (a transformer block each, plus the rest: embeddings, final norm,
-// head). Each unit is laid out as one flat buffer, padded to a multiple of the world size, and rank
+// The parameters come in units, in forward order (the embeddings, a transformer block each, the
+// head: model/parameter_units.h). Each unit is laid out as one flat buffer, padded to a multiple of the world size, and rank
 // r owns slice r of it: the fp32 master values of that slice, the averaged gradient of that slice,
 // and (through the optimizer built over segments()) its AdamW moments. The module's parameters
 // become views of the unit's flat buffer in the compute dtype (fp32, or bf16 as FSDP2's
@@ -12,11 +12,12 @@
 //              the shard of the gradients); the shards accumulate in fp32.
 //   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
 //   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
-//              (and starts gathering the next block, prefetch), after_forward(u) frees it and hooks
-//              the block's output so that its backward gathers it again (and prefetches the block
-//              before); it is freed once its gradients are reduced. The rest stays gathered from the
-//              first forward to the end of backward. Freeing releases the buffer's storage (as FSDP
-//              does), so the views that autograd saved see the data again when it is re-gathered.
+//              (and starts gathering unit u + 1, prefetch), after_forward(u) frees it and hooks the
+//              unit's output so that its backward gathers it again (and prefetches unit u - 1); it is
+//              freed once its gradients are reduced. A unit the model never passes to after_forward
+//              (a tied embedding, used first and last) stays gathered until then. Freeing releases
+//              the buffer's storage (as FSDP does), so the views autograd saved see the data again
+//              once it is re-gathered.
 // The model calls before_forward/after_forward through its UnitHooks seam (model/parameter_units.h;
 // train/sharded_training.h connects the two). Every rank must construct this with the same units.
 #pragma once
@@ -37,7 +38,7 @@ enum class ShardStage { Zero2, Zero3 };
 const char* shard_stage_name(ShardStage s);  // "zero2" | "zero3"
 
 struct ShardedUnitParams {
-  std::string name;                                          // "h.3", "rest"
+  std::string name;                                          // "embed", "h.3", "head"
   std::vector<std::pair<std::string, torch::Tensor>> params;  // leaves that require grad
 };
 
@@ -93,8 +94,9 @@ class ShardedParameters : public GradientSync {
   // ZeRO-3: gathers every unit, e.g. before sampling or exporting outside the training forward.
   void gather_all();
 
-  // The whole fp32 master value of every parameter, on every rank (collective; one unit at a time).
-  std::vector<std::pair<std::string, torch::Tensor>> full_parameters();
+  // The whole fp32 master value of every parameter in host memory, on rank 0 (on every rank with
+  // `everywhere`); collective, one unit at a time on the device.
+  std::vector<std::pair<std::string, torch::Tensor>> full_parameters(bool everywhere = false);
   // AdamW state of whole parameters ("exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>") cut
   // into this rank's segments ("exp_avg.<param>@<offset>", ...), and back: unshard_state takes
   // every rank's segment state (gather_optimizer_state) and rebuilds the whole tensors.
@@ -132,6 +134,7 @@ class ShardedParameters : public GradientSync {
   std::vector<Hook> hooks_;
   std::vector<Flight> flights_;
   ShardingStats stats_;
+  bool in_backward_ = false;  // between the first block's backward hook and the next forward
 };
 
 }  // namespace hwt

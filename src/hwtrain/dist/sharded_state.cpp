@@ -10,7 +10,7 @@ namespace hwt {
 
 using NamedList = std::vector<std::pair<std::string, torch::Tensor>>;
 
-NamedList ShardedParameters::full_parameters() {
+NamedList ShardedParameters::full_parameters(bool everywhere) {
   torch::NoGradGuard no_grad;
   NamedList out;
   for (auto& up : units_) {
@@ -18,8 +18,10 @@ NamedList ShardedParameters::full_parameters() {
     torch::Tensor whole = torch::empty({u.shard * group_->world_size()}, u.master.options());
     torch::Tensor input = u.master.clone();
     wait(group_->all_gather_into(whole, input), "gathering the master weights of " + u.name);
+    if (!everywhere && group_->rank() != 0) continue;
+    const torch::Tensor host = whole.to(torch::kCPU);  // one unit at a time on the device
     for (size_t i = 0; i < u.params.size(); ++i) {
-      out.emplace_back(u.names[i], whole.narrow(0, u.offsets[i], u.params[i].numel()).view(u.shapes[i]).clone());
+      out.emplace_back(u.names[i], host.narrow(0, u.offsets[i], u.params[i].numel()).view(u.shapes[i]).clone());
     }
   }
   return out;

@@ -112,26 +112,29 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   TORCH_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length ", T,
               " exceeds model.block_size = ", cfg_.block_size);
 
-  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // the rest's unit comes after the blocks'
-  if (hooks) hooks->before_forward(layers_.size());
+  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
+  if (hooks) hooks->before_forward(0);
   auto x_BTC = wte(idx_BT);
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
   x_BTC = drop_(x_BTC);
+  if (hooks && !cfg_.tied_head()) x_BTC = hooks->after_forward(0, x_BTC);  // tied: the head uses it last
   const bool checkpoint = checkpoint_every_ > 0 && is_training() && torch::GradMode::is_enabled();
   for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i) {
     const std::shared_ptr<DecoderBlockImpl>& impl = layers_[i];
-    if (hooks) hooks->before_forward(i);
+    const size_t unit = static_cast<size_t>(i) + 1;
+    if (hooks) hooks->before_forward(unit);
     if (checkpoint && is_block_checkpointed(i)) {
-      auto run = [impl, hooks, i](const torch::Tensor& x) {
-        if (hooks) hooks->before_forward(i);  // the recomputation in backward needs the weights too
+      auto run = [impl, hooks, unit](const torch::Tensor& x) {
+        if (hooks) hooks->before_forward(unit);  // the recomputation in backward needs the weights too
         return impl->forward(x);
       };
       x_BTC = checkpointed(run, x_BTC, impl->parameters());
     } else {
       x_BTC = impl->forward(x_BTC);
     }
-    if (hooks) x_BTC = hooks->after_forward(i, x_BTC);
+    if (hooks) x_BTC = hooks->after_forward(unit, x_BTC);
   }
+  if (hooks && !cfg_.tied_head()) hooks->before_forward(layers_.size() + 1);  // the final norm and head
   return norm ? norm(x_BTC) : ln_f(x_BTC);
 }
 
@@ -180,8 +183,8 @@ void GPTImpl::decay_and_no_decay(std::vector<torch::Tensor>& decay, std::vector<
 std::vector<ParameterUnit> GPTImpl::parameter_units() {
   std::vector<std::pair<std::string, torch::Tensor>> all;
   for (auto& item : named_parameters()) all.emplace_back(item.key(), item.value());
-  std::vector<ParameterUnit> units;
-  std::unordered_set<const c10::TensorImpl*> in_blocks;
+  std::unordered_set<const c10::TensorImpl*> in_blocks, embeddings;
+  std::vector<ParameterUnit> blocks;
   const std::string list = cfg_.is_llama() ? "layers." : "h.";
   for (size_t i = 0; i < layers_.size(); ++i) {
     ParameterUnit unit{list + std::to_string(i), {}};
@@ -191,13 +194,21 @@ std::vector<ParameterUnit> GPTImpl::parameter_units() {
       if (mine.count(p.unsafeGetTensorImpl())) unit.params.emplace_back(name, p);
     }
     in_blocks.insert(mine.begin(), mine.end());
-    units.push_back(std::move(unit));
+    blocks.push_back(std::move(unit));
   }
-  ParameterUnit rest{"rest", {}};
+  embeddings.insert(wte->weight.unsafeGetTensorImpl());
+  if (wpe) embeddings.insert(wpe->weight.unsafeGetTensorImpl());
+  // Tied: one unit for all the rest (the head is the embedding). Untied: embeddings first, the final
+  // norm and the head last, each gathered only around its own use.
+  const bool split = !cfg_.tied_head();
+  ParameterUnit first{split ? "embed" : "rest", {}}, last{"head", {}};
   for (const auto& [name, p] : all) {
-    if (!in_blocks.count(p.unsafeGetTensorImpl())) rest.params.emplace_back(name, p);
+    if (in_blocks.count(p.unsafeGetTensorImpl())) continue;
+    (!split || embeddings.count(p.unsafeGetTensorImpl()) ? first : last).params.emplace_back(name, p);
   }
-  units.push_back(std::move(rest));
+  std::vector<ParameterUnit> units{std::move(first)};
+  for (auto& b : blocks) units.push_back(std::move(b));
+  if (split) units.push_back(std::move(last));
   return units;
 }
 

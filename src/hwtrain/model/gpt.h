@@ -82,8 +82,9 @@ class GPTImpl : public torch::nn::Module {
   int64_t activation_checkpointing() const { return checkpoint_every_; }
   bool is_block_checkpointed(int64_t layer) const;
 
-  // The blocks' parameters, one unit each, then the rest's (model/parameter_units.h); every
-  // parameter in exactly one unit. Hooks (null = none) run around the units in training forwards.
+  // The parameters in units, in forward order (model/parameter_units.h): the embeddings (with the
+  // final norm when the head is tied: "rest"), one unit per block, then, untied, the final norm and
+  // head ("head"); every parameter in exactly one unit. Hooks (null = none) run around the units.
   std::vector<ParameterUnit> parameter_units();
   void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) { unit_hooks_ = std::move(hooks); }
   UnitHooks* unit_hooks() const { return unit_hooks_.get(); }

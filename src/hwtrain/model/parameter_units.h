@@ -1,10 +1,12 @@
 // Parameter units: the model's parameters grouped as sharding gathers and frees them (ZeRO-3 /
-// FSDP's "units", dist/sharded_parameters.h): one per decoder block, in order, then one for the
-// rest (token and position embeddings, the final norm and an untied head), which the forward uses
-// first and last. UnitHooks is the seam through which a sharding engine makes a unit's parameters
-// present while it runs: the GPT calls before_forward(u) before unit u's forward (also before the
-// recomputation of a checkpointed block in backward, which calls the block again) and passes each
-// block's output through after_forward(u, out), where the engine can hook the block's backward.
+// FSDP's "units", dist/sharded_parameters.h), in forward order: the embeddings (with the final norm
+// and tied head: "rest", used first and last), one unit per decoder block, and for an untied head
+// the final norm and head ("head"). UnitHooks is the seam through which a sharding engine makes a
+// unit's parameters present while it runs: the model calls before_forward(u) before unit u's
+// forward (also before the recomputation of a checkpointed block in backward) and passes the output
+// of each unit it is done with through after_forward(u, out), where the engine frees the unit and
+// hooks its backward. Unit 0 starts every forward; a unit never passed to after_forward (the
+// tied rest, the head) stays until its gradients are reduced.
 #pragma once
 #include <torch/torch.h>
 

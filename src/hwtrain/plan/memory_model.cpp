@@ -59,18 +59,20 @@ int64_t count_embedding_parameters(const ModelConfig& m) {
 
 // ZeRO-2/3 (dist/sharded_parameters.h): per rank an fp32 master shard and an fp32 gradient shard,
 // and the parameters in the compute dtype whole (ZeRO-2) or not at all (ZeRO-3); in the buffers,
-// ZeRO-3's gathered units (the rest's and two blocks: the running one and the prefetched one) and
-// one block's gradients with its flat fp32 reduce buffer, beside the rest's until the end.
+// ZeRO-3's gathered units (an edge unit and two blocks: the running one and the prefetched one) and
+// one block's gradients with its flat fp32 reduce buffer beside an edge unit's. The edge unit is
+// all the rest when the head is tied (gathered through the step), else the embeddings or the head.
 void add_sharded_states(const MemoryQuery& q, MemoryEstimate& e) {
   const ModelConfig& m = q.model;
   const double n = static_cast<double>(q.world_size), params = static_cast<double>(gpt_num_parameters(m));
   const double compute = q.precision == Precision::Fp32 ? kBytesFp32 : 2.0;
   const double rest = static_cast<double>(count_embedding_parameters(m));
   const double block = (params - rest) / static_cast<double>(std::max<int64_t>(1, m.n_layer));
+  const double edge = m.tied_head() ? rest : rest / 2.0;
   const bool zero2 = q.sharding == Sharding::Zero2;
   e.parameters = params * kBytesFp32 / n + (zero2 ? params * compute : 0.0);
   e.gradients = params * kBytesFp32 / n;
-  e.buffers = (compute + kBytesFp32) * (block + rest) + (zero2 ? 0.0 : (rest + 2.0 * block) * compute);
+  e.buffers = (compute + kBytesFp32) * (block + edge) + (zero2 ? 0.0 : (edge + 2.0 * block) * compute);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
     for (auto& [name, p] : group) {
       Slot s{name, p, {}, {}, torch::zeros({}, p.options().dtype(torch::kFloat32)), decay};
       s.quantized = options.int8_moments && p.numel() >= kMinInt8MomentElements;
-      zero_moments(s);
+      if (!options.defer_state) zero_moments(s);
       slots_.push_back(std::move(s));
     }
   };
@@ -90,6 +90,9 @@ void AdamW::step_fused(const std::vector<torch::Tensor>& params, const std::vect
 
 void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
   torch::NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    if (s.owned && !has_moments(s)) zero_moments(s);  // deferred until now
+  }
   if (!fused_) {
     if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
     for (auto& s : slots_) {
@@ -142,6 +145,7 @@ void AdamW::step_parameter(size_t index, double lr) {
   torch::NoGradGuard no_grad;
   Slot& s = slots_[index];
   if (!s.owned || !s.param.grad().defined()) return;
+  if (!has_moments(s)) zero_moments(s);
   if (s.quantized) {
     step_quantized(s, lr);
     return;
@@ -171,7 +175,7 @@ void AdamW::zero_grad() {
 std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& s : slots_) {
-    if (!s.owned) continue;
+    if (!s.owned || !has_moments(s)) continue;
     if (s.quantized) {
       out.emplace_back("exp_avg.q8." + s.name, s.qm.codes);
       out.emplace_back("exp_avg.absmax." + s.name, s.qm.absmax);
@@ -216,6 +220,7 @@ const torch::Tensor& state_entry(const std::map<std::string, torch::Tensor>& by_
 
 // A moment saved in either form (fp32, or 8-bit codes with their scales) into this slot's form.
 void AdamW::load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by_name) {
+  if (!has_moments(s)) zero_moments(s);
   const int64_t n = s.param.numel(), blocks = (n + kQuantBlockSize - 1) / kQuantBlockSize;
   for (const bool first : {true, false}) {
     const std::string key = first ? "exp_avg." : "exp_avg_sq.";
@@ -244,6 +249,13 @@ std::vector<std::pair<std::string, torch::Tensor>> AdamW::named_parameters() con
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& s : slots_) out.emplace_back(s.name, s.param);
   return out;
+}
+
+bool AdamW::has_state() const {
+  for (const auto& s : slots_) {
+    if (has_moments(s)) return true;
+  }
+  return false;
 }
 
 bool AdamW::decays(const std::string& name) const {

@@ -21,6 +21,9 @@ struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.1;
   bool fused = true;
   bool int8_moments = false;  // optimization.optimizer_state_dtype = int8
+  // Moments allocated at the first step, load or reset instead of at construction: a ZeRO-2/3 run
+  // replaces this optimizer by one over its shards and must never hold the whole moments.
+  bool defer_state = false;
 };
 
 // Parameters below this many elements keep fp32 moments under int8_moments (bitsandbytes' min_8bit_size).
@@ -61,6 +64,7 @@ class AdamW {
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   int64_t state_bytes() const;  // bytes of moment tensors this rank holds
   bool decays(const std::string& name) const;  // whether parameter `name` is in the decayed group
+  bool has_state() const;  // whether any moments exist yet (see AdamWOptions::defer_state)
 
  private:
   struct Slot {
@@ -74,6 +78,7 @@ class AdamW {
   void step_reference(Slot& s, double lr);
   void step_quantized(Slot& s, double lr);  // dequantize, step_reference, quantize
   void zero_moments(Slot& s);
+  static bool has_moments(const Slot& s) { return s.quantized ? s.qm.codes.defined() : s.exp_avg.defined(); }
   void load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by_name);
   // One at::_fused_adamw_ call over same-dtype lists of one decay group; counts their steps.
   void step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,

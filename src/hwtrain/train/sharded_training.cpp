@@ -43,7 +43,7 @@ ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared
   std::vector<std::pair<std::string, torch::Tensor>> decay, no_decay;
   for (const auto& seg : engine->segments()) (whole.decays(seg.param) ? decay : no_decay).emplace_back(seg.name(), seg.master);
   auto optimizer = std::make_shared<AdamW>(decay, no_decay, whole.options());
-  optimizer->load_state(engine->shard_state(whole_state));
+  if (whole.has_state()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
 
   ShardedTraining out;
   out.engine = engine;

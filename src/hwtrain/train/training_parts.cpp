@@ -17,6 +17,7 @@ std::unique_ptr<AdamW> make_adamw(const Plan& plan, const TrainConfig& train, GP
   opt.weight_decay = train.weight_decay;
   opt.fused = plan.fused_optimizer;
   opt.int8_moments = plan.optimizer_state_dtype == StateDtype::Int8;
+  opt.defer_state = plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3;
   return std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 }
 
