@@ -4,27 +4,11 @@
 // recomputation does not prefetch), never holding more than the rest's unit and two blocks.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include "dist/dist_test_util.h"
 #include "hwtrain/train/sharded_training.h"
 
 namespace hwt {
 namespace {
-
-int unused_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // GPT-2 (tied head: embeddings, final norm and head are one unit) or Llama with an untied head
 // (units: embeddings, the blocks, final norm and head).
@@ -57,7 +41,7 @@ class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStag
 
 TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerStep) {
   DistEnv env;
-  env.master_port = unused_port();
+  env.master_port = testing::free_port();
   DistConfig config;
   config.timeout = 30;
   auto group = std::make_shared<ProcessGroup>(env, config);

@@ -1,6 +1,5 @@
 #include "hwtrain/dist/ddp.h"
 
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include <algorithm>
 #include <map>
@@ -36,11 +35,6 @@ CommStats& CommStats::operator+=(const CommStats& o) {
 
 // A post hook on a parameter's AccumulateGrad node. The node is owned here: the parameter keeps
 // only a weak reference, and a new node (without the hook) would replace a dropped one.
-struct DataParallel::Hook {
-  std::shared_ptr<torch::autograd::Node> accumulator;
-  uintptr_t key;
-};
-
 void broadcast_tensors(ProcessGroup& group, const std::vector<torch::Tensor>& tensors, int root,
                        const std::string& what) {
   torch::NoGradGuard no_grad;
@@ -105,15 +99,8 @@ DataParallel::DataParallel(std::shared_ptr<ProcessGroup> group, std::vector<torc
   }
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
-    TORCH_CHECK(accumulator, "DataParallel: parameter ", k, " is not a leaf tensor");
-    auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_gradient_ready(k);
-          return outputs;
-        });
-    const uintptr_t key = accumulator->add_post_hook(std::move(hook));
-    hooks_.push_back({std::move(accumulator), key});
+    hooks_.emplace_back(params_[k], [this, k] { on_gradient_ready(k); },
+                        "DataParallel: parameter " + std::to_string(k));
   }
   int64_t total = 0;
   for (auto b : bucket_bytes) total += b;
@@ -121,9 +108,7 @@ DataParallel::DataParallel(std::shared_ptr<ProcessGroup> group, std::vector<torc
            buckets_.size(), format_bytes(static_cast<double>(total)), format_bytes(options_.bucket_size_mb * mb));
 }
 
-DataParallel::~DataParallel() {
-  for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);
-}
+DataParallel::~DataParallel() = default;
 
 std::vector<std::vector<size_t>> DataParallel::bucket_layout() const {
   std::vector<std::vector<size_t>> out;

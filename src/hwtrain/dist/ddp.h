@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "hwtrain/dist/gradient_hook.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/dist/process_group.h"
 
@@ -47,7 +48,7 @@ class DataParallel : public GradientSync {
   // that do not require gradients are ignored. Every rank must pass the same list.
   DataParallel(std::shared_ptr<ProcessGroup> group, std::vector<torch::Tensor> parameters,
                DataParallelOptions options = {});
-  ~DataParallel() override;  // removes the hooks
+  ~DataParallel() override;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
@@ -75,7 +76,6 @@ class DataParallel : public GradientSync {
     ProcessGroup::WorkPtr work;
     Clock::time_point launched_at;
   };
-  struct Hook;
 
   void on_gradient_ready(size_t param);
   void launch_ready_buckets();  // in order, stopping at the first bucket not ready
@@ -89,7 +89,7 @@ class DataParallel : public GradientSync {
   DataParallelOptions options_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
-  std::vector<Hook> hooks_;
+  std::vector<GradientHook> hooks_;
   // Completion times (ns since the clock's epoch) written by the backends' callbacks; shared so a
   // late callback never touches a destroyed object.
   std::shared_ptr<std::vector<std::atomic<int64_t>>> done_ns_;

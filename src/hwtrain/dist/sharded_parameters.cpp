@@ -1,8 +1,5 @@
 #include "hwtrain/dist/sharded_parameters.h"
 
-#include <torch/csrc/autograd/functions/utils.h>
-#include <torch/csrc/autograd/variable.h>
-
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -50,11 +47,6 @@ struct ShardedParameters::Flight {
   std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after the wait)
 };
 
-struct ShardedParameters::Hook {
-  std::shared_ptr<torch::autograd::Node> accumulator;
-  uintptr_t key;
-};
-
 ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::vector<ShardedUnitParams> units,
                                      ShardingOptions options)
     : group_(std::move(group)), options_(options) {
@@ -98,15 +90,8 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
     units_.push_back(std::move(u));
   }
   for (size_t k = 0; k < units_.size(); ++k) {
-    for (const auto& p : units_[k]->params) {
-      auto accumulator = torch::autograd::impl::grad_accumulator(p);
-      auto hook = std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, k](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-            on_gradient_ready(k);
-            return outputs;
-          });
-      const uintptr_t key = accumulator->add_post_hook(std::move(hook));
-      hooks_.push_back({std::move(accumulator), key});
+    for (size_t i = 0; i < units_[k]->params.size(); ++i) {
+      hooks_.emplace_back(units_[k]->params[i], [this, k] { on_gradient_ready(k); }, "sharding: " + units_[k]->names[i]);
     }
   }
   if (options_.stage == ShardStage::Zero3) {
@@ -116,7 +101,7 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
 }
 
 ShardedParameters::~ShardedParameters() {
-  for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);
+  hooks_.clear();
   for (auto& u : units_) {  // no collective may outlive the buffers it writes
     try {
       if (u->gather_work) u->gather_work->wait();

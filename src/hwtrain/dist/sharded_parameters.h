@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "hwtrain/dist/gradient_hook.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/dist/process_group.h"
 
@@ -115,7 +116,6 @@ class ShardedParameters : public GradientSync {
 
  private:
   struct Unit;
-  struct Hook;
   struct Flight;
   void track(const ProcessGroup::WorkPtr& work);
   void count_flights();  // adds the finished collectives' in-flight wall time to the stats
@@ -131,7 +131,7 @@ class ShardedParameters : public GradientSync {
   ShardingOptions options_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<ShardSegment> segments_;
-  std::vector<Hook> hooks_;
+  std::vector<GradientHook> hooks_;
   std::vector<Flight> flights_;
   ShardingStats stats_;
   bool in_backward_ = false;  // between the first block's backward hook and the next forward
