@@ -62,6 +62,21 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
   if (!sharded) return;
+  if (recompute) {  // ZeRO-2/3 checkpoints are sharded: one file per rank and sharding.json
+    const auto ckpt = dir / "two" / "checkpoints" / "step_00000020";
+    EXPECT_TRUE(std::filesystem::exists(ckpt / "shard-00000-of-00002.safetensors"));
+    EXPECT_TRUE(std::filesystem::exists(ckpt / "shard-00001-of-00002.safetensors"));
+    EXPECT_TRUE(std::filesystem::exists(ckpt / "sharding.json"));
+    EXPECT_FALSE(std::filesystem::exists(ckpt / "model.safetensors"));
+    std::filesystem::copy(dir / "two", dir / "broken", std::filesystem::copy_options::recursive);
+    std::filesystem::remove(dir / "broken" / "checkpoints" / "step_00000020" / "shard-00001-of-00002.safetensors");
+    const std::string eval = std::string(HWTRAIN_BINARY) + " eval broken --data corpus --set data.document_separator=% "
+                             "--set data.cache_dir=cache > broken.log 2>&1";
+    EXPECT_NE(std::system(("cd '" + dir.path().string() + "' && " + eval).c_str()), 0);
+    std::ifstream log(dir / "broken.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), {});
+    EXPECT_NE(text.find("shard-00001-of-00002.safetensors"), std::string::npos) << text;
+  }
   // A single-process checkpoint resumes on 2 sharded ranks (ZeRO-3: the shards are cut from it).
   if (sharding == "zero3") std::filesystem::copy(dir / "one", dir / "three", std::filesystem::copy_options::recursive);
   // Rank 0 gathered both shards: one process resumes and continues like the single-rank run.

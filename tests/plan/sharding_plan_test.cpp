@@ -119,6 +119,9 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("dist.sharding = zero3"), std::string::npos) << e.what();
   }
+  RunConfig probe = c;
+  probe.apply_override("optimization.auto_batch_size=true");
+  EXPECT_THROW(make_plan(hw, probe, two), ConfigError);
   RunConfig int8 = c;
   int8.apply_override("optimization.optimizer_state_dtype=int8");
   EXPECT_THROW(make_plan(hw, int8, two), ConfigError);  // ZeRO-3's shards keep fp32 moments

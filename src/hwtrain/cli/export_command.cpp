@@ -10,6 +10,7 @@
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 
 namespace hwt::cli {
 namespace {
@@ -34,13 +35,13 @@ int run_export(const ExportArgs& a) {
   } else if (a.dtype != "fp32") {
     throw ConfigError("export: --dtype " + a.dtype + " is unknown: expected fp32, bf16 or fp16");
   }
-  const SafetensorsFile weights = load_safetensors(ckpt / "model.safetensors");
+  const NamedTensors weights = read_checkpoint_weights(ckpt);  // model.safetensors or the shards joined
   if (has_tokenizer_files(ckpt)) {  // the run's tokenizer goes along when Hugging Face can read it
     const auto tok = load_tokenizer(ckpt);
     if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tok.get())) options.tokenizer_json = hf->json_text();
   }
-  export_hf(config.model, weights.tensors, a.out, options);
-  std::cout << "exported " << ckpt.string() << " (" << weights.tensors.size() << " tensors, " << a.dtype
+  export_hf(config.model, weights, a.out, options);
+  std::cout << "exported " << ckpt.string() << " (" << weights.size() << " tensors, " << a.dtype
             << (options.tokenizer_json.empty() ? ", no tokenizer files: the run's tokenizer has no Hugging Face form"
                                                : ", tokenizer.json")
             << ") to " << a.out << "\n";

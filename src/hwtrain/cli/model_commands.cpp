@@ -19,6 +19,7 @@
 #include "hwtrain/obs/log.h"
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/training_checkpoint.h"
 
 namespace hwt::cli {
@@ -64,19 +65,19 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
   m.config = resolve_config(options, ckpt);
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
-  auto weights = load_safetensors(ckpt / "model.safetensors");
+  const NamedTensors weights = read_checkpoint_weights(ckpt);  // model.safetensors or the shards joined
   {
     torch::NoGradGuard no_grad;
     auto params = m.model->named_parameters();
-    for (const auto& [name, value] : weights.tensors) {
+    for (const auto& [name, value] : weights) {
       auto* p = params.find(name);
-      if (!p) throw IoError((ckpt / "model.safetensors").string() + " has tensor '" + name + "' the model lacks");
+      if (!p) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
       if (p->sizes() != value.sizes()) {
-        throw IoError((ckpt / "model.safetensors").string() + ": tensor '" + name + "' has shape " +
+        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " +
                       c10::str(value.sizes()) + ", the model needs " + c10::str(p->sizes()));
       }
       if (!torch::isfinite(value).all().item<bool>()) {
-        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' of model.safetensors holds NaN or "
+        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or "
                       "infinite values (the run diverged before this checkpoint); use an earlier checkpoint");
       }
       p->copy_(value);

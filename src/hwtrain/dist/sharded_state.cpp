@@ -3,6 +3,7 @@
 #include <map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/segments.h"
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/sharded_unit.h"
 
@@ -54,47 +55,25 @@ NamedList ShardedParameters::shard_state(const NamedList& whole) const {
 }
 
 NamedList ShardedParameters::unshard_state(const NamedList& segments) const {
-  std::map<std::string, torch::Tensor> whole;  // "exp_avg.<param>" -> flat fp32
-  std::map<std::string, torch::Tensor> steps;
-  std::map<std::string, int64_t> filled;
-  for (const auto& [name, t] : segments) {
-    const size_t at = name.rfind('@');
-    if (at == std::string::npos) throw IoError("sharded optimizer state entry '" + name + "' names no segment");
-    const std::string key = name.substr(0, at);
-    const int64_t offset = std::stoll(name.substr(at + 1));
-    if (key.rfind("step.", 0) == 0) {
-      steps.emplace(key, t);
-      continue;
-    }
-    auto it = whole.find(key);
-    if (it == whole.end()) it = whole.emplace(key, torch::Tensor()).first;
-    const std::string param = key.substr(key.find('.') + 1);
-    for (const auto& up : units_) {
-      for (size_t i = 0; i < up->names.size(); ++i) {
-        if (up->names[i] != param) continue;
-        if (!it->second.defined()) it->second = torch::zeros({up->params[i].numel()}, t.options().dtype(torch::kFloat));
-      }
-    }
-    if (!it->second.defined()) throw IoError("sharded optimizer state names an unknown parameter '" + param + "'");
-    it->second.narrow(0, offset, t.numel()).copy_(t.reshape(-1));
-    filled[key] += t.numel();
-  }
-  NamedList out;
+  std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& up : units_) {
     for (size_t i = 0; i < up->names.size(); ++i) {
-      for (const char* k : kMomentKeys) {
-        const std::string key = k + up->names[i];
-        auto it = whole.find(key);
-        if (it == whole.end() || filled[key] != up->params[i].numel()) {
-          throw IoError("sharded optimizer state covers " + std::to_string(filled[key]) + " of the " +
-                        std::to_string(up->params[i].numel()) + " elements of '" + key + "'");
-        }
-        out.emplace_back(key, it->second.view(up->shapes[i]));
-      }
-      out.emplace_back("step." + up->names[i], find_entry(steps, "step." + up->names[i]));
+      for (const char* k : kMomentKeys) shapes[k + up->names[i]] = up->shapes[i];
+      shapes["step." + up->names[i]] = {};
     }
   }
-  return out;
+  NamedList whole = join_segments(
+      segments,
+      [&](const std::string& key) -> std::optional<std::vector<int64_t>> {
+        auto it = shapes.find(key);
+        return it == shapes.end() ? std::nullopt : std::optional<std::vector<int64_t>>(it->second);
+      },
+      "sharded optimizer state");
+  if (whole.size() != shapes.size()) {
+    throw IoError("sharded optimizer state has " + std::to_string(whole.size()) + " whole entries, the model needs " +
+                  std::to_string(shapes.size()));
+  }
+  return whole;
 }
 
 }  // namespace hwt

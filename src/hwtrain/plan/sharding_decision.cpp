@@ -40,7 +40,12 @@ std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
   return std::nullopt;
 }
 
-void refuse_impossible(const Plan& p, Sharding s) {
+void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
+  if (shards_gradients(s) && in.want.auto_batch_size) {
+    throw ConfigError(std::string("optimization.auto_batch_size probes the micro-batch with whole parameters, "
+                                  "gradients and moments, which dist.sharding = ") +
+                      sharding_name(s) + " exists to avoid; set train.micro_batch_size instead");
+  }
   if (shards_gradients(s) && p.optimizer_state_dtype == StateDtype::Int8) {
     throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " keeps fp32 moments: "
                       "optimization.optimizer_state_dtype = int8 runs with dist.sharding = none or zero1");
@@ -85,7 +90,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
              format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
   }
-  refuse_impossible(p, p.sharding);
+  refuse_impossible(p, in, p.sharding);
   p.decide("sharding", sharding_name(p.sharding), reason + (n > 1 ? "; " + layouts_per_rank(p, in) : ""));
 }
 

@@ -1,7 +1,6 @@
 #include "hwtrain/train/sharded_training.h"
 
 #include "hwtrain/core/error.h"
-#include "hwtrain/dist/zero1.h"
 
 namespace hwt {
 
@@ -56,11 +55,15 @@ ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared
   };
   s.global_norm = [engine](const torch::Tensor& local) { return engine->global_norm(local); };
   s.after_step = [engine] { engine->after_step(); };
-  s.gather = [engine, group](const NamedTensors& local) {
-    NamedTensors all = gather_optimizer_state(local, *group);
-    return group->rank() == 0 ? engine->unshard_state(all) : all;
+  s.local_weights = [engine] {
+    NamedTensors mine;
+    for (const auto& seg : engine->segments()) mine.emplace_back(seg.name(), seg.master);
+    return mine;
   };
-  s.gather_weights = [engine] { return engine->full_parameters(); };
+  s.share_from_rank0 = [group](const std::string& key, const std::string& value) {
+    return group->share_from_rank0(key, value);
+  };
+  s.barrier = [group](const std::string& what) { group->barrier(what); };
   return out;
 }
 

@@ -2,8 +2,8 @@
 // (model/parameter_units.h), its hooks installed in the model, and the OptimizerSharding the
 // Trainer runs with (Trainer::set_optimizer_sharding): an AdamW over this rank's segments, holding
 // the trainer's optimizer state cut to them (a resumed run continues exactly), the global gradient
-// norm, and the weights and optimizer state gathered whole for checkpoints, so that a run resumes
-// on any world size and with any sharding. Parameters compute in bf16 under a bf16 plan (FSDP2's
+// norm, and sharded checkpoints (train/sharded_checkpoint.h), which resume on any world size and
+// with any sharding. Parameters compute in bf16 under a bf16 plan (FSDP2's
 // param_dtype) and in fp32 otherwise; gradients are reduced in fp32.
 #pragma once
 #include <memory>

@@ -122,6 +122,10 @@ class Trainer : public TrainerControl {
   void fill_step_metrics(StepMetrics& m, int64_t tokens) const;
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
+  TrainingCheckpoint checkpoint_contents(NamedTensors optimizer_state) const;
+  std::filesystem::path store_checkpoint(const TrainingCheckpoint& ckpt,
+                                         const std::function<void(const std::filesystem::path&)>& also);
+  std::filesystem::path save_sharded_checkpoint();
 
   TrainerOptions options_;
   Plan plan_;
@@ -155,6 +159,7 @@ class Trainer : public TrainerControl {
   double flops_per_token_ = 0;
   std::vector<double> loss_history_;
   std::optional<std::filesystem::path> last_checkpoint_;
+  int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
 };
 
 // Model FLOPs per trained token: 6 N plus attention's 12 L C T (PaLM appendix B / nanoGPT).

@@ -7,6 +7,7 @@
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/model/rng_state.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/trainer.h"
 #include "hwtrain/train/trainer_state_file.h"
 #include "hwtrain/train/training_checkpoint.h"
@@ -16,7 +17,7 @@ namespace hwt {
 namespace fs = std::filesystem;
 
 NamedTensors Trainer::snapshot_weights() const {
-  if (parts_.sharding.gather_weights) {
+  if (parts_.sharding.local_weights) {
     throw ConfigError("a snapshot of the weights (early_stopping.restore_best_weights) is not supported with "
                       "dist.sharding = zero2 or zero3; use zero1 or none");
   }
@@ -35,14 +36,9 @@ void Trainer::restore_weights(const NamedTensors& weights) {
   }
 }
 
-fs::path Trainer::save_checkpoint() {
-  NamedTensors optimizer_state = optimizer_->state();
-  if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
-  NamedTensors weights;
-  if (parts_.sharding.gather_weights) weights = parts_.sharding.gather_weights();  // collective too
-  if (rank_ != 0) return {};
+// Everything a checkpoint holds besides the weights and the optimizer's moments (rank 0).
+TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) const {
   TrainingCheckpoint ckpt;
-  ckpt.model = parts_.sharding.gather_weights ? std::move(weights) : snapshot_weights();
   ckpt.optimizer = std::move(optimizer_state);
   for (auto& t : precision_->scaler().state()) ckpt.optimizer.push_back(t);
   const RngState rng = rng_state(device_);
@@ -64,15 +60,53 @@ fs::path Trainer::save_checkpoint() {
                   {"fingerprint", data_->fingerprint()}}}};
   ckpt.config_toml = options_.config_toml;
   ckpt.plan_json = plan_.to_json();
+  return ckpt;
+}
+
+// Writes `ckpt` (and `also`, into the staging directory) as the checkpoint of this step (rank 0).
+fs::path Trainer::store_checkpoint(const TrainingCheckpoint& ckpt, const std::function<void(const fs::path&)>& also) {
   fs::path dir = options_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(options_.checkpoint.dir);
   CheckpointStore store(dir, options_.checkpoint.keep_last);
   fs::path written = store.save(step_, [&](const fs::path& staging) {
     write_training_checkpoint(staging, ckpt);
     if (tokenizer_) save_tokenizer(*tokenizer_, staging);  // tokenizer.json (+ tokenizer.model)
+    if (also) also(staging);
   });
   last_checkpoint_ = written;
   callbacks_.checkpoint(*this, written);
   return written;
+}
+
+fs::path Trainer::save_checkpoint() {
+  if (parts_.sharding.local_weights) return save_sharded_checkpoint();
+  NamedTensors optimizer_state = optimizer_->state();
+  if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
+  if (rank_ != 0) return {};
+  TrainingCheckpoint ckpt = checkpoint_contents(std::move(optimizer_state));
+  ckpt.model = snapshot_weights();
+  return store_checkpoint(ckpt, {});
+}
+
+// ZeRO-2/3: every rank writes its shard into rank 0's staging directory (train/sharded_checkpoint.h);
+// rank 0 returns once all are written and the checkpoint is complete, the others after the barrier.
+fs::path Trainer::save_sharded_checkpoint() {
+  const OptimizerSharding& s = parts_.sharding;
+  const NamedTensors weights = s.local_weights(), state = optimizer_->state();
+  const std::string key = "checkpoint-" + std::to_string(++sharded_saves_);  // the same sequence on every rank
+  if (rank_ != 0) {
+    const fs::path staging = s.share_from_rank0(key, "");
+    write_checkpoint_shard(staging, rank_, world_size_, weights, state);
+    s.barrier("writing the checkpoint's shards");
+    return {};
+  }
+  TrainingCheckpoint ckpt = checkpoint_contents({});
+  ckpt.shard_world_size = world_size_;
+  for (const auto& item : model_->named_parameters()) ckpt.shard_shapes.emplace_back(item.key(), item.value().sizes().vec());
+  return store_checkpoint(ckpt, [&](const fs::path& staging) {
+    s.share_from_rank0(key, staging.string());
+    write_checkpoint_shard(staging, 0, world_size_, weights, state);
+    s.barrier("writing the checkpoint's shards");
+  });
 }
 
 void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_training_checkpoint(checkpoint), checkpoint); }

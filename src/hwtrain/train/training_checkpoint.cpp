@@ -4,6 +4,7 @@
 #include "hwtrain/core/files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/trainer_state_file.h"
 
 namespace hwt {
@@ -11,7 +12,11 @@ namespace hwt {
 namespace fs = std::filesystem;
 
 void write_training_checkpoint(const fs::path& dir, const TrainingCheckpoint& ckpt) {
-  save_safetensors(dir / "model.safetensors", ckpt.model, {{"format", "hwtrain-gpt"}});
+  if (ckpt.shard_world_size > 0) {
+    write_sharding_manifest(dir, ckpt.shard_world_size, ckpt.shard_shapes);
+  } else {
+    save_safetensors(dir / "model.safetensors", ckpt.model, {{"format", "hwtrain-gpt"}});
+  }
   save_safetensors(dir / "optimizer.safetensors", ckpt.optimizer);
   write_file_atomic(dir / "trainer_state.json", ckpt.state.dump(2));
   write_file_atomic(dir / "config.toml", ckpt.config_toml);
@@ -36,8 +41,8 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
   verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
   TrainingCheckpoint ckpt;
   ckpt.config_toml = read_checkpoint_config(dir);
-  ckpt.model = load_safetensors(dir / "model.safetensors").tensors;
-  ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
+  ckpt.model = read_checkpoint_weights(dir);
+  ckpt.optimizer = read_checkpoint_optimizer(dir);
   const fs::path state_path = dir / "trainer_state.json";
   try {
     ckpt.state = nlohmann::json::parse(read_regular_file(state_path, kMaxTextBytes));

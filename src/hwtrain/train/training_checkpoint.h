@@ -1,5 +1,6 @@
 // The contents of a training checkpoint directory:
-//   model.safetensors      weights (names as GPT's named_parameters)
+//   model.safetensors      weights (names as GPT's named_parameters), or in a ZeRO-2/3 run
+//                          sharding.json and one shard file per rank (train/sharded_checkpoint.h)
 //   optimizer.safetensors  AdamW moments and step counts, GradScaler state, RNG state
 //   trainer_state.json     step, tokens seen, elapsed time, data loader position (seed, epoch, position), LR scale, batch
 //                          geometry, dataset identity (tokenizer, vocabulary, fingerprint)
@@ -11,13 +12,17 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hwtrain/train/callback.h"
 
 namespace hwt {
 
 struct TrainingCheckpoint {
-  NamedTensors model;
+  NamedTensors model;       // whole weights; empty when the ranks write shards
+  int shard_world_size = 0; // > 0: sharding.json with shard_shapes replaces model.safetensors
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shard_shapes;
   NamedTensors optimizer;  // includes "scaler.*" and "rng.*" entries
   nlohmann::json state;
   std::string config_toml;

@@ -25,12 +25,13 @@
 
 namespace hwt {
 
-// Sharding as the trainer sees it. ZeRO-1 (dist/zero1.h): the optimizer keeps state for and
-// updates only `owned`. ZeRO-2/3 (train/sharded_training.h): `optimizer` replaces the trainer's,
-// over this rank's shards (`parameters`, whose gradients `global_norm` turns into the global norm),
-// and checkpoints take the whole weights from `gather_weights` (collective). Both: after each
-// optimizer step `after_step` makes every rank's parameters current again, and checkpoints call
-// `gather` (collective) so that rank 0 writes the whole optimizer state.
+// Sharding as the trainer sees it. Both kinds: after each optimizer step `after_step` makes every
+// rank's parameters current again. ZeRO-1 (dist/zero1.h): the optimizer keeps state for and
+// updates only `owned`; checkpoints call `gather` (collective) so that rank 0 writes the whole
+// optimizer state. ZeRO-2/3 (train/sharded_training.h): `optimizer` replaces the trainer's, over
+// this rank's shards (`parameters`, whose gradients `global_norm` turns into the global norm), and
+// checkpoints are sharded (train/sharded_checkpoint.h): each rank writes `local_weights` and its
+// optimizer state into the directory rank 0 shares (`share_from_rank0`), then all meet (`barrier`).
 struct OptimizerSharding {
   std::vector<std::string> owned;
   std::function<void()> after_step;
@@ -38,7 +39,9 @@ struct OptimizerSharding {
   std::shared_ptr<AdamW> optimizer;
   std::function<std::vector<torch::Tensor>()> parameters;
   std::function<torch::Tensor(const torch::Tensor&)> global_norm;
-  std::function<NamedTensors()> gather_weights;
+  std::function<NamedTensors()> local_weights;
+  std::function<std::string(const std::string& key, const std::string& value)> share_from_rank0;
+  std::function<void(const std::string& what)> barrier;
 };
 
 // The parts of a step that the placements act on; owned by the Trainer, which outlives them.

@@ -1,0 +1,27 @@
+// Segments: the pieces of tensors that sharding gives each rank, named "<key>@<offset>" (a
+// flattened tensor's elements from <offset> on), joined back into whole tensors: what rank 0 does
+// with the gathered optimizer state, and what reading a sharded checkpoint does with its shard files.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hwt {
+
+using SegmentList = std::vector<std::pair<std::string, torch::Tensor>>;
+// The whole shape of `key`, or nullopt when no such tensor exists.
+using ShapeOf = std::function<std::optional<std::vector<int64_t>>(const std::string& key)>;
+
+// Joins every "<key>@<offset>" entry into the tensor <key> (fp32, of shape_of(key)); a key whose
+// shape is a scalar takes its first segment (each segment of a parameter repeats its step count).
+// Entries without "@" pass through. Keys come out in the order they first appear. Throws IoError
+// naming `what` for an unknown key, a malformed offset, a segment out of range or overlapping
+// another, or a tensor whose elements are not all covered.
+SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, const std::string& what);
+
+}  // namespace hwt

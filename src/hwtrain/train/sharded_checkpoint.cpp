@@ -1,0 +1,130 @@
+#include "hwtrain/train/sharded_checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/dist/segments.h"
+#include "hwtrain/io/safetensors.h"
+
+namespace hwt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kMaxWorldSize = 1 << 16;
+constexpr uint64_t kMaxManifestBytes = 64u << 20;
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+struct ShardingManifest {
+  int world_size = 0;
+  std::map<std::string, std::vector<int64_t>> shapes;
+};
+
+// sharding.json, checked as untrusted input: a world size in [1, 65536], shapes of at most 8
+// dimensions with at most 2^40 elements.
+ShardingManifest read_manifest(const fs::path& dir) {
+  const fs::path path = dir / kShardingManifest;
+  ShardingManifest m;
+  try {
+    const auto j = nlohmann::json::parse(read_regular_file(path, kMaxManifestBytes));
+    m.world_size = j.at("world_size").get<int>();
+    for (const auto& [name, dims] : j.at("shapes").items()) {
+      std::vector<int64_t> shape = dims.get<std::vector<int64_t>>();
+      int64_t n = 1;
+      for (int64_t d : shape) {
+        if (d < 0 || d > kMaxElements || (d > 0 && n > kMaxElements / d)) throw IoError("shape out of range");
+        n *= d;
+      }
+      if (shape.size() > 8) throw IoError("more than 8 dimensions");
+      m.shapes[name] = std::move(shape);
+    }
+  } catch (const std::exception& e) {
+    throw IoError(path.string() + " is malformed: " + e.what() +
+                  " (expected {\"world_size\": N, \"shapes\": {name: [dims]}})");
+  }
+  if (m.world_size < 1 || m.world_size > kMaxWorldSize) {
+    throw IoError(path.string() + ": world_size " + std::to_string(m.world_size) + " is not in [1, 65536]");
+  }
+  return m;
+}
+
+// Every shard's entries under `prefix` ("model." or "optimizer."), the prefix removed.
+NamedTensors shard_entries(const fs::path& dir, int world_size, const std::string& prefix) {
+  NamedTensors out;
+  for (int r = 0; r < world_size; ++r) {
+    const fs::path file = dir / shard_file_name(r, world_size);
+    if (!fs::is_regular_file(file)) {
+      throw IoError("sharded checkpoint " + dir.string() + " lacks " + file.filename().string() + " (rank " +
+                    std::to_string(r) + " of " + std::to_string(world_size) + ")");
+    }
+    for (auto& [name, t] : load_safetensors(file).tensors) {
+      if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string shard_file_name(int rank, int world_size) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "shard-%05d-of-%05d.safetensors", rank, world_size);
+  return buf;
+}
+
+void write_checkpoint_shard(const fs::path& staging, int rank, int world_size, const NamedTensors& weights,
+                            const NamedTensors& optimizer_state) {
+  NamedTensors entries;
+  for (const auto& [name, t] : weights) entries.emplace_back("model." + name, t.detach().to(torch::kCPU));
+  for (const auto& [name, t] : optimizer_state) entries.emplace_back("optimizer." + name, t.detach().to(torch::kCPU));
+  save_safetensors(staging / shard_file_name(rank, world_size), entries, {{"format", "hwtrain-shard"}});
+}
+
+void write_sharding_manifest(const fs::path& staging, int world_size, const ParameterShapes& shapes) {
+  nlohmann::json j;
+  j["world_size"] = world_size;
+  j["shapes"] = nlohmann::json::object();
+  for (const auto& [name, shape] : shapes) j["shapes"][name] = shape;
+  write_file_atomic(staging / kShardingManifest, j.dump(1));
+}
+
+NamedTensors read_checkpoint_weights(const fs::path& dir) {
+  if (!fs::exists(dir / kShardingManifest)) return load_safetensors(dir / "model.safetensors").tensors;
+  const ShardingManifest m = read_manifest(dir);
+  ShapeOf shape_of = [&](const std::string& key) -> std::optional<std::vector<int64_t>> {
+    auto it = m.shapes.find(key);
+    return it == m.shapes.end() ? std::nullopt : std::optional<std::vector<int64_t>>(it->second);
+  };
+  NamedTensors whole = join_segments(shard_entries(dir, m.world_size, "model."), shape_of,
+                                     "sharded checkpoint " + dir.string());
+  if (whole.size() != m.shapes.size()) {
+    throw IoError("sharded checkpoint " + dir.string() + ": its shards hold " + std::to_string(whole.size()) +
+                  " of the " + std::to_string(m.shapes.size()) + " tensors " + kShardingManifest + " names");
+  }
+  return whole;
+}
+
+NamedTensors read_checkpoint_optimizer(const fs::path& dir) {
+  NamedTensors state = load_safetensors(dir / "optimizer.safetensors").tensors;
+  if (!fs::exists(dir / kShardingManifest)) return state;
+  const ShardingManifest m = read_manifest(dir);
+  ShapeOf shape_of = [&](const std::string& key) -> std::optional<std::vector<int64_t>> {
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos) return std::nullopt;
+    const std::string kind = key.substr(0, dot), param = key.substr(dot + 1);
+    auto it = m.shapes.find(param);
+    if (it == m.shapes.end() || (kind != "exp_avg" && kind != "exp_avg_sq" && kind != "step")) return std::nullopt;
+    return kind == "step" ? std::vector<int64_t>{} : it->second;
+  };
+  for (auto& entry : join_segments(shard_entries(dir, m.world_size, "optimizer."), shape_of,
+                                   "sharded checkpoint " + dir.string())) {
+    state.push_back(std::move(entry));
+  }
+  return state;
+}
+
+}  // namespace hwt

@@ -1,0 +1,35 @@
+// Sharded checkpoints (ZeRO-2/3, as PyTorch's DCP writes them): every rank writes its own shard file
+// into the checkpoint's staging directory (which therefore must be on a file system all ranks
+// share), and rank 0 writes sharding.json (the world size and every parameter's whole shape) in
+// place of model.safetensors, beside the files every checkpoint has (training_checkpoint.h); the
+// COMPLETE marker then covers the shards' sizes and checksums. A shard file holds the rank's fp32
+// master segments as "model.<param>@<offset>" and its AdamW state segments as "optimizer.<entry>".
+// Reading joins the segments into whole tensors (dist/segments.h), so a sharded checkpoint resumes
+// on any world size and with any sharding, and eval, generate and export read it as any other.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/train/callback.h"
+
+namespace hwt {
+
+inline constexpr const char* kShardingManifest = "sharding.json";
+
+using ParameterShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+std::string shard_file_name(int rank, int world_size);  // "shard-00001-of-00004.safetensors"
+
+void write_checkpoint_shard(const std::filesystem::path& staging, int rank, int world_size, const NamedTensors& weights,
+                            const NamedTensors& optimizer_state);
+void write_sharding_manifest(const std::filesystem::path& staging, int world_size, const ParameterShapes& shapes);
+
+// The whole weights of a checkpoint (model.safetensors, or joined from the shards). IoError names
+// the file at fault: a missing or malformed shard or manifest, segments that do not cover a tensor.
+NamedTensors read_checkpoint_weights(const std::filesystem::path& dir);
+// The whole optimizer state: optimizer.safetensors, plus a sharded checkpoint's joined segments.
+NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
+
+}  // namespace hwt
