@@ -49,13 +49,17 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
   dir.write("check.py", check);
   EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
 
-  // hwtrain generate and eval read the exported directory as they read the run.
+  // hwtrain generate and eval read the exported directory as they read the run. eval plans its own
+  // precision from a GEMM probe, which a loaded machine can tip to fp32 for one and bf16 for the
+  // other: both evals are pinned (fp32, batch, threads), so only the weights they read can differ.
+  const std::string fp32 = " --set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=4"
+                           " --set optimization.intra_op_threads=1";
   for (const char* from : {"run", "exported"}) {
     ASSERT_EQ(testing::run_shell(cd + bin + " generate " + from + " --prompt 'The quick' -n 12 --temperature 0 > g-" +
                                  from + ".txt 2> g-" + from + ".log"),
               0)
         << testing::read_text(dir / ("g-" + std::string(from) + ".log"));
-    ASSERT_EQ(testing::run_shell(cd + bin + " eval " + from + " --data data.hwt --set data.tokenizer=tokref/gpt2 > v-" +
+    ASSERT_EQ(testing::run_shell(cd + bin + " eval " + from + fp32 + " --data data.hwt --set data.tokenizer=tokref/gpt2 > v-" +
                                  from + ".txt 2>&1"),
               0)
         << testing::read_text(dir / ("v-" + std::string(from) + ".txt"));

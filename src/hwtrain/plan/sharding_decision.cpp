@@ -89,6 +89,14 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     p.sharding = fit.value_or(p.precision == Precision::Fp16 ? Sharding::Zero1 : Sharding::Zero3);
     reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
              format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
+    if (fit && *fit != Sharding::None) {  // why the layout before it does not do
+      const Sharding before = kLayouts[static_cast<int>(*fit) - 1];
+      reason += std::string(" (") + sharding_name(before) + " would need " +
+                format_bytes(estimate_memory(smallest_step(p, in, before)).total()) + ")";
+    }
+    if (p.optimizer_state_dtype == StateDtype::Int8 && !in.want.optimizer_state_dtype) {
+      reason += "; only with 8-bit AdamW moments";
+    }
   }
   refuse_impossible(p, in, p.sharding);
   p.decide("sharding", sharding_name(p.sharding), reason + (n > 1 ? "; " + layouts_per_rank(p, in) : ""));
