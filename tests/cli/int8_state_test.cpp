@@ -51,6 +51,17 @@ TEST(Int8OptimizerState, TracksFp32AdamWOnTheTinyModel) {
   EXPECT_NEAR(int8 / fp32, 1.0, 0.02) << "fp32 " << fp32 << ", int8 " << int8;
   const std::string log = read_text(dir / "int8.log");
   EXPECT_NE(log.find("8-bit block-wise moments"), std::string::npos) << log;
+  // The state the optimizer holds ("optimizer state on rank 0: 254.5 KiB"): about a quarter.
+  auto state_kib = [](const std::string& text) {
+    const size_t at = text.find("optimizer state on rank 0: ");
+    if (at == std::string::npos) return -1.0;
+    const double v = std::stod(text.substr(at + 27));
+    return text.compare(text.find(' ', at + 27) + 1, 3, "MiB") == 0 ? v * 1024 : v;
+  };
+  const double f = state_kib(read_text(dir / "fp32.log")), q = state_kib(log);
+  ASSERT_GT(f, 0);
+  ASSERT_GT(q, 0);
+  EXPECT_LE(q / f, 0.27) << q << " KiB vs " << f << " KiB";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // join_segments: pieces named "<key>@<offset>" become whole tensors; scalars keep their first copy;
-// unknown keys, bad offsets, pieces past the end and uncovered tensors are IoErrors naming them.
+// unknown keys, bad offsets, element counts that do not add up (checked before anything is
+// allocated), pieces past the end and overlaps are IoErrors naming them.
 #include <gtest/gtest.h>
 
 #include "hwtrain/core/error.h"
@@ -41,10 +42,11 @@ TEST(Segments, JoinWholeTensorsAndPassTheRestThrough) {
 }
 
 TEST(Segments, RefuseWhatDoesNotFit) {
-  EXPECT_NE(error_of({{"w@0", torch::zeros({4})}}).find("elements 4..6 are in no segment"), std::string::npos);
+  EXPECT_NE(error_of({{"w@0", torch::zeros({4})}}).find("hold 4 elements, its shape has 6"), std::string::npos);
   EXPECT_NE(error_of({{"w@0", torch::zeros({4})}, {"w@2", torch::zeros({2})}}).find("overlap at element 2"),
             std::string::npos);  // as many elements as the tensor, but one shard twice
-  EXPECT_NE(error_of({{"w@4", torch::zeros({4})}}).find("runs past"), std::string::npos);
+  EXPECT_NE(error_of({{"w@0", torch::zeros({2})}, {"w@4", torch::zeros({4})}}).find("runs past"), std::string::npos);
+  EXPECT_NE(error_of({{"step.w@0", torch::zeros({3})}}).find("hold 3 elements, its shape has 1"), std::string::npos);
   EXPECT_NE(error_of({{"v@0", torch::zeros({4})}}).find("'v@0' belongs to no tensor"), std::string::npos);
   EXPECT_NE(error_of({{"w@x1", torch::zeros({4})}}).find("no valid element offset"), std::string::npos);
   EXPECT_NE(error_of({{"w@", torch::zeros({4})}}).find("test shards"), std::string::npos);

@@ -122,6 +122,10 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
   RunConfig probe = c;
   probe.apply_override("optimization.auto_batch_size=true");
   EXPECT_THROW(make_plan(hw, probe, two), ConfigError);
+  RunConfig restore = c;
+  restore.apply_override("early_stopping.enabled=true");
+  restore.apply_override("early_stopping.restore_best_weights=true");
+  EXPECT_THROW(make_plan(hw, restore, two), ConfigError);
   RunConfig int8 = c;
   int8.apply_override("optimization.optimizer_state_dtype=int8");
   EXPECT_THROW(make_plan(hw, int8, two), ConfigError);  // ZeRO-3's shards keep fp32 moments

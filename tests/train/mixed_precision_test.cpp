@@ -13,6 +13,26 @@ namespace {
 
 bool autocast_on() { return at::autocast::is_autocast_enabled(at::kCPU); }
 
+// ZeRO-2/3 hold bf16 parameters: their precision is pinned, and a fallback to fp32 stops the run
+// with both reasons instead of continuing in bf16 parameters without autocast.
+TEST(MixedPrecision, APinnedPrecisionRefusesToChange) {
+  Plan plan;
+  plan.precision = Precision::Bf16;
+  plan.hardware_bf16 = true;
+  MixedPrecision mp(plan);
+  mp.pin("dist.sharding = zero3 computes with bf16 parameters");
+  EXPECT_THROW(mp.disable(), ConfigError);
+  try {
+    mp.fall_back("3 consecutive steps had a non-finite loss");
+    ADD_FAILURE() << "a pinned precision must not fall back";
+  } catch (const HardwareError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("non-finite"), std::string::npos) << what;
+    EXPECT_NE(what.find("dist.sharding = zero3"), std::string::npos) << what;
+  }
+  EXPECT_EQ(mp.precision(), Precision::Bf16);
+}
+
 TEST(MixedPrecision, EnableDisableAndStatus) {
   TrainerFixture f;
   f.plan.precision = Precision::Bf16;

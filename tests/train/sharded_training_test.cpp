@@ -12,7 +12,7 @@ namespace {
 
 // GPT-2 (tied head: embeddings, final norm and head are one unit) or Llama with an untied head
 // (units: embeddings, the blocks, final norm and head).
-GPT tiny_gpt(bool llama) {
+GPT tiny_gpt(bool llama, bool recompute = true) {
   torch::manual_seed(7);
   ModelConfig m;
   m.n_layer = 4;
@@ -27,7 +27,7 @@ GPT tiny_gpt(bool llama) {
     m.bias = false;
   }
   GPT g(m, 64);
-  g->set_activation_checkpointing(1);
+  g->set_activation_checkpointing(recompute ? 1 : 0);
   return g;
 }
 
@@ -37,7 +37,7 @@ std::unique_ptr<AdamW> adamw(GPT& g) {
   return std::make_unique<AdamW>(d, n, AdamWOptions{});
 }
 
-class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStage, bool>> {};
+class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStage, bool, bool>> {};
 
 TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerStep) {
   DistEnv env;
@@ -45,8 +45,9 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
   DistConfig config;
   config.timeout = 30;
   auto group = std::make_shared<ProcessGroup>(env, config);
-  const auto [stage, llama] = GetParam();
-  GPT plain = tiny_gpt(llama), sharded = tiny_gpt(llama);
+  // Without recomputation ZeRO-3 frees storage that autograd saved views of, and re-gathers it.
+  const auto [stage, llama, recompute] = GetParam();
+  GPT plain = tiny_gpt(llama, recompute), sharded = tiny_gpt(llama, recompute);
   auto plain_opt = adamw(plain), whole = adamw(sharded);
   ShardedTraining st = shard_training(sharded, *whole, group, stage, Precision::Fp32);
   const size_t units = plain->parameter_units().size();
@@ -90,10 +91,12 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ShardedTrainingTest,
-                         ::testing::Combine(::testing::Values(ShardStage::Zero2, ShardStage::Zero3), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<ShardStage, bool>>& info) {
+                         ::testing::Combine(::testing::Values(ShardStage::Zero2, ShardStage::Zero3), ::testing::Bool(),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<ShardStage, bool, bool>>& info) {
                            return std::string(shard_stage_name(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) ? "_llama" : "_gpt2");
+                                  (std::get<1>(info.param) ? "_llama" : "_gpt2") +
+                                  (std::get<2>(info.param) ? "_recompute" : "_kept");
                          });
 
 }  // namespace

@@ -35,10 +35,22 @@ int64_t parse_offset(const std::string& name, size_t at, const std::string& what
   return std::stoll(digits);
 }
 
+// Elements the segments of each key bring: a tensor is allocated only once they add up to it, so a
+// forged shape cannot make the reader allocate more than the shards hold.
+std::map<std::string, int64_t> segment_elements(const SegmentList& entries) {
+  std::map<std::string, int64_t> sum;
+  for (const auto& [name, t] : entries) {
+    const size_t at = name.rfind('@');
+    if (at != std::string::npos) sum[name.substr(0, at)] += t.numel();
+  }
+  return sum;
+}
+
 }  // namespace
 
 SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, const std::string& what) {
   torch::NoGradGuard no_grad;
+  const std::map<std::string, int64_t> brought = segment_elements(entries);
   std::vector<std::string> order;
   std::map<std::string, Joined> joined;
   SegmentList out;
@@ -56,6 +68,12 @@ SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, c
       if (!shape) throw IoError(what + ": entry '" + name + "' belongs to no tensor of this model");
       Joined j;
       j.scalar = shape->empty();
+      const int64_t numel = c10::multiply_integers(*shape);
+      if (j.scalar ? t.numel() != 1 : brought.at(key) != numel) {
+        throw IoError(what + ": the segments of '" + key + "' hold " + std::to_string(j.scalar ? t.numel() : brought.at(key)) +
+                      " elements, its shape has " + std::to_string(j.scalar ? 1 : numel) +
+                      " (a shard missing, repeated or from another run)");
+      }
       j.whole = j.scalar ? t.detach().to(torch::kCPU).reshape({}).clone()
                          : torch::zeros({c10::multiply_integers(*shape)}, torch::kFloat);
       it = joined.emplace(key, std::move(j)).first;

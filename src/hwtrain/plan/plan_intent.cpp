@@ -58,6 +58,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   if (o.optimizer_state_dtype != "auto") {
     w.optimizer_state_dtype = o.optimizer_state_dtype == "int8" ? StateDtype::Int8 : StateDtype::Fp32;
   }
+  w.snapshots_weights = c.early_stopping.enabled && c.early_stopping.restore_best_weights;
   if (c.dist.sharding != "auto") w.sharding = sharding_from_name(c.dist.sharding);
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;

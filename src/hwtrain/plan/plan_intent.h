@@ -45,7 +45,8 @@ struct PlanIntent {
   std::optional<bool> fused_optimizer;
   std::optional<StateDevice> optimizer_state_device;
   std::optional<Sharding> sharding;
-  std::optional<StateDtype> optimizer_state_dtype;  // empty = auto  // dist.sharding; empty = auto (the planner's choice)
+  std::optional<StateDtype> optimizer_state_dtype;  // empty = auto
+  bool snapshots_weights = false;  // early_stopping.restore_best_weights: whole weights copied mid-run  // dist.sharding; empty = auto (the planner's choice)
   std::optional<int64_t> num_workers;
   int64_t prefetch_factor = 2;
   bool pin_memory = true;

@@ -31,10 +31,16 @@ std::string layouts_per_rank(const Plan& p, const PlanInputs& in) {
 
 bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding::Zero3; }
 
+// What zero2/zero3 cannot run with (refuse_impossible says why).
+bool gradient_sharding_excluded(const Plan& p, const PlanInputs& in) {
+  return p.precision == Precision::Fp16 || p.optimizer_state_dtype == StateDtype::Int8 || in.want.auto_batch_size ||
+         in.want.snapshots_weights;
+}
+
 // The least layout that fits with the plan's moments (none when nothing does).
 std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
   for (Sharding s : kLayouts) {
-    if (shards_gradients(s) && (p.precision == Precision::Fp16 || p.optimizer_state_dtype == StateDtype::Int8)) continue;
+    if (shards_gradients(s) && gradient_sharding_excluded(p, in)) continue;
     if (estimate_memory(smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
   }
   return std::nullopt;
@@ -45,6 +51,10 @@ void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
     throw ConfigError(std::string("optimization.auto_batch_size probes the micro-batch with whole parameters, "
                                   "gradients and moments, which dist.sharding = ") +
                       sharding_name(s) + " exists to avoid; set train.micro_batch_size instead");
+  }
+  if (shards_gradients(s) && in.want.snapshots_weights) {
+    throw ConfigError(std::string("early_stopping.restore_best_weights copies the whole weights, which dist.sharding = ") +
+                      sharding_name(s) + " does not hold on any rank; set it to false or dist.sharding = zero1");
   }
   if (shards_gradients(s) && p.optimizer_state_dtype == StateDtype::Int8) {
     throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " keeps fp32 moments: "
@@ -86,7 +96,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
       fit = least_that_fits(p, in);
       if (!fit) p.optimizer_state_dtype = StateDtype::Fp32;
     }
-    p.sharding = fit.value_or(p.precision == Precision::Fp16 ? Sharding::Zero1 : Sharding::Zero3);
+    p.sharding = fit.value_or(gradient_sharding_excluded(p, in) ? Sharding::Zero1 : Sharding::Zero3);
     reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
              format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
     if (fit && *fit != Sharding::None) {  // why the layout before it does not do

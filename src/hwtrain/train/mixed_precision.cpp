@@ -1,5 +1,6 @@
 #include "hwtrain/train/mixed_precision.h"
 
+#include "hwtrain/core/error.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/train/autocast.h"
 
@@ -44,6 +45,7 @@ c10::ScalarType MixedPrecision::autocast_dtype() const { return hwt::autocast_dt
 
 void MixedPrecision::enable(Precision p) {
   if (p == current_) return;
+  if (!pinned_.empty()) throw ConfigError(std::string("cannot switch to ") + precision_name(p) + ": " + pinned_);
   skipped_before_ += scaler_->skipped_steps();
   current_ = p;
   scaler_options_.enabled = p == Precision::Fp16;
@@ -68,6 +70,7 @@ MixedPrecisionStatus MixedPrecision::status() const {
 }
 
 void MixedPrecision::fall_back(const std::string& reason) {
+  if (!pinned_.empty()) throw HardwareError(reason + ", and training cannot fall back to fp32: " + pinned_);
   fallback_reason_ = reason;
   log_warn("mixed precision: {}; continuing in fp32", reason);
   enable(Precision::Fp32);

@@ -66,6 +66,9 @@ class MixedPrecision {
   void count_skipped() { ++extra_skipped_; }
   // Switches to fp32 for good (enable() can still switch back) and records why.
   void fall_back(const std::string& reason);
+  // The precision can no longer change (ZeRO-2/3 hold their parameters in its dtype): enable()
+  // throws ConfigError and a fallback HardwareError, each with `why`.
+  void pin(const std::string& why) { pinned_ = why; }
 
   // True for errors of an operation that has no kernel for a low-precision dtype.
   static bool is_unsupported_dtype_error(const std::exception& e);
@@ -81,6 +84,7 @@ class MixedPrecision {
   int64_t skipped_before_ = 0;  // skipped steps of scalers replaced by enable()
   bool hardware_bf16_, hardware_fp16_;
   std::string fallback_reason_;
+  std::string pinned_;  // non-empty: why the precision cannot change
 };
 
 }  // namespace hwt

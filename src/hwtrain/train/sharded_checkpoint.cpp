@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "hwtrain/core/error.h"
@@ -62,10 +64,28 @@ NamedTensors shard_entries(const fs::path& dir, int world_size, const std::strin
                     std::to_string(r) + " of " + std::to_string(world_size) + ")");
     }
     for (auto& [name, t] : load_safetensors(file).tensors) {
-      if (name.rfind(prefix, 0) == 0) out.emplace_back(name.substr(prefix.size()), std::move(t));
+      if (name.rfind(prefix, 0) != 0) continue;
+      if (name.find('@') == std::string::npos) {  // a shard holds segments only
+        throw IoError(file.string() + ": entry '" + name + "' is not a segment (<name>@<offset>)");
+      }
+      out.emplace_back(name.substr(prefix.size()), std::move(t));
     }
   }
   return out;
+}
+
+// The joined tensors must be exactly the ones the manifest implies: none missing, none extra.
+void check_keys(const NamedTensors& joined, std::vector<std::string> expected, const fs::path& dir) {
+  std::vector<std::string> got;
+  for (const auto& [name, t] : joined) got.push_back(name);
+  std::sort(got.begin(), got.end());
+  std::sort(expected.begin(), expected.end());
+  if (got == expected) return;
+  std::vector<std::string> missing;
+  std::set_difference(expected.begin(), expected.end(), got.begin(), got.end(), std::back_inserter(missing));
+  throw IoError("sharded checkpoint " + dir.string() + ": its shards hold " + std::to_string(got.size()) + " of the " +
+                std::to_string(expected.size()) + " tensors " + kShardingManifest + " implies" +
+                (missing.empty() ? std::string() : "; first missing: '" + missing.front() + "'"));
 }
 
 }  // namespace
@@ -101,10 +121,9 @@ NamedTensors read_checkpoint_weights(const fs::path& dir) {
   };
   NamedTensors whole = join_segments(shard_entries(dir, m.world_size, "model."), shape_of,
                                      "sharded checkpoint " + dir.string());
-  if (whole.size() != m.shapes.size()) {
-    throw IoError("sharded checkpoint " + dir.string() + ": its shards hold " + std::to_string(whole.size()) +
-                  " of the " + std::to_string(m.shapes.size()) + " tensors " + kShardingManifest + " names");
-  }
+  std::vector<std::string> expected;
+  for (const auto& [name, shape] : m.shapes) expected.push_back(name);
+  check_keys(whole, expected, dir);
   return whole;
 }
 
@@ -120,10 +139,14 @@ NamedTensors read_checkpoint_optimizer(const fs::path& dir) {
     if (it == m.shapes.end() || (kind != "exp_avg" && kind != "exp_avg_sq" && kind != "step")) return std::nullopt;
     return kind == "step" ? std::vector<int64_t>{} : it->second;
   };
-  for (auto& entry : join_segments(shard_entries(dir, m.world_size, "optimizer."), shape_of,
-                                   "sharded checkpoint " + dir.string())) {
-    state.push_back(std::move(entry));
+  NamedTensors joined =
+      join_segments(shard_entries(dir, m.world_size, "optimizer."), shape_of, "sharded checkpoint " + dir.string());
+  std::vector<std::string> expected;
+  for (const auto& [name, shape] : m.shapes) {
+    for (const char* kind : {"exp_avg.", "exp_avg_sq.", "step."}) expected.push_back(kind + name);
   }
+  check_keys(joined, expected, dir);
+  for (auto& entry : joined) state.push_back(std::move(entry));
   return state;
 }
 

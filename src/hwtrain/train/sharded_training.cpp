@@ -41,7 +41,9 @@ ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared
 
   std::vector<std::pair<std::string, torch::Tensor>> decay, no_decay;
   for (const auto& seg : engine->segments()) (whole.decays(seg.param) ? decay : no_decay).emplace_back(seg.name(), seg.master);
-  auto optimizer = std::make_shared<AdamW>(decay, no_decay, whole.options());
+  AdamWOptions shard_options = whole.options();
+  shard_options.defer_state = false;  // the shard's moments are small, and a checkpoint always holds them
+  auto optimizer = std::make_shared<AdamW>(decay, no_decay, shard_options);
   if (whole.has_state()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
 
   ShardedTraining out;

@@ -98,6 +98,11 @@ void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
     optimizer_ = parts_.sharding.optimizer;
     parts_.optimizer = optimizer_.get();
     parts_.parameters = parts_.sharding.parameters;
+    if (precision_->precision() != Precision::Fp32) {
+      precision_->pin(std::string("dist.sharding = ") + sharding_name(plan_.sharding) + " computes with " +
+                      precision_name(precision_->precision()) +
+                      " parameters; set optimization.mixed_precision_dtype = fp32 to train in fp32");
+    }
   } else {
     optimizer_->set_owned(parts_.sharding.owned);
   }

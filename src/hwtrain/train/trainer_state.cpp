@@ -106,6 +106,13 @@ fs::path Trainer::save_sharded_checkpoint() {
     s.share_from_rank0(key, staging.string());
     write_checkpoint_shard(staging, 0, world_size_, weights, state);
     s.barrier("writing the checkpoint's shards");
+    for (int r = 0; r < world_size_; ++r) {  // every rank's shard, before COMPLETE seals the checkpoint
+      if (!fs::is_regular_file(staging / shard_file_name(r, world_size_))) {
+        throw IoError("checkpoint " + staging.string() + ": rank " + std::to_string(r) + "'s shard " +
+                      shard_file_name(r, world_size_) + " is missing after every rank reported it written (the "
+                      "checkpoint directory must be on a file system every rank shares)");
+      }
+    }
   });
 }
 

@@ -41,6 +41,15 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
   return out.grad_norm;
 }
 
+void UpdateAfterBackward::check_redo(const std::exception& e, bool oom, int64_t step) const {
+  if (!parts_.sharding.optimizer) return;
+  throw HardwareError(std::string(oom ? "out of memory" : "a missing low-precision kernel") + " in step " +
+                      std::to_string(step) + " (" + e.what() +
+                      ") with dist.sharding = zero2/zero3, whose ranks reduce and gather every micro-step: one "
+                      "rank cannot redo the step alone; set a smaller train.micro_batch_size or "
+                      "optimization.checkpoint_every = 1");
+}
+
 UpdateInBackward::UpdateInBackward(UpdateParts& parts, int64_t grad_accum_steps, int world_size) : parts_(parts) {
   // The config and the planner refuse these combinations; a hand-made plan or a switch must too.
   if (grad_accum_steps != 1 || parts.grad_clip > 0 || parts.precision->precision() == Precision::Fp16 ||

@@ -77,7 +77,8 @@ class UpdateAfterBackward : public UpdatePlacement {
   OptimizerStep kind() const override { return OptimizerStep::AfterBackward; }
   void begin_step(double) override {}
   bool runs_backward(const torch::Tensor&) override { return true; }
-  void check_redo(const std::exception&, bool, int64_t) const override {}
+  // Sharded (ZeRO-2/3) steps cannot be redone on one rank alone: its collectives would differ.
+  void check_redo(const std::exception& e, bool oom, int64_t step) const override;
   double finish_step(double& loss, double lr, StepMetrics& m) override;
 
  private:
