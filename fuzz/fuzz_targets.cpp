@@ -18,6 +18,7 @@
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/trainer_state_file.h"
 
 namespace hwt::fuzz {
@@ -135,13 +136,36 @@ void hf_config_json(const uint8_t* data, size_t size) {
   });
 }
 
+// sharding.json beside two fixed shard files of a tensor "w" (2 x 3) split at element 3.
+void sharding_manifest(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "sharded";
+  static const bool shards_written = [&] {
+    fs::create_directories(dir);
+    for (int r = 0; r < 2; ++r) {
+      const std::string seg = "w@" + std::to_string(3 * r);
+      save_safetensors(dir / shard_file_name(r, 2), {{"model." + seg, torch::full({3}, r + 1.0f)},
+                                                     {"optimizer.exp_avg." + seg, torch::zeros({3})},
+                                                     {"optimizer.exp_avg_sq." + seg, torch::zeros({3})},
+                                                     {"optimizer.step." + seg, torch::full({}, 2.0f)}});
+    }
+    save_safetensors(dir / "optimizer.safetensors", {{"rng.cpu", torch::zeros({4}, torch::kUInt8)}});
+    return true;
+  }();
+  (void)shards_written;
+  write_input("sharded/sharding.json", data, size);
+  expecting_errors([&] {
+    read_checkpoint_weights(dir);
+    read_checkpoint_optimizer(dir);
+  });
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> targets = {
       {"safetensors_file", safetensors_file}, {"trainer_state", trainer_state},
       {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
       {"shard_header", shard_header},         {"toml_config", toml_config},
       {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list},
-      {"hf_config_json", hf_config_json}};
+      {"hf_config_json", hf_config_json},     {"sharding_manifest", sharding_manifest}};
   return targets;
 }
 

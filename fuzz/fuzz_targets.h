@@ -23,6 +23,7 @@ void toml_config(const uint8_t* data, size_t size);       // config/run_config: 
 void hardware_json(const uint8_t* data, size_t size);     // hw/hardware_json: hardware_from_json
 void checkpoint_list(const uint8_t* data, size_t size);   // io/checkpoint_store: read_checkpoint_manifest
 void hf_config_json(const uint8_t* data, size_t size);    // interop/hf_directory: read_hf_model_config
+void sharding_manifest(const uint8_t* data, size_t size); // train/sharded_checkpoint: read_checkpoint_weights/optimizer
 
 struct NamedTarget {
   const char* name;  // also its corpus folder: fuzz/corpus/<name>

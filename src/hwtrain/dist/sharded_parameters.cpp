@@ -323,6 +323,10 @@ torch::Tensor ShardedParameters::global_norm(const torch::Tensor& local_norm) {
   return sq.sqrt().reshape({});
 }
 
+void ShardedParameters::sum_across_ranks(torch::Tensor& t) {
+  wait(group_->all_reduce_sum(t), "summing a verdict over the ranks");
+}
+
 int64_t ShardedParameters::master_bytes() const {
   int64_t b = 0;
   for (const auto& u : units_) b += u->master.numel() * u->master.element_size();

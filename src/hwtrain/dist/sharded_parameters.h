@@ -107,6 +107,8 @@ class ShardedParameters : public GradientSync {
       const std::vector<std::pair<std::string, torch::Tensor>>& segments) const;
   // The global L2 norm from this rank's norm of its segments' gradients (collective).
   torch::Tensor global_norm(const torch::Tensor& local_norm);
+  // `t` summed over the ranks in place (collective), e.g. fp16's inf/NaN verdict.
+  void sum_across_ranks(torch::Tensor& t);
 
   ShardStage stage() const { return options_.stage; }
   const ShardingStats& stats() const { return stats_; }

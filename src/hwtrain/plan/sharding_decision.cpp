@@ -33,8 +33,7 @@ bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding
 
 // What zero2/zero3 cannot run with (refuse_impossible says why).
 bool gradient_sharding_excluded(const Plan& p, const PlanInputs& in) {
-  return p.precision == Precision::Fp16 || p.optimizer_state_dtype == StateDtype::Int8 || in.want.auto_batch_size ||
-         in.want.snapshots_weights;
+  return p.optimizer_state_dtype == StateDtype::Int8 || in.want.auto_batch_size || in.want.snapshots_weights;
 }
 
 // The least layout that fits with the plan's moments (none when nothing does).
@@ -59,11 +58,6 @@ void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
   if (shards_gradients(s) && p.optimizer_state_dtype == StateDtype::Int8) {
     throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " keeps fp32 moments: "
                       "optimization.optimizer_state_dtype = int8 runs with dist.sharding = none or zero1");
-  }
-  if ((s == Sharding::Zero2 || s == Sharding::Zero3) && p.precision == Precision::Fp16) {
-    throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " runs in bf16 or fp32: fp16 loss "
-                      "scaling over gradient shards is not implemented; set optimization.mixed_precision_dtype = "
-                      "bf16 or fp32, or dist.sharding = zero1");
   }
 }
 

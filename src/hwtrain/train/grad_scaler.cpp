@@ -34,6 +34,10 @@ void GradScaler::unscale(const std::vector<torch::Tensor>& params) {
   for (auto& [key, grads] : groups) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
 }
 
+void GradScaler::agree_found_inf(const std::function<void(torch::Tensor&)>& sum_across_ranks) {
+  if (options_.enabled && sum_across_ranks) sum_across_ranks(found_inf_);
+}
+
 bool GradScaler::found_inf() const { return found_inf_.item<float>() != 0.0f; }
 
 void GradScaler::update() {

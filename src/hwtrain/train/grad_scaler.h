@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace hwt {
@@ -29,6 +30,9 @@ class GradScaler {
   // Divides the gradients by the scale in place and records whether any is inf/NaN. Call once
   // per optimizer step, before clipping.
   void unscale(const std::vector<torch::Tensor>& params);
+  // Gradients sharded over ranks (ZeRO-2/3): after unscale, every rank's verdict summed in place by
+  // `sum_across_ranks` (collective), so that all skip or step together.
+  void agree_found_inf(const std::function<void(torch::Tensor&)>& sum_across_ranks);
   // True when the last unscale found inf/NaN: the optimizer step must be skipped.
   bool found_inf() const;
   // Updates the scale (backoff after inf/NaN, growth after growth_interval clean steps); counts

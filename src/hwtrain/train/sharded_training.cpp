@@ -26,15 +26,13 @@ class EngineHooks : public UnitHooks {
 
 ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
                                ShardStage stage, Precision precision) {
-  if (precision == Precision::Fp16) {
-    throw ConfigError(std::string("dist.sharding = ") + shard_stage_name(stage) +
-                      " runs in bf16 or fp32; set optimization.mixed_precision_dtype = bf16 or fp32");
-  }
   std::vector<ShardedUnitParams> units;
   for (auto& u : model->parameter_units()) units.push_back({u.name, u.params});
   ShardingOptions options;
   options.stage = stage;
-  options.compute_dtype = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat;
+  options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16
+                          : precision == Precision::Fp16 ? torch::kHalf
+                                                         : torch::kFloat;
   const NamedTensors whole_state = whole.state();  // before the parameters change dtype
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
   model->set_unit_hooks(std::make_shared<EngineHooks>(engine));
@@ -56,6 +54,7 @@ ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared
     return params;
   };
   s.global_norm = [engine](const torch::Tensor& local) { return engine->global_norm(local); };
+  s.sum_across_ranks = [engine](torch::Tensor& t) { engine->sum_across_ranks(t); };
   s.after_step = [engine] { engine->after_step(); };
   s.local_weights = [engine] {
     NamedTensors mine;

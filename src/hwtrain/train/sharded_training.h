@@ -3,8 +3,9 @@
 // Trainer runs with (Trainer::set_optimizer_sharding): an AdamW over this rank's segments, holding
 // the trainer's optimizer state cut to them (a resumed run continues exactly), the global gradient
 // norm, and sharded checkpoints (train/sharded_checkpoint.h), which resume on any world size and
-// with any sharding. Parameters compute in bf16 under a bf16 plan (FSDP2's
-// param_dtype) and in fp32 otherwise; gradients are reduced in fp32.
+// with any sharding. Parameters compute in the plan's precision (bf16 or fp16 copies of the fp32
+// masters, as FSDP2's param_dtype; fp32 otherwise); gradients are reduced in fp32; fp16's loss
+// scaler agrees on inf/NaN over the ranks.
 #pragma once
 #include <memory>
 
@@ -23,7 +24,7 @@ struct ShardedTraining {
 };
 
 // `whole`: the trainer's optimizer over the whole parameters (its options and state are taken).
-// Collective: every rank calls it with the same model. ConfigError for fp16 (not supported).
+// Collective: every rank calls it with the same model.
 ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
                                ShardStage stage, Precision precision);
 

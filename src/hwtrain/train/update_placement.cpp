@@ -24,6 +24,7 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
   MixedPrecision& precision = *parts_.precision;
   UpdateRule rule{parts_.grad_clip, precision.precision() != Precision::Fp32};
   rule.global_norm = parts_.sharding.global_norm;
+  rule.sum_across_ranks = parts_.sharding.sum_across_ranks;
   const UpdateOutcome out = update_after_backward(
       parts_.parameters(), precision.scaler(), loss, rule,
       [&] {

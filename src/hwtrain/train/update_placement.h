@@ -39,6 +39,7 @@ struct OptimizerSharding {
   std::shared_ptr<AdamW> optimizer;
   std::function<std::vector<torch::Tensor>()> parameters;
   std::function<torch::Tensor(const torch::Tensor&)> global_norm;
+  std::function<void(torch::Tensor&)> sum_across_ranks;
   std::function<NamedTensors()> local_weights;
   std::function<std::string(const std::string& key, const std::string& value)> share_from_rank0;
   std::function<void(const std::string& what)> barrier;

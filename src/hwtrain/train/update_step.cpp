@@ -35,6 +35,7 @@ UpdateOutcome update_after_backward(const std::vector<torch::Tensor>& params, Gr
                                     const std::function<void()>& zero_grad) {
   UpdateOutcome out;
   scaler.unscale(params);
+  scaler.agree_found_inf(rule.sum_across_ranks);
   const torch::Tensor norm = clip_global_norm(params, rule.max_grad_norm, rule.global_norm);
   out.skipped_for_loss = !scaler.found_inf() && rule.low_precision && !std::isfinite(loss);
   if (!scaler.found_inf() && !out.skipped_for_loss) {

@@ -20,6 +20,8 @@ struct UpdateRule {
   bool low_precision = false;  // bf16/fp16 autocast in force: a non-finite loss skips the update
   // Gradients sharded over ranks (ZeRO-2/3): the global norm from this rank's norm (collective).
   std::function<torch::Tensor(const torch::Tensor&)> global_norm;
+  // ... and fp16's inf/NaN verdict summed over the ranks in place (collective).
+  std::function<void(torch::Tensor&)> sum_across_ranks;
 };
 
 struct UpdateOutcome {
