@@ -26,6 +26,23 @@ struct ShardingManifest {
   std::map<std::string, std::vector<int64_t>> shapes;
 };
 
+// A JSON integer in [lo, hi], checked before any conversion: nlohmann's get<int64_t>() of a float
+// such as 4e45 is undefined behaviour (found by the sharding_manifest fuzzer).
+int64_t json_integer(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what) {
+  bool in_range = false;
+  if (v.is_number_unsigned()) {  // non-negative literals parse as unsigned
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else if (v.is_number_integer()) {
+    in_range = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  }
+  if (!in_range) {
+    throw IoError(what + " is " + v.dump() + ", expected an integer in [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + "]");
+  }
+  return v.get<int64_t>();
+}
+
 // sharding.json, checked as untrusted input: a world size in [1, 65536], shapes of at most 8
 // dimensions with at most 2^40 elements.
 ShardingManifest read_manifest(const fs::path& dir) {
@@ -33,15 +50,18 @@ ShardingManifest read_manifest(const fs::path& dir) {
   ShardingManifest m;
   try {
     const auto j = nlohmann::json::parse(read_regular_file(path, kMaxManifestBytes));
-    m.world_size = j.at("world_size").get<int>();
+    m.world_size = static_cast<int>(json_integer(j.at("world_size"), 1, kMaxWorldSize, "world_size"));
+    if (!j.at("shapes").is_object()) throw IoError("shapes is not an object of name: [dims]");
     for (const auto& [name, dims] : j.at("shapes").items()) {
-      std::vector<int64_t> shape = dims.get<std::vector<int64_t>>();
+      if (!dims.is_array() || dims.size() > 8) throw IoError("the shape of '" + name + "' is not a list of <= 8 dims");
+      std::vector<int64_t> shape;
       int64_t n = 1;
-      for (int64_t d : shape) {
-        if (d < 0 || d > kMaxElements || (d > 0 && n > kMaxElements / d)) throw IoError("shape out of range");
+      for (const auto& dim : dims) {
+        const int64_t d = json_integer(dim, 0, kMaxElements, "a dimension of '" + name + "'");
+        if (d > 0 && n > kMaxElements / d) throw IoError("the shape of '" + name + "' has over 2^40 elements");
         n *= d;
+        shape.push_back(d);
       }
-      if (shape.size() > 8) throw IoError("more than 8 dimensions");
       m.shapes[name] = std::move(shape);
     }
   } catch (const std::exception& e) {
