@@ -5,23 +5,11 @@
 #include <map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/comm_spans.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
-
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t to_ns(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
-}  // namespace
 
 CommStats& CommStats::operator+=(const CommStats& o) {
   syncs += o.syncs;
@@ -172,7 +160,7 @@ void DataParallel::launch(size_t index) {
   b.work = group_->all_reduce_sum(b.flat);
   auto done = done_ns_;
   try {
-    b.work->getFuture()->addCallback([done, index](c10::ivalue::Future&) { (*done)[index].store(now_ns()); });
+    b.work->getFuture()->addCallback([done, index](c10::ivalue::Future&) { (*done)[index].store(steady_now_ns()); });
   } catch (const c10::Error&) {
     // A backend without futures: finish() takes the completion time when its wait returns.
   }
@@ -189,7 +177,7 @@ void DataParallel::finish() {
     Bucket& b = buckets_[i];
     group_->wait(b.work, "gradient all-reduce (bucket " + std::to_string(i + 1) + " of " +
                              std::to_string(buckets_.size()) + ")");
-    if ((*done_ns_)[i].load() == 0) (*done_ns_)[i].store(now_ns());
+    if ((*done_ns_)[i].load() == 0) (*done_ns_)[i].store(steady_now_ns());
     b.work.reset();
     for (size_t k : b.params) {
       torch::Tensor& p = params_[k];
@@ -211,30 +199,13 @@ void DataParallel::record_stats(Clock::time_point finish_entered) {
   CommStats s;
   s.syncs = 1;
   for (size_t i = 0; i < buckets_.size(); ++i) {
-    spans.emplace_back(to_ns(buckets_[i].launched_at), std::max(to_ns(buckets_[i].launched_at), (*done_ns_)[i].load()));
+    spans.emplace_back(steady_ns(buckets_[i].launched_at), std::max(steady_ns(buckets_[i].launched_at), (*done_ns_)[i].load()));
     s.bytes += buckets_[i].flat.numel() * static_cast<int64_t>(buckets_[i].flat.element_size());
   }
   s.buckets = static_cast<int64_t>(buckets_.size());
-  std::sort(spans.begin(), spans.end());
-  const int64_t cut = to_ns(finish_entered);
-  int64_t covered = 0, hidden = 0, start = 0, end = -1;
-  auto close = [&] {
-    if (end < start) return;
-    covered += end - start;
-    hidden += std::max<int64_t>(0, std::min(end, cut) - start);
-  };
-  for (const auto& [a, b] : spans) {
-    if (a > end) {
-      close();
-      start = a;
-      end = b;
-    } else {
-      end = std::max(end, b);
-    }
-  }
-  close();
-  s.comm_seconds = static_cast<double>(covered) * 1e-9;
-  s.hidden_seconds = static_cast<double>(hidden) * 1e-9;
+  const SpanCover cover = cover_spans(std::move(spans), steady_ns(finish_entered));
+  s.comm_seconds = static_cast<double>(cover.covered_ns) * 1e-9;
+  s.hidden_seconds = static_cast<double>(cover.before_cut_ns) * 1e-9;
   s.finish_seconds = std::chrono::duration<double>(Clock::now() - finish_entered).count();
   last_ = s;
   total_ += s;

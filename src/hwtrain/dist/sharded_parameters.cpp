@@ -6,6 +6,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
+#include "hwtrain/dist/comm_spans.h"
 #include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/sharded_unit.h"
 #include "hwtrain/obs/log.h"
@@ -34,17 +35,14 @@ void allocate_storage(const torch::Tensor& flat) {
 
 bool has_storage(const torch::Tensor& flat) { return flat.storage().nbytes() > 0; }
 
-int64_t flight_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 const char* shard_stage_name(ShardStage s) { return s == ShardStage::Zero2 ? "zero2" : "zero3"; }
 
 struct ShardedParameters::Flight {
+  ProcessGroup::WorkPtr work;
   int64_t launched_ns;
-  std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after the wait)
+  std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after its wait)
 };
 
 ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::vector<ShardedUnitParams> units,
@@ -73,7 +71,7 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
     torch::Tensor full = torch::cat(flat_parts);
     full = torch::constant_pad_nd(full, {0, u->shard * n - u->numel});
     u->master = full.narrow(0, rank * u->shard, u->shard).clone();
-    u->flat = full.to(options_.compute_dtype).clone();
+    u->flat = full.to(options_.compute_dtype);  // full itself when fp32: nothing else holds it
     for (size_t i = 0; i < u->params.size(); ++i) {
       u->params[i].mutable_grad() = torch::Tensor();
       u->params[i].set_data(u->flat.narrow(0, u->offsets[i], u->params[i].numel()).view(u->shapes[i]));
@@ -115,18 +113,18 @@ void ShardedParameters::wait(const ProcessGroup::WorkPtr& work, const std::strin
   const auto t0 = Clock::now();
   group_->wait(work, what);
   stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-  const int64_t done = flight_now_ns();
+  const int64_t done = steady_now_ns();
   for (auto& f : flights_) {  // a backend without futures: done when its wait returned
     int64_t unset = 0;
-    f.done_ns->compare_exchange_strong(unset, done);
+    if (f.work == work) f.done_ns->compare_exchange_strong(unset, done);
   }
 }
 
 void ShardedParameters::track(const ProcessGroup::WorkPtr& work) {
-  Flight f{flight_now_ns(), std::make_shared<std::atomic<int64_t>>(0)};
+  Flight f{work, steady_now_ns(), std::make_shared<std::atomic<int64_t>>(0)};
   auto done = f.done_ns;
   try {
-    work->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(flight_now_ns()); });
+    work->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(steady_now_ns()); });
   } catch (const c10::Error&) {
   }
   flights_.push_back(std::move(f));
@@ -144,19 +142,7 @@ void ShardedParameters::count_flights() {
     }
   }
   flights_ = std::move(open);
-  std::sort(spans.begin(), spans.end());
-  int64_t covered = 0, start = 0, end = -1;
-  for (const auto& [a, b] : spans) {
-    if (a > end) {
-      if (end > start) covered += end - start;
-      start = a;
-      end = b;
-    } else {
-      end = std::max(end, b);
-    }
-  }
-  if (end > start) covered += end - start;
-  stats_.comm_seconds += static_cast<double>(covered) * 1e-9;
+  stats_.comm_seconds += static_cast<double>(cover_spans(std::move(spans), 0).covered_ns) * 1e-9;
 }
 
 void ShardedParameters::launch_gather(Unit& u) {
@@ -250,11 +236,11 @@ void ShardedParameters::collect_reductions() {
     Unit& u = *up;
     if (u.reduce_launched) {
       wait(u.reduce_work, "reduce-scattering the gradients of " + u.name);
-      torch::Tensor shard = u.reduce_output.to(torch::kFloat);
+      torch::Tensor shard = u.reduce_output.to(torch::kFloat);  // fresh each launch: kept as it is
       if (u.grad.defined()) {
         u.grad.add_(shard);
       } else {
-        u.grad = shard.scalar_type() == u.reduce_output.scalar_type() ? shard.clone() : shard;
+        u.grad = shard;
       }
       u.reduce_work.reset();
       u.reduce_input = u.reduce_output = torch::Tensor();
@@ -351,7 +337,10 @@ std::string ShardedParameters::describe() const {
          format_bytes(static_cast<double>(master_bytes())) + ", AdamW moments " +
          format_bytes(2.0 * static_cast<double>(master_bytes())) + ", gradient shard " +
          format_bytes(static_cast<double>(master_bytes())) + ", " +
-         (options_.compute_dtype == torch::kBFloat16 ? "bf16" : "fp32") + " parameters " +
+         (options_.compute_dtype == torch::kBFloat16 ? "bf16"
+          : options_.compute_dtype == torch::kHalf   ? "fp16"
+                                                     : "fp32") +
+         " parameters " +
          (options_.stage == ShardStage::Zero2
               ? format_bytes(elt * static_cast<double>(numel)) + " (whole)"
               : "gathered a unit at a time (largest " + format_bytes(elt * static_cast<double>(largest)) + ")");

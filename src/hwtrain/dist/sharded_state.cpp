@@ -17,8 +17,7 @@ NamedList ShardedParameters::full_parameters(bool everywhere) {
   for (auto& up : units_) {
     Unit& u = *up;
     torch::Tensor whole = torch::empty({u.shard * group_->world_size()}, u.master.options());
-    torch::Tensor input = u.master.clone();
-    wait(group_->all_gather_into(whole, input), "gathering the master weights of " + u.name);
+    wait(group_->all_gather_into(whole, u.master), "gathering the master weights of " + u.name);
     if (!everywhere && group_->rank() != 0) continue;
     const torch::Tensor host = whole.to(torch::kCPU);  // one unit at a time on the device
     for (size_t i = 0; i < u.params.size(); ++i) {

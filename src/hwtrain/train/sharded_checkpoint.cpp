@@ -68,9 +68,6 @@ ShardingManifest read_manifest(const fs::path& dir) {
     throw IoError(path.string() + " is malformed: " + e.what() +
                   " (expected {\"world_size\": N, \"shapes\": {name: [dims]}})");
   }
-  if (m.world_size < 1 || m.world_size > kMaxWorldSize) {
-    throw IoError(path.string() + ": world_size " + std::to_string(m.world_size) + " is not in [1, 65536]");
-  }
   return m;
 }
 
