@@ -35,15 +35,13 @@ std::string isa_list(const CpuIsa& i) {
 
 std::string or_unset(const std::string& v) { return v.empty() ? "unset" : v; }
 
-void gemm_line(std::ostringstream& s, const char* dtype, double gflops, double peak, double eff) {
+void gemm_line(std::ostream& s, const char* dtype, double gflops, double peak, double eff) {
   s << dtype << " " << (gflops > 0 ? num(gflops, 1) : std::string("n/a")) << " GFLOP/s";
   if (gflops > 0 && peak > 0) s << " (" << num(eff * 100) << "% of " << num(peak) << ")";
 }
 
-}  // namespace
-
-std::string hardware_summary(const HardwareProfile& p) {
-  std::ostringstream s;
+// The source, the CPU model, cores and threads, ISA, caches and clock.
+void cpu_lines(std::ostream& s, const HardwareProfile& p) {
   const CpuInfo& c = p.cpu;
   s << "Hardware (" << p.source << ")\n";
   s << "  CPU       " << (c.model_name.empty() ? "unknown" : c.model_name) << " ("
@@ -56,7 +54,10 @@ std::string hardware_summary(const HardwareProfile& p) {
     << format_bytes(static_cast<double>(c.l3_cache_bytes));
   if (c.frequency_mhz > 0) s << ", " << num(c.frequency_mhz) << " MHz (" << c.frequency_source << ")";
   s << "\n";
+}
 
+// Total, available, cgroup and usable memory.
+void memory_line(std::ostream& s, const HardwareProfile& p) {
   const MemoryInfo& m = p.memory;
   s << "  Memory    " << format_bytes(static_cast<double>(m.total_bytes)) << " total, "
     << format_bytes(static_cast<double>(m.available_bytes)) << " available";
@@ -64,7 +65,10 @@ std::string hardware_summary(const HardwareProfile& p) {
     s << "; cgroup limit " << format_bytes(static_cast<double>(m.cgroup_limit_bytes)) << " ("
       << format_bytes(static_cast<double>(m.cgroup_usage_bytes)) << " used)";
   s << "; usable " << format_bytes(static_cast<double>(m.effective_available_bytes)) << "\n";
+}
 
+// The BLAS, oneDNN, the measured GEMM rates and the peak assumed.
+void math_lines(std::ostream& s, const HardwareProfile& p) {
   const MathLibInfo& x = p.math;
   s << "  BLAS      " << (x.blas.empty() ? "unknown" : x.blas);
   if (!x.blas_version.empty()) s << " (" << x.blas_version << ")";
@@ -79,14 +83,17 @@ std::string hardware_summary(const HardwareProfile& p) {
     s << ", ";
     gemm_line(s, "bf16", x.bf16_gemm_gflops, x.peak_bf16_gflops, x.bf16_efficiency);
     s << "; n=" << x.gemm_size << ", " << x.gemm_threads << " threads";
-    if (x.gemm_load_average > c.num_logical_threads)
+    if (x.gemm_load_average > p.cpu.num_logical_threads)
       s << " (machine busy: load " << num(x.gemm_load_average, 1) << ")";
     s << "\n";
   } else {
     s << "not measured\n";
   }
   if (!x.peak_assumption.empty()) s << "            peak: " << x.peak_assumption << "\n";
+}
 
+// The allocator and the thread settings.
+void env_lines(std::ostream& s, const HardwareProfile& p) {
   const EnvInfo& e = p.env;
   s << "  Allocator " << to_string(e.allocator);
   if (!e.allocator_detail.empty()) s << " (" << e.allocator_detail << ")";
@@ -95,7 +102,10 @@ std::string hardware_summary(const HardwareProfile& p) {
     << ", MKL_NUM_THREADS " << or_unset(e.mkl_num_threads) << ", OPENBLAS_NUM_THREADS "
     << or_unset(e.openblas_num_threads) << ", OPENBLAS_CORETYPE " << or_unset(e.openblas_coretype)
     << "\n";
+}
 
+// Each GPU (a long list of identical ones shortened) and the nodes.
+void gpu_lines(std::ostream& s, const HardwareProfile& p) {
   s << "  GPUs      ";
   if (p.gpus.empty()) s << "none\n";
   for (size_t i = 0; i < p.gpus.size(); ++i) {
@@ -117,7 +127,10 @@ std::string hardware_summary(const HardwareProfile& p) {
     s << "\n";
   }
   if (p.num_nodes > 1) s << "            " << p.num_nodes << " nodes, " << p.inter_node_link << "\n";
+}
 
+// LibTorch's build, the compiler, hwtrain, the NVIDIA driver.
+void software_lines(std::ostream& s, const HardwareProfile& p) {
   const SoftwareInfo& w = p.software;
   s << "  Software  LibTorch " << (w.torch_version.empty() ? "?" : w.torch_version);
   std::vector<std::string> opts;
@@ -136,6 +149,18 @@ std::string hardware_summary(const HardwareProfile& p) {
   if (!w.gpu_driver_version.empty())
     s << "            NVIDIA driver " << w.gpu_driver_version << " (CUDA " << w.cuda_driver_version
       << ")\n";
+}
+
+}  // namespace
+
+std::string hardware_summary(const HardwareProfile& p) {
+  std::ostringstream s;
+  cpu_lines(s, p);
+  memory_line(s, p);
+  math_lines(s, p);
+  env_lines(s, p);
+  gpu_lines(s, p);
+  software_lines(s, p);
   return s.str();
 }
 
