@@ -54,7 +54,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
   m.vocab_size = c.vocab;
   m.dropout = 0.0;
   if (c.n_kv_head > 0) {
-    m.architecture = "llama";
+    m.architecture = Architecture::kLlama;
     m.n_kv_head = c.n_kv_head;
   }
   MemoryQuery q;

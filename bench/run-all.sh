@@ -6,7 +6,7 @@ set -euo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 cmake --build "$BUILD" --target hwtrain_cli bench_memory_model_bench bench_data_bench bench_model_attention_bench \
-  bench_train_ab_bench
+  bench_run_ab_bench
 bench/default_run.sh "$BUILD"
 bench/cpu_speed.sh "$BUILD" 10
 bench/precision_quality.sh "$BUILD" 150

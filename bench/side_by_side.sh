@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4's ratios measured side by side: one layer's attention kernels alternating call by call,
-# then whole training steps alternating setting by setting in one Trainer (bench_train_ab_bench):
+# then whole training steps alternating setting by setting in one Trainer (bench_run_ab_bench):
 # bf16 vs fp32 (W1, W2), the plan's attention kernel vs SDPA (W1 bf16 and fp32), and activation
 # checkpointing of every block vs none (W1, W2, bf16 and fp32), the optimizer step in backward vs
 # after it, and checkpointing's cost with the step in backward. About 18 minutes on 2 cores.
@@ -9,7 +9,7 @@ set -euo pipefail
 BUILD=${1:-build}
 DATA=$("$(dirname "$0")/default_data.sh" "$BUILD")
 export MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1  # as the hwtrain binary allocates
-AB=$BUILD/bench/bench_train_ab_bench
+AB=$BUILD/bench/bench_run_ab_bench
 echo "== side by side ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')); data $DATA"
 "$BUILD/bench/bench_model_attention_bench" 15
 run() {  # label, args...

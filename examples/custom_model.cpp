@@ -6,7 +6,7 @@
 
 #include <iostream>
 
-#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
 
 struct Mlp : torch::nn::Module {
   Mlp() {

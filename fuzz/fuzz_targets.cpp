@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/manifest.h"

@@ -15,7 +15,7 @@ DEBS=$ROOT/.gpu-debs
 PACKAGES=(libtomlplusplus-dev libtomlplusplus3 libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   nlohmann-json3-dev libgtest-dev libgmock-dev googletest libsentencepiece-dev libsentencepiece0 sentencepiece
   libjemalloc2 libjemalloc-dev fortunes fortunes-min libpcre2-dev libpcre2-8-0
-  libicu-dev libicu72)
+  libicu-dev libicu72 libsqlite3-dev libsqlite3-0)
 
 if [ "${1:-}" = "--download" ]; then
   mkdir -p "$DEBS" && cd "$DEBS" && apt-get download "${PACKAGES[@]}" && ls "$DEBS"

@@ -19,7 +19,7 @@ debian_packages=(
   build-essential cmake ninja-build pkg-config python3-venv
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev libpcre2-dev
-  libicu-dev
+  libicu-dev libsqlite3-dev
   fortunes
 )
 

@@ -29,10 +29,10 @@ TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
   ModelConfig base;
   base.block_size = 32;
   const ModelConfig m = read_hf_model_config(dir, base);
-  EXPECT_EQ(m.architecture, "llama");
+  EXPECT_EQ(m.architecture, Architecture::kLlama);
   EXPECT_EQ(m.n_kv_head, 2);
   EXPECT_EQ(m.intermediate_size, 160);
-  EXPECT_EQ(m.rope_scaling, "llama3");
+  EXPECT_EQ(m.rope_scaling, RopeScaling::kLlama3);
   EXPECT_EQ(m.rope_original_max_positions, 16);
   EXPECT_EQ(m.block_size, 32);  // the training context stays the run's
   GPT model(m, m.vocab_size);
@@ -49,8 +49,8 @@ TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   ModelConfig base;
   base.block_size = 24;  // of its 32 positions
   const ModelConfig m = read_hf_model_config(dir, base);
-  EXPECT_EQ(m.architecture, "gpt2");
-  EXPECT_EQ(m.activation, "gelu_tanh");
+  EXPECT_EQ(m.architecture, Architecture::kGpt2);
+  EXPECT_EQ(m.activation, Activation::kGeluTanh);
   GPT model(m, m.vocab_size);
   load_hf_weights(model, read_hf_weights(dir), dir.string());
   const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / "gpt2.safetensors");

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 ModelConfig tiny(bool qwen2) {
   ModelConfig c;
-  c.architecture = "llama";
+  c.architecture = Architecture::kLlama;
   c.n_layer = 2;
   c.n_head = 4;
   c.n_kv_head = qwen2 ? 1 : 2;
@@ -33,7 +33,7 @@ ModelConfig tiny(bool qwen2) {
   c.rope_theta = qwen2 ? 1e6 : 500000.0;
   c.rms_norm_eps = qwen2 ? 1e-6 : 1e-5;
   if (!qwen2) {
-    c.rope_scaling = "llama3";
+    c.rope_scaling = RopeScaling::kLlama3;
     c.rope_original_max_positions = 16;
   }
   return c;
@@ -58,7 +58,7 @@ TEST(HfExport, TransformersLoadsItAndGivesTheSameLogits) {
       m.n_embd = 64;
       m.block_size = 32;
       m.vocab_size = 80;
-      m.activation = "gelu_tanh";
+      m.activation = Activation::kGeluTanh;
     }
     torch::manual_seed(3);
     GPT model(m, m.vocab_size);
@@ -99,7 +99,7 @@ TEST(HfExport, ReadsBackAsWrittenInEveryDtype) {
     base.block_size = m.block_size;
     const ModelConfig back = read_hf_model_config(out, base);
     EXPECT_EQ(back.n_kv_head, m.n_kv_head);
-    EXPECT_EQ(back.rope_scaling, "llama3");
+    EXPECT_EQ(back.rope_scaling, RopeScaling::kLlama3);
     EXPECT_EQ(back.intermediate_size, m.intermediate_size);
     const auto weights = read_hf_weights(out);
     EXPECT_EQ(weights.size(), model->named_parameters().size());

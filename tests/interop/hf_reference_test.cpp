@@ -24,7 +24,7 @@ struct Case {
 
 ModelConfig llama(int64_t kv_heads, int64_t intermediate, double theta, bool llama3, bool tied, bool bias, double eps) {
   ModelConfig c;
-  c.architecture = "llama";
+  c.architecture = Architecture::kLlama;
   c.n_layer = 2;
   c.n_head = 4;
   c.n_kv_head = kv_heads;
@@ -34,7 +34,7 @@ ModelConfig llama(int64_t kv_heads, int64_t intermediate, double theta, bool lla
   c.intermediate_size = intermediate;
   c.rope_theta = theta;
   if (llama3) {
-    c.rope_scaling = "llama3";
+    c.rope_scaling = RopeScaling::kLlama3;
     c.rope_scaling_factor = 8.0;
     c.rope_low_freq_factor = 1.0;
     c.rope_high_freq_factor = 4.0;
@@ -53,7 +53,7 @@ ModelConfig gpt2() {
   c.n_embd = 64;
   c.block_size = 32;
   c.vocab_size = 320;
-  c.activation = "gelu_tanh";
+  c.activation = Activation::kGeluTanh;
   return c;
 }
 

@@ -18,7 +18,7 @@ ModelConfig config(bool llama) {
   c.n_embd = 32;
   c.block_size = 16;
   if (llama) {
-    c.architecture = "llama";
+    c.architecture = Architecture::kLlama;
     c.n_kv_head = 2;
   }
   return c;

@@ -12,7 +12,7 @@ namespace {
 
 ModelConfig tiny_llama(int64_t kv_heads, bool tied, bool bias) {
   ModelConfig c;
-  c.architecture = "llama";
+  c.architecture = Architecture::kLlama;
   c.n_layer = 2;
   c.n_head = 4;
   c.n_kv_head = kv_heads;
@@ -92,9 +92,7 @@ TEST(Llama, BadShapesAreNamed) {
   c.n_head = 4;
   EXPECT_THROW(GPT(c, 64), ConfigError);
   c = tiny_llama(2, false, false);
-  c.architecture = "gpt2";  // grouped-query attention is llama's
-  EXPECT_THROW(GPT(c, 64), ConfigError);
-  c.architecture = "mamba";
+  c.architecture = Architecture::kGpt2;  // grouped-query attention is llama's
   EXPECT_THROW(GPT(c, 64), ConfigError);
 }
 

@@ -92,11 +92,10 @@ TEST(Progress, BarModeRedrawsOneLineAndPrintsEvalsOnTheirOwn) {
 }
 
 TEST(Progress, ModeFromConfig) {
-  EXPECT_EQ(parse_progress_mode("auto", true), ProgressMode::bar);
-  EXPECT_EQ(parse_progress_mode("auto", false), ProgressMode::lines);
-  EXPECT_EQ(parse_progress_mode("lines", true), ProgressMode::lines);
-  EXPECT_EQ(parse_progress_mode("bar", false), ProgressMode::bar);
-  EXPECT_THROW(parse_progress_mode("fancy", true), ConfigError);
+  EXPECT_EQ(resolve_progress_mode(std::nullopt, true), ProgressMode::bar);
+  EXPECT_EQ(resolve_progress_mode(std::nullopt, false), ProgressMode::lines);
+  EXPECT_EQ(resolve_progress_mode(ProgressMode::lines, true), ProgressMode::lines);
+  EXPECT_EQ(resolve_progress_mode(ProgressMode::bar, false), ProgressMode::bar);
 }
 
 TEST(Progress, Durations) {

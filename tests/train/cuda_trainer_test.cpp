@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "hwtrain/core/files.h"
-#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/torch_profiler.h"
+#include "hwtrain/train/process_settings.h"
 #include "trainer_fixture.h"
 #include "trainer_test_seam.h"
 

@@ -13,6 +13,7 @@
 #include "hwtrain/obs/profile_report.h"
 #include "hwtrain/train/profiler_callback.h"
 #include "hwtrain/train/trainer.h"
+#include "train/trainer_fixture.h"
 #include "support/temp_dir.h"
 #include "train/fake_control.h"
 
@@ -155,7 +156,7 @@ TEST(ProfilerCallback, ProfilesARealTrainingRun) {
   for (int i = 0; i < 400; ++i) val.push_back((i * 5) % 64);
   write_token_file(dir / "d.hwt", 64, "byte", 1, train, val);
   auto data = std::make_shared<const ShardedDataset>(dir / "d.hwt");
-  RunConfig config;
+  TrainerTestConfig config;
   config.model.n_layer = 1;
   config.model.n_head = 2;
   config.model.n_embd = 32;

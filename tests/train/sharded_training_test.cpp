@@ -21,7 +21,7 @@ GPT tiny_gpt(bool llama, bool recompute = true) {
   m.block_size = 16;
   m.dropout = 0;
   if (llama) {
-    m.architecture = "llama";
+    m.architecture = Architecture::kLlama;
     m.n_kv_head = 1;
     m.intermediate_size = 64;
     m.bias = false;

@@ -23,9 +23,9 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
   EXPECT_NEAR(scheduled_lr(c, 60), 0.55, 1e-12);  // halfway: min + (lr - min) / 2
   EXPECT_NEAR(scheduled_lr(c, 109), 0.1, 1e-3);
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 500), 0.1);
-  c.lr_schedule = "linear";
+  c.lr_schedule = LrSchedule::kLinear;
   EXPECT_NEAR(scheduled_lr(c, 60), 0.55, 1e-12);
-  c.lr_schedule = "constant";
+  c.lr_schedule = LrSchedule::kConstant;
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 60), 1.0);
 }
 

@@ -11,10 +11,27 @@
 
 namespace hwt {
 
+// The parts of a run's config the trainer's tests set (the RunConfig itself lives above train, in
+// run/), and the TrainerOptions the run area would read from them.
+struct TrainerTestConfig {
+  ModelConfig model;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+};
+
+inline TrainerOptions trainer_options(const TrainerTestConfig& c) {
+  TrainerOptions o;
+  o.train = c.train;
+  o.checkpoint = c.checkpoint;
+  o.config_toml = "# a trainer test's run\n";
+  o.tokenizer = "byte";  // data.tokenizer's default
+  return o;
+}
+
 struct TrainerFixture {
   testing::TempDir dir;
   std::shared_ptr<const ShardedDataset> data;
-  RunConfig config;
+  TrainerTestConfig config;
   Plan plan;
 
   TrainerFixture() {

@@ -1,4 +1,4 @@
-// The one update after backward (train/update_step.h), and HardwareAwareOptimizer::step, which a
+// The one update after backward (train/update_step.h), which HardwareAwareOptimizer::step (tests/run) and a
 // user's own loop calls, following the same rule as the Trainer.
 #include "hwtrain/train/update_step.h"
 
@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 
-#include "hwtrain/train/hardware_aware_optimizer.h"
 
 namespace hwt {
 namespace {
@@ -73,36 +72,6 @@ TEST(UpdateStep, InfGradientsUnderLossScalingSkipAndBackOff) {
   EXPECT_FALSE(out.skipped_for_loss);  // the scaler's skip, counted by the scaler
   EXPECT_EQ(s.skipped_steps(), 1);
   EXPECT_DOUBLE_EQ(s.current_scale(), 2.0);
-}
-
-HardwareProfile bf16_cpu() {
-  HardwareProfile hw;
-  hw.cpu.num_physical_cores = 1;
-  hw.cpu.isa.avx512_bf16 = true;
-  hw.memory.effective_available_bytes = 8ll << 30;
-  return hw;
-}
-
-// A user's loop: before, HardwareAwareOptimizer::step applied a bf16 step with a NaN loss, so the
-// weights became NaN; now it keeps the last good weights, as the Trainer does.
-TEST(HardwareAwareOptimizer, UserLoopSkipsANonFiniteLowPrecisionStep) {
-  RunConfig config;
-  config.model.vocab_size = 64;
-  config.apply_override("optimization.mixed_precision_dtype=bf16");
-  HardwareAwareOptimizer hao(config, bf16_cpu());
-  ASSERT_EQ(hao.plan().precision, Precision::Bf16);
-  torch::nn::Linear net(4, 2);
-  torch::optim::SGD sgd(net->parameters(), 0.1);
-  const auto before = net->weight.detach().clone();
-  hao.backward(net(torch::ones({1, 4})).sum() * std::numeric_limits<float>::quiet_NaN());
-  hao.step(sgd);
-  EXPECT_TRUE(net->weight.equal(before));
-  EXPECT_EQ(hao.skipped_steps(), 1);
-  EXPECT_EQ(hao.get_optimization_metrics()["measured"]["skipped_updates"], 1);
-  hao.backward(net(torch::ones({1, 4})).sum());
-  hao.step(sgd);
-  EXPECT_FALSE(net->weight.equal(before));
-  EXPECT_TRUE(torch::isfinite(net->weight).all().item<bool>());
 }
 
 }  // namespace

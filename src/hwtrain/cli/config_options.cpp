@@ -1,7 +1,7 @@
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 
 namespace hwt::cli {
 

@@ -13,7 +13,7 @@
 #include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/report.h"
-#include "hwtrain/plan/planner.h"
+#include "hwtrain/run/run_bindings.h"
 
 namespace hwt::cli {
 

@@ -18,7 +18,7 @@
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/train/autocast.h"
-#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/training_checkpoint.h"
 

@@ -21,12 +21,12 @@ namespace {
 // A new train.max_steps on resume re-fits a schedule that decays until max_steps: said once, with
 // the learning rate at the checkpoint's step on both curves.
 void warn_if_schedule_refits(const TrainConfig& saved, const TrainConfig& asked, const fs::path& checkpoint) {
-  if (asked.max_steps == saved.max_steps || asked.lr_schedule == "constant" || asked.decay_steps > 0) return;
+  if (asked.max_steps == saved.max_steps || asked.lr_schedule == LrSchedule::kConstant || asked.decay_steps > 0) return;
   const int64_t step = read_checkpoint_manifest(checkpoint).step;
   log_warn("train.max_steps changes from {} to {} on resume: the {} learning-rate schedule is re-fitted to decay "
            "over {} steps instead of {}, and from the checkpoint's step {} on the LR follows the new curve "
            "({:.3g} there, {:.3g} on the old one); set train.decay_steps to keep a fixed decay",
-           saved.max_steps, asked.max_steps, asked.lr_schedule, asked.max_steps, saved.max_steps, step,
+           saved.max_steps, asked.max_steps, enum_name(asked.lr_schedule), asked.max_steps, saved.max_steps, step,
            scheduled_lr(asked, step), scheduled_lr(saved, step));
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hwtrain/cli/commands.h"
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 #include "hwtrain/data/sharded_dataset.h"
 
 namespace hwt::cli {

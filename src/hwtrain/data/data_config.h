@@ -4,9 +4,20 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/option_checks.h"
 
 namespace hwt {
+
+// How training draws windows: random offsets (with replacement), or sequential passes (every
+// window once per epoch, shards and windows shuffled per epoch).
+enum class SamplingMode { kRandom, kSequential };
+template <>
+struct EnumNames<SamplingMode> {
+  static constexpr std::array<std::pair<SamplingMode, const char*>, 2> table{{
+      {SamplingMode::kRandom, "random"},
+      {SamplingMode::kSequential, "sequential"}}};
+};
 
 struct DataConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
@@ -19,7 +30,7 @@ struct DataConfig {
   // 64 KiB rarely cuts an ordinary document and gives tiny-shakespeare (1.1 MB, one file) 17 pieces.
   int64_t max_document_bytes = 65536;
   // random: nanoGPT's way, no epoch boundaries to manage on small corpora.
-  std::string sampling = "random";
+  SamplingMode sampling = SamplingMode::kRandom;
 
   void validate() const {
     check_at_least("data.max_document_bytes", max_document_bytes, 0);
@@ -43,8 +54,7 @@ struct DataConfig {
     v("max_document_bytes", max_document_bytes, "documents longer than this are cut into pieces of about "
       "this size before the split, so one large file still gets a validation split; 0 = never");
     v("sampling", sampling, "how training draws windows: random offsets (with replacement) or sequential "
-      "passes (every window once per epoch, shards and windows shuffled per epoch)",
-      std::vector<std::string>{"random", "sequential"});
+      "passes (every window once per epoch, shards and windows shuffled per epoch)");
   }
 };
 

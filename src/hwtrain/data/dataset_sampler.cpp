@@ -18,13 +18,12 @@ constexpr uint64_t kRedrawSalt = 0x5245445241575353ull;
 }  // namespace
 
 SamplingMode parse_sampling_mode(const std::string& name, const std::string& key) {
-  if (name == "random") return SamplingMode::kRandom;
-  if (name == "sequential") return SamplingMode::kSequential;
-  throw ConfigError(key + " = '" + name + "' is not a sampling mode" + did_you_mean(name, {"random", "sequential"}) +
-                    "; valid: random, sequential");
+  if (auto mode = enum_from_name<SamplingMode>(name)) return *mode;
+  throw ConfigError(key + " = '" + name + "' is not a sampling mode" + did_you_mean(name, enum_choices<SamplingMode>()) +
+                    "; valid: " + join(enum_choices<SamplingMode>()));
 }
 
-const char* sampling_mode_name(SamplingMode m) { return m == SamplingMode::kRandom ? "random" : "sequential"; }
+const char* sampling_mode_name(SamplingMode m) { return enum_name(m); }
 
 IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n), key_(key) {
   int bits = 2;

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/data/data_config.h"
 #include "hwtrain/data/token_sequence.h"
 
 namespace hwt {
 
-enum class SamplingMode { kRandom, kSequential };
 // "random" | "sequential"; ConfigError naming `key` otherwise.
 SamplingMode parse_sampling_mode(const std::string& name, const std::string& key = "data.sampling");
 const char* sampling_mode_name(SamplingMode mode);

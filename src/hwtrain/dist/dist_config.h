@@ -2,18 +2,42 @@
 // Slurm or `hwtrain launch`), not from here. Header-only plain struct.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/option_checks.h"
 
 namespace hwt {
 
+// The c10d backend: Gloo (CPU tensors) or NCCL (CUDA tensors).
+enum class DistBackend { kGloo, kNccl };
+template <>
+struct EnumNames<DistBackend> {
+  static constexpr std::array<std::pair<DistBackend, const char*>, 2> table{{
+      {DistBackend::kGloo, "gloo"},
+      {DistBackend::kNccl, "nccl"}}};
+};
+
+// What data-parallel ranks shard (Rajbhandari et al. 2020): nothing; the AdamW moments (ZeRO-1);
+// also the fp32 master weights and the gradients (ZeRO-2); also the parameters, gathered a unit at a
+// time (ZeRO-3, FSDP). dist/zero1.h and dist/sharded_parameters.h carry them out.
+enum class Sharding { None, Zero1, Zero2, Zero3 };
+template <>
+struct EnumNames<Sharding> {
+  static constexpr std::array<std::pair<Sharding, const char*>, 4> table{{
+      {Sharding::None, "none"},
+      {Sharding::Zero1, "zero1"},
+      {Sharding::Zero2, "zero2"},
+      {Sharding::Zero3, "zero3"}}};
+};
+
 struct DistConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
-  std::string backend = "auto";
+  std::optional<DistBackend> backend;  // empty = auto: nccl on CUDA, gloo on CPU
   double bucket_size_mb = 25.0;
-  std::string sharding = "auto";
+  std::optional<Sharding> sharding;  // empty = auto: the planner's choice
   double timeout = 60.0;
 
   void validate() const {
@@ -23,13 +47,11 @@ struct DistConfig {
 
   template <class V>
   void visit(V& v) {
-    v("backend", backend, "process group backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl",
-      std::vector<std::string>{"auto", "gloo", "nccl"});
+    v("backend", backend, "process group backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl");
     v("bucket_size_mb", bucket_size_mb, "gradient all-reduce bucket size in MB");
     v("sharding", sharding,
       "what data-parallel ranks shard: none, zero1 (AdamW moments), zero2 (moments, fp32 master weights and "
-      "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)",
-      std::vector<std::string>{"none", "zero1", "zero2", "zero3", "auto"});
+      "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)");
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
   }
 };

@@ -69,13 +69,9 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   // hwtrain names the failure itself in one line. Its errors still print, and TORCH_CPP_LOG_LEVEL
   // set by the user wins. Process-wide and kept: the warnings come until the process exits.
   if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
-  std::string backend = config.backend;
-  if (backend == "auto") backend = device.is_cuda() ? "nccl" : "gloo";
-  if (backend != "gloo" && backend != "nccl") {
-    throw ConfigError("dist.backend = '" + config.backend + "' is not one of auto, gloo, nccl" +
-                      did_you_mean(config.backend, {"auto", "gloo", "nccl"}));
-  }
-  if (backend == "nccl" && !device.is_cuda()) {
+  const DistBackend kind = config.backend.value_or(device.is_cuda() ? DistBackend::kNccl : DistBackend::kGloo);
+  const std::string backend = enum_name(kind);
+  if (kind == DistBackend::kNccl && !device.is_cuda()) {
     throw ConfigError("dist.backend = nccl needs CUDA devices but this rank runs on " + device.str() +
                       "; use dist.backend = gloo (or auto)");
   }

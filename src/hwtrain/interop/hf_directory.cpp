@@ -48,7 +48,7 @@ void read_rope_scaling(const nlohmann::json& j, const fs::path& file, ModelConfi
     throw ConfigError(file.string() + ": rope_scaling.rope_type = '" + type +
                       "' is not supported (supported: llama3, or none)");
   }
-  m.rope_scaling = "llama3";
+  m.rope_scaling = RopeScaling::kLlama3;
   m.rope_scaling_factor = field<double>(r, file, "factor");
   m.rope_low_freq_factor = field<double>(r, file, "low_freq_factor");
   m.rope_high_freq_factor = field<double>(r, file, "high_freq_factor");
@@ -67,7 +67,7 @@ ModelConfig validated(const ModelConfig& m, const fs::path& file) {
 // GPT-2 (GPT2LMHeadModel): biases everywhere, a tied head, learned positions (n_positions of them,
 // of which the run uses its block_size), LayerNorm epsilon 1e-5, GELU exact or tanh ("gelu_new").
 ModelConfig read_gpt2_config(const nlohmann::json& j, const fs::path& file, ModelConfig m) {
-  m.architecture = "gpt2";
+  m.architecture = Architecture::kGpt2;
   m.preset = "";
   m.n_embd = field<int64_t>(j, file, "n_embd");
   m.n_layer = field<int64_t>(j, file, "n_layer");
@@ -83,9 +83,9 @@ ModelConfig read_gpt2_config(const nlohmann::json& j, const fs::path& file, Mode
   }
   const std::string act = field<std::string>(j, file, "activation_function", std::string("gelu_new"));
   if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
-    m.activation = "gelu_tanh";
+    m.activation = Activation::kGeluTanh;
   } else if (act == "gelu") {
-    m.activation = "gelu";
+    m.activation = Activation::kGelu;
   } else {
     throw ConfigError(file.string() + ": activation_function = '" + act + "' is not supported (gelu, gelu_new)");
   }
@@ -127,8 +127,8 @@ ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
   if (const auto act = field<std::string>(j, file, "hidden_act", std::string("silu")); act != "silu") {
     throw ConfigError(file.string() + ": hidden_act = '" + act + "' is not supported (the Llama family's is silu)");
   }
-  m.architecture = "llama";
-  m.activation = "gelu";
+  m.architecture = Architecture::kLlama;
+  m.activation = Activation::kGelu;
   m.preset = "";
   m.n_embd = field<int64_t>(j, file, "hidden_size");
   m.n_layer = field<int64_t>(j, file, "num_hidden_layers");
@@ -139,7 +139,7 @@ ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
   m.rms_norm_eps = field<double>(j, file, "rms_norm_eps", 1e-6);
   m.rope_theta = field<double>(j, file, "rope_theta", 10000.0);
   m.tie_word_embeddings = field<bool>(j, file, "tie_word_embeddings", false);
-  m.rope_scaling = "none";
+  m.rope_scaling = RopeScaling::kNone;
   read_rope_scaling(j, file, m);
   m.bias = type == "qwen2";  // Qwen2's q/k/v biases
   if (field<bool>(j, file, "attention_bias", false) || field<bool>(j, file, "mlp_bias", false)) {

@@ -81,7 +81,7 @@ std::string gpt2_config_json(const ModelConfig& m, torch::ScalarType dtype) {
       {"n_ctx", m.block_size},
       {"n_inner", nullptr},
       {"vocab_size", m.vocab_size},
-      {"activation_function", m.activation == "gelu_tanh" ? "gelu_new" : "gelu"},
+      {"activation_function", m.activation == Activation::kGeluTanh ? "gelu_new" : "gelu"},
       {"layer_norm_epsilon", 1e-5},
       {"initializer_range", 0.02},
       {"resid_pdrop", 0.0},
@@ -122,7 +122,7 @@ std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype) {
     j["mlp_bias"] = false;
   }
   j["rope_scaling"] = nullptr;
-  if (m.rope_scaling == "llama3") {
+  if (m.rope_scaling == RopeScaling::kLlama3) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", m.rope_scaling_factor},
                          {"low_freq_factor", m.rope_low_freq_factor},

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/metric_goal.h"
 #include "hwtrain/core/option_checks.h"
 
 namespace hwt {
@@ -16,7 +17,7 @@ struct CheckpointConfig {
   bool save_final = true;
   std::string dir = "";
   std::string monitor = "";
-  std::string mode = "min";
+  MetricGoal mode = MetricGoal::kMin;
 
   void validate() const {
     check_at_least("checkpoint.interval", interval, 0);
@@ -32,8 +33,7 @@ struct CheckpointConfig {
     v("save_final", save_final, "write a checkpoint when training ends");
     v("dir", dir, "checkpoint directory; empty = <run dir>/checkpoints");
     v("monitor", monitor, "metric whose best checkpoint is kept as best_<metric>; empty = off");
-    v("mode", mode, "which direction of monitor is better: min (lower) or max (higher)",
-      std::vector<std::string>{"min", "max"});
+    v("mode", mode, "which direction of monitor is better: min (lower) or max (higher)");
   }
 };
 

@@ -9,19 +9,10 @@
 
 namespace hwt {
 
-const char* to_string(AttentionKernel kernel) {
-  switch (kernel) {
-    case AttentionKernel::Sdpa: return "sdpa";
-    case AttentionKernel::Math: return "math";
-    case AttentionKernel::Gemm: return "gemm";
-  }
-  return "?";
-}
+const char* to_string(AttentionKernel kernel) { return enum_name(kernel); }
 
 AttentionKernel parse_attention_kernel(const std::string& name) {
-  if (name == "sdpa") return AttentionKernel::Sdpa;
-  if (name == "math") return AttentionKernel::Math;
-  if (name == "gemm") return AttentionKernel::Gemm;
+  if (auto kernel = enum_from_name<AttentionKernel>(name)) return *kernel;
   throw ConfigError("model.attention = '" + name +
                     "' is not a kernel; valid: sdpa | gemm | math ('auto' is resolved by the planner)");
 }

@@ -3,12 +3,22 @@
 #pragma once
 #include <string>
 
+#include "hwtrain/core/enum_names.h"
+
 namespace hwt {
 
 enum class AttentionKernel {
   Sdpa,  // at::scaled_dot_product_attention(..., is_causal=true): fused kernels where available
   Math,  // the reference: explicit scores, cached causal mask, softmax, dropout, @ v
   Gemm,  // gemm_causal_attention: batched GEMMs, probabilities kept for backward, no dropout
+};
+
+template <>
+struct EnumNames<AttentionKernel> {
+  static constexpr std::array<std::pair<AttentionKernel, const char*>, 3> table{{
+      {AttentionKernel::Sdpa, "sdpa"},
+      {AttentionKernel::Gemm, "gemm"},
+      {AttentionKernel::Math, "math"}}};
 };
 
 const char* to_string(AttentionKernel kernel);

@@ -51,7 +51,7 @@ GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel ker
   drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
   h = register_module(llama ? "layers" : "h", torch::nn::ModuleList());
   if (llama) rotary_ = std::make_shared<RotaryCache>(cfg_);
-  const BlockOptions block_options{C, cfg_.n_head, cfg_.dropout, cfg_.bias, cfg_.activation == "gelu_tanh"};
+  const BlockOptions block_options{C, cfg_.n_head, cfg_.dropout, cfg_.bias, cfg_.activation == Activation::kGeluTanh};
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
     if (llama) {
       auto block = std::make_shared<LlamaBlockImpl>(cfg_, rotary_, mask_cache_, kernel_);

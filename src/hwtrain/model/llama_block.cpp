@@ -26,7 +26,7 @@ namespace {
 torch::Tensor rope_inverse_frequencies(const ModelConfig& cfg) {
   const int64_t D = cfg.head_dim();
   auto inv = 1.0 / torch::pow(cfg.rope_theta, torch::arange(0, D, 2, torch::kLong).to(torch::kFloat) / double(D));
-  if (cfg.rope_scaling != "llama3") return inv;
+  if (cfg.rope_scaling != RopeScaling::kLlama3) return inv;
   const double factor = cfg.rope_scaling_factor, low = cfg.rope_low_freq_factor, high = cfg.rope_high_freq_factor;
   const double old_len = static_cast<double>(cfg.rope_original_max_positions);
   const double low_wavelen = old_len / low, high_wavelen = old_len / high;

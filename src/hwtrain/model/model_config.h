@@ -3,13 +3,43 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/option_checks.h"
+#include "hwtrain/model/attention_kernel.h"
 
 namespace hwt {
+
+// The model family: gpt2 (LayerNorm, learned positions, GELU MLP, tied head) or llama (RMSNorm,
+// rotary positions, SwiGLU MLP, grouped-query attention).
+enum class Architecture { kGpt2, kLlama };
+template <>
+struct EnumNames<Architecture> {
+  static constexpr std::array<std::pair<Architecture, const char*>, 2> table{{
+      {Architecture::kGpt2, "gpt2"},
+      {Architecture::kLlama, "llama"}}};
+};
+
+// gpt2's MLP activation: exact GELU (erf) or its tanh approximation (GPT-2's released checkpoints).
+enum class Activation { kGelu, kGeluTanh };
+template <>
+struct EnumNames<Activation> {
+  static constexpr std::array<std::pair<Activation, const char*>, 2> table{{
+      {Activation::kGelu, "gelu"},
+      {Activation::kGeluTanh, "gelu_tanh"}}};
+};
+
+// llama's rotary frequencies: unscaled, or Llama 3.1's long-context scaling.
+enum class RopeScaling { kNone, kLlama3 };
+template <>
+struct EnumNames<RopeScaling> {
+  static constexpr std::array<std::pair<RopeScaling, const char*>, 2> table{{
+      {RopeScaling::kNone, "none"},
+      {RopeScaling::kLlama3, "llama3"}}};
+};
 
 struct ModelConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
@@ -23,16 +53,16 @@ struct ModelConfig {
   // Off by default: small runs on small corpora overfit little in 5 minutes.
   double dropout = 0.0;
   bool bias = true;
-  std::string attention = "auto";
+  std::optional<AttentionKernel> attention;  // empty = auto: the planner chooses
   // The Llama family (Llama 2/3, Mistral, Qwen2): RMSNorm, rotary positions, SwiGLU MLP, grouped-query
   // attention, untied head by default. These keys apply to architecture = "llama" only.
-  std::string architecture = "gpt2";
-  std::string activation = "gelu";  // gpt2's MLP: exact GELU, or its tanh form (GPT-2's checkpoints)
+  Architecture architecture = Architecture::kGpt2;
+  Activation activation = Activation::kGelu;
   int64_t n_kv_head = 0;          // 0 = n_head (multi-head attention)
   int64_t intermediate_size = 0;  // 0 = Llama's rule: 8/3 n_embd rounded up to a multiple of multiple_of
   int64_t multiple_of = 256;
   double rope_theta = 10000.0;
-  std::string rope_scaling = "none";
+  RopeScaling rope_scaling = RopeScaling::kNone;
   double rope_scaling_factor = 8.0;
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
@@ -40,7 +70,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
 
-  bool is_llama() const { return architecture == "llama"; }
+  bool is_llama() const { return architecture == Architecture::kLlama; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int64_t head_dim() const { return n_embd / n_head; }
   // The MLP width: 4 n_embd for GPT-2; for Llama the configured one or its rounding rule.
@@ -65,14 +95,9 @@ struct ModelConfig {
                         std::to_string((n_embd / n_head + 1) * n_head) + ")");
     }
     check_in_range("model.dropout", dropout, 0.0, 1.0, false);
-    if (architecture != "gpt2" && architecture != "llama") {
-      throw ConfigError("config: model.architecture = '" + architecture + "' is unknown: expected gpt2 or llama");
-    }
-    if (activation != "gelu" && activation != "gelu_tanh") {
-      throw ConfigError("config: model.activation = '" + activation + "' is unknown: expected gelu or gelu_tanh");
-    }
-    if (is_llama() && activation != "gelu") {
-      throw ConfigError("config: model.activation = " + activation + " applies to gpt2; llama's MLP is SwiGLU (silu)");
+    if (is_llama() && activation != Activation::kGelu) {
+      throw ConfigError(std::string("config: model.activation = ") + enum_name(activation) +
+                        " applies to gpt2; llama's MLP is SwiGLU (silu)");
     }
     check_at_least("model.n_kv_head", n_kv_head, 0);
     if (n_kv_head > 0 && n_head % n_kv_head != 0) {
@@ -91,16 +116,13 @@ struct ModelConfig {
     }
     if (!(rope_theta > 0)) option_range_error("model.rope_theta", option_text(rope_theta), "must be positive");
     if (!(rms_norm_eps > 0)) option_range_error("model.rms_norm_eps", option_text(rms_norm_eps), "must be positive");
-    if (rope_scaling != "none" && rope_scaling != "llama3") {
-      throw ConfigError("config: model.rope_scaling = '" + rope_scaling + "' is unknown: expected none or llama3");
-    }
-    if (rope_scaling == "llama3" &&
+    if (rope_scaling == RopeScaling::kLlama3 &&
         !(rope_scaling_factor >= 1 && rope_high_freq_factor > rope_low_freq_factor && rope_low_freq_factor > 0)) {
       throw ConfigError("config: model.rope_scaling = llama3 needs rope_scaling_factor >= 1 and "
                         "rope_high_freq_factor > rope_low_freq_factor > 0");
     }
     check_at_least("model.rope_original_max_positions", rope_original_max_positions, 1);
-    if (attention == "gemm" && dropout > 0) {
+    if (attention == AttentionKernel::Gemm && dropout > 0) {
       throw ConfigError("config: model.attention = gemm has no attention dropout, but model.dropout = " +
                         option_text(dropout) + "; use model.attention = sdpa or math, or model.dropout = 0");
     }
@@ -123,19 +145,16 @@ struct ModelConfig {
       "(Qwen2), none elsewhere");
     v("attention", attention, "attention kernel: auto (the planner), sdpa (LibTorch's fused "
       "flash/memory-efficient kernels), "
-      "gemm (batched GEMMs with a hand-written backward; CPU, no dropout), math (reference, cached causal mask)",
-      std::vector<std::string>{"auto", "sdpa", "gemm", "math"});
+      "gemm (batched GEMMs with a hand-written backward; CPU, no dropout), math (reference, cached causal mask)");
     v("architecture", architecture, "gpt2 (LayerNorm, learned positions, GELU MLP, tied head) or llama "
-      "(RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention; Llama 2/3, Mistral, Qwen2)",
-      std::vector<std::string>{"gpt2", "llama"});
+      "(RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention; Llama 2/3, Mistral, Qwen2)");
     v("activation", activation, "gpt2's MLP activation: gelu (exact, erf) or gelu_tanh (the tanh approximation "
-      "GPT-2's released checkpoints use)", std::vector<std::string>{"gelu", "gelu_tanh"});
+      "GPT-2's released checkpoints use)");
     v("n_kv_head", n_kv_head, "llama: key/value heads (grouped-query attention); 0 = n_head");
     v("intermediate_size", intermediate_size, "llama: SwiGLU width; 0 = 8/3 n_embd rounded up to multiple_of");
     v("multiple_of", multiple_of, "llama: rounding of the derived intermediate_size");
     v("rope_theta", rope_theta, "llama: rotary base (10000 Llama 2, 500000 Llama 3, 1e6 Qwen2/Mistral)");
-    v("rope_scaling", rope_scaling, "llama: none, or llama3 (Llama 3.1's long-context frequency scaling)",
-      std::vector<std::string>{"none", "llama3"});
+    v("rope_scaling", rope_scaling, "llama: none, or llama3 (Llama 3.1's long-context frequency scaling)");
     v("rope_scaling_factor", rope_scaling_factor, "llama3 rope scaling: factor");
     v("rope_low_freq_factor", rope_low_freq_factor, "llama3 rope scaling: low_freq_factor");
     v("rope_high_freq_factor", rope_high_freq_factor, "llama3 rope scaling: high_freq_factor");
@@ -151,10 +170,10 @@ struct ModelConfig {
 // sets explicitly win over the preset's (RunConfig::apply_model_preset).
 struct ModelShape {
   int64_t n_layer, n_head, n_embd, block_size;
-  std::string architecture = "gpt2";
+  Architecture architecture = Architecture::kGpt2;
   int64_t n_kv_head = 0, intermediate_size = 0, vocab_size = 0;
   double rope_theta = 10000.0;
-  std::string rope_scaling = "none";
+  RopeScaling rope_scaling = RopeScaling::kNone;
   double rope_scaling_factor = 8.0;
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false;
@@ -162,10 +181,10 @@ struct ModelShape {
 };
 
 inline ModelShape llama_shape(int64_t layers, int64_t heads, int64_t kv, int64_t width, int64_t mlp, int64_t block,
-                              int64_t vocab, double theta, const std::string& scaling, double factor, double eps,
+                              int64_t vocab, double theta, RopeScaling scaling, double factor, double eps,
                               bool tied, bool qkv_bias = false) {
   ModelShape s{layers, heads, width, block};
-  s.architecture = "llama";
+  s.architecture = Architecture::kLlama;
   s.n_kv_head = kv;
   s.intermediate_size = mlp;
   s.vocab_size = vocab;
@@ -190,14 +209,14 @@ inline const std::map<std::string, ModelShape>& model_presets() {
       {"gpt2-large", {36, 20, 1280, 1024}},
       {"gpt2-xl", {48, 25, 1600, 1024}},
       // A Llama-family model for tests and smoke runs (GQA 4:2, the tokenizer's vocabulary).
-      {"llama-tiny", llama_shape(2, 4, 2, 64, 0, 64, 0, 10000.0, "none", 8.0, 1e-5, false)},
-      {"llama-3.2-1b", llama_shape(16, 32, 8, 2048, 8192, 2048, 128256, 500000.0, "llama3", 32.0, 1e-5, true)},
-      {"llama-3.1-8b", llama_shape(32, 32, 8, 4096, 14336, 2048, 128256, 500000.0, "llama3", 8.0, 1e-5, false)},
-      {"llama-2-7b", llama_shape(32, 32, 32, 4096, 11008, 2048, 32000, 10000.0, "none", 8.0, 1e-5, false)},
-      {"llama-3.1-70b", llama_shape(80, 64, 8, 8192, 28672, 2048, 128256, 500000.0, "llama3", 8.0, 1e-5, false)},
+      {"llama-tiny", llama_shape(2, 4, 2, 64, 0, 64, 0, 10000.0, RopeScaling::kNone, 8.0, 1e-5, false)},
+      {"llama-3.2-1b", llama_shape(16, 32, 8, 2048, 8192, 2048, 128256, 500000.0, RopeScaling::kLlama3, 32.0, 1e-5, true)},
+      {"llama-3.1-8b", llama_shape(32, 32, 8, 4096, 14336, 2048, 128256, 500000.0, RopeScaling::kLlama3, 8.0, 1e-5, false)},
+      {"llama-2-7b", llama_shape(32, 32, 32, 4096, 11008, 2048, 32000, 10000.0, RopeScaling::kNone, 8.0, 1e-5, false)},
+      {"llama-3.1-70b", llama_shape(80, 64, 8, 8192, 28672, 2048, 128256, 500000.0, RopeScaling::kLlama3, 8.0, 1e-5, false)},
       // Mistral 7B v0.3 (vocabulary 32768, theta 1e6; v0.1 had 32000 and a 4096-token sliding window).
-      {"mistral-7b", llama_shape(32, 32, 8, 4096, 14336, 2048, 32768, 1000000.0, "none", 8.0, 1e-5, false)},
-      {"qwen2-0.5b", llama_shape(24, 14, 2, 896, 4864, 2048, 151936, 1000000.0, "none", 8.0, 1e-6, true, true)},
+      {"mistral-7b", llama_shape(32, 32, 8, 4096, 14336, 2048, 32768, 1000000.0, RopeScaling::kNone, 8.0, 1e-5, false)},
+      {"qwen2-0.5b", llama_shape(24, 14, 2, 896, 4864, 2048, 151936, 1000000.0, RopeScaling::kNone, 8.0, 1e-6, true, true)},
   };
   return presets;
 }

@@ -2,17 +2,28 @@
 // Header-only plain struct.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/option_checks.h"
 
 namespace hwt {
 
+// How progress is shown: a redrawn bar (a terminal) or one line per report (logs, pipes).
+enum class ProgressMode { bar, lines };
+template <>
+struct EnumNames<ProgressMode> {
+  static constexpr std::array<std::pair<ProgressMode, const char*>, 2> table{{
+      {ProgressMode::bar, "bar"},
+      {ProgressMode::lines, "lines"}}};
+};
+
 struct ObsConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
-  std::string progress = "auto";
+  std::optional<ProgressMode> progress;  // empty = auto: a bar on a terminal, lines otherwise
   bool jsonl = true;
   bool csv = true;
   bool tensorboard = true;
@@ -41,8 +52,7 @@ struct ObsConfig {
 
   template <class V>
   void visit(V& v) {
-    v("progress", progress, "progress display: auto (a bar on a terminal, lines otherwise), bar or lines",
-      std::vector<std::string>{"auto", "bar", "lines"});
+    v("progress", progress, "progress display: auto (a bar on a terminal, lines otherwise), bar or lines");
     v("jsonl", jsonl, "write metrics.jsonl in the run directory");
     v("csv", csv, "write metrics.csv in the run directory");
     v("tensorboard", tensorboard, "write TensorBoard event files under <run dir>/tb");

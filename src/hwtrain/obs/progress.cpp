@@ -24,15 +24,12 @@ int terminal_columns() {
 }
 }  // namespace
 
-ProgressMode parse_progress_mode(const std::string& mode, bool stderr_is_terminal) {
-  if (mode == "auto") return stderr_is_terminal ? ProgressMode::bar : ProgressMode::lines;
-  if (mode == "bar") return ProgressMode::bar;
-  if (mode == "lines") return ProgressMode::lines;
-  throw ConfigError("obs.progress: unknown value '" + mode + "'; valid: auto, bar, lines");
+ProgressMode resolve_progress_mode(std::optional<ProgressMode> mode, bool stderr_is_terminal) {
+  return mode.value_or(stderr_is_terminal ? ProgressMode::bar : ProgressMode::lines);
 }
 
-ProgressMode parse_progress_mode(const std::string& mode) {
-  return parse_progress_mode(mode, ::isatty(STDERR_FILENO) == 1);
+ProgressMode resolve_progress_mode(std::optional<ProgressMode> mode) {
+  return resolve_progress_mode(mode, ::isatty(STDERR_FILENO) == 1);
 }
 
 std::string format_duration(double seconds) {

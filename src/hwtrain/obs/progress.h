@@ -13,15 +13,14 @@
 #include <string>
 
 #include "hwtrain/obs/metrics.h"
+#include "hwtrain/obs/obs_config.h"
 
 namespace hwt {
 
-enum class ProgressMode { bar, lines };
-
-// "auto" -> bar when `stderr_is_terminal`, lines otherwise; "bar"; "lines". ConfigError else.
-ProgressMode parse_progress_mode(const std::string& mode, bool stderr_is_terminal);
-// Resolves obs.progress against isatty(stderr).
-ProgressMode parse_progress_mode(const std::string& mode);
+// log.progress: the mode set, or when auto (empty) a bar when `stderr_is_terminal`, lines otherwise.
+ProgressMode resolve_progress_mode(std::optional<ProgressMode> mode, bool stderr_is_terminal);
+// Resolves log.progress against isatty(stderr).
+ProgressMode resolve_progress_mode(std::optional<ProgressMode> mode);
 
 struct ProgressOutput {
   std::function<void(const std::string&)> line;  // a whole line, no trailing newline

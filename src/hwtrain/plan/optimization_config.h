@@ -3,17 +3,19 @@
 // Header-only plain struct: config/ binds it, plan/ reads it.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hwtrain/core/option_checks.h"
+#include "hwtrain/plan/plan.h"
 
 namespace hwt {
 
 struct OptimizationConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
   // One choice, one key: optimization.enable_mixed_precision = false is fp32's deprecated alias.
-  std::string mixed_precision_dtype = "auto";
+  std::optional<Precision> mixed_precision_dtype;  // empty = auto
   bool pure_bf16_weights = false;
   // Loss scaling: PyTorch's GradScaler defaults.
   bool dynamic_loss_scale = true;
@@ -33,8 +35,8 @@ struct OptimizationConfig {
   int64_t prefetch_factor = 2;
   bool pin_memory = true;
   int64_t intra_op_threads = 0;
-  std::string optimizer_state_device = "auto";
-  std::string optimizer_state_dtype = "auto";
+  std::optional<StateDevice> optimizer_state_device;  // empty = auto
+  std::optional<StateDtype> optimizer_state_dtype;    // empty = auto
   bool fused_optimizer = true;
   // See train/optimizer_in_backward.h.
   bool optimizer_in_backward = false;
@@ -57,8 +59,7 @@ struct OptimizationConfig {
 
   template <class V>
   void visit(V& v) {
-    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice",
-      std::vector<std::string>{"auto", "bf16", "fp16", "fp32"});
+    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice");
     v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16, optimizer moments in fp32 (with bf16 only)");
     v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
     v("loss_scale_init", loss_scale_init, "fp16: initial (or static) loss scale");
@@ -83,12 +84,10 @@ struct OptimizationConfig {
     v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads; 0 = the physical cores usable by "
       "this process");
     v("optimizer_state_device", optimizer_state_device, "where optimizer moments live: auto, device or cpu "
-      "(cpu is not implemented yet: the plan warns)",
-      std::vector<std::string>{"auto", "device", "cpu"});
+      "(cpu is not implemented yet: the plan warns)");
     v("optimizer_state_dtype", optimizer_state_dtype,
       "AdamW moments: fp32, int8 (block-wise 8-bit as bitsandbytes' 8-bit AdamW: a quarter of the memory) or "
-      "auto (fp32 unless only int8 makes the model fit)",
-      std::vector<std::string>{"auto", "fp32", "int8"});
+      "auto (fp32 unless only int8 makes the model fit)");
     v("fused_optimizer", fused_optimizer, "use the fused AdamW kernel (at::_fused_adamw_) where available");
     v("optimizer_in_backward", optimizer_in_backward,
       "step each parameter as soon as backward has its gradient, then free it, so the gradients never exist "

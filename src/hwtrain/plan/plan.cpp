@@ -5,51 +5,32 @@
 #include <algorithm>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/model/attention.h"
 
 namespace hwt {
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::Bf16: return "bf16";
-    case Precision::Fp16: return "fp16";
-    case Precision::Fp32: return "fp32";
-  }
-  return "fp32";
-}
+const char* precision_name(Precision p) { return enum_name(p); }
 
 namespace {
-Precision precision_from_name(const std::string& s) {
-  if (s == "bf16") return Precision::Bf16;
-  if (s == "fp16") return Precision::Fp16;
-  if (s == "fp32") return Precision::Fp32;
-  throw ConfigError("plan: precision '" + s + "' is not valid: expected fp32, bf16 or fp16");
+// A mode read back from plan.json; ConfigError naming the field and the valid names.
+template <class E>
+E plan_mode(const std::string& s, const char* field) {
+  if (auto v = enum_from_name<E>(s)) return *v;
+  throw ConfigError(std::string("plan: ") + field + " '" + s + "' is not valid: expected one of " +
+                    join(enum_choices<E>()));
 }
 
-const char* state_device_name(StateDevice d) { return d == StateDevice::Host ? "cpu" : "device"; }
-
+Precision precision_from_name(const std::string& s) { return plan_mode<Precision>(s, "precision"); }
+const char* state_device_name(StateDevice d) { return enum_name(d); }
 StateDevice state_device_from_name(const std::string& s) {
-  if (s == "device") return StateDevice::Device;
-  if (s == "cpu") return StateDevice::Host;
-  throw ConfigError("plan: optimizer_state_device '" + s + "' is not valid: expected device or cpu");
+  return plan_mode<StateDevice>(s, "optimizer_state_device");
 }
 }  // namespace
 
-const char* sharding_name(Sharding s) {
-  switch (s) {
-    case Sharding::Zero1: return "zero1";
-    case Sharding::Zero2: return "zero2";
-    case Sharding::Zero3: return "zero3";
-    default: return "none";
-  }
-}
+const char* sharding_name(Sharding s) { return enum_name(s); }
 
-Sharding sharding_from_name(const std::string& s) {
-  for (Sharding v : {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3}) {
-    if (s == sharding_name(v)) return v;
-  }
-  throw ConfigError("sharding '" + s + "' is not valid: expected none, zero1, zero2 or zero3");
-}
+Sharding sharding_from_name(const std::string& s) { return plan_mode<Sharding>(s, "sharding"); }
 
 std::string Plan::to_text() const {
   size_t name_width = 0, value_width = 0;
@@ -93,7 +74,7 @@ std::string Plan::to_json() const {
   j["sharding"] = sharding_name(sharding);
   j["auto_batch_size"] = auto_batch_size;
   j["optimizer_state_device"] = state_device_name(optimizer_state_device);
-  j["optimizer_state_dtype"] = optimizer_state_dtype == StateDtype::Int8 ? "int8" : "fp32";
+  j["optimizer_state_dtype"] = enum_name(optimizer_state_dtype);
   j["memory_budget_bytes"] = memory_budget_bytes;
   j["predicted_peak_bytes"] = predicted_peak_bytes;
   j["peak_flops"] = peak_flops;

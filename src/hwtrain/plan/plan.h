@@ -10,11 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
+#include "hwtrain/dist/dist_config.h"
 #include "hwtrain/model/attention_kernel.h"
 
 namespace hwt {
 
 enum class Precision { Fp32, Bf16, Fp16 };
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array<std::pair<Precision, const char*>, 3> table{{
+      {Precision::Bf16, "bf16"},
+      {Precision::Fp16, "fp16"},
+      {Precision::Fp32, "fp32"}}};
+};
 const char* precision_name(Precision p);  // "fp32" | "bf16" | "fp16"
 
 // Where and when AdamW updates a parameter.
@@ -23,19 +32,28 @@ enum class OptimizerStep {
   InBackward,     // per parameter from its post-accumulate-grad hook; gradients freed as made
 };
 
-// What data-parallel ranks shard (Rajbhandari et al. 2020): nothing; the AdamW moments (ZeRO-1);
-// also the fp32 master weights and the gradients (ZeRO-2); also the parameters, gathered a unit at a
-// time (ZeRO-3, FSDP). dist/zero1.h and dist/sharded_parameters.h carry them out.
-enum class Sharding { None, Zero1, Zero2, Zero3 };
+// Sharding (dist/dist_config.h): none | zero1 | zero2 | zero3.
 const char* sharding_name(Sharding s);  // "none" | "zero1" | "zero2" | "zero3"
 Sharding sharding_from_name(const std::string& s);  // ConfigError naming the valid ones
 
 // Where the optimizer moments live. Host is planned when asked for but not implemented yet (the
 // plan warns and keeps them on the device): the sharding issue makes it real.
 enum class StateDevice { Device, Host };
+template <>
+struct EnumNames<StateDevice> {
+  static constexpr std::array<std::pair<StateDevice, const char*>, 2> table{{
+      {StateDevice::Device, "device"},
+      {StateDevice::Host, "cpu"}}};
+};
 
 // The AdamW moments' dtype: fp32, or block-wise 8-bit (train/blockwise_quant.h).
 enum class StateDtype { Fp32, Int8 };
+template <>
+struct EnumNames<StateDtype> {
+  static constexpr std::array<std::pair<StateDtype, const char*>, 2> table{{
+      {StateDtype::Fp32, "fp32"},
+      {StateDtype::Int8, "int8"}}};
+};
 
 // Loss scaling for fp16 (PyTorch's GradScaler defaults); unused with bf16 and fp32.
 struct LossScaling {

@@ -1,13 +1,13 @@
 // PlanIntent: what the user asked of the planner, typed. A std::optional holds a choice the user
 // made explicitly (in a TOML file or with --set), which the planner never overrides; an empty one
-// lets the planner decide. Read from the RunConfig once (plan_intent()); the planner's decide_*
+// lets the planner decide. Read from the RunConfig once (run/run_bindings.h); the planner's decide_*
 // functions (plan/decisions.h) read this, never the raw config or its string key look-ups.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/model/model_config.h"
 #include "hwtrain/plan/plan.h"
 
 namespace hwt {
@@ -55,8 +55,5 @@ struct PlanIntent {
   bool cuda_graphs = false;
   bool deterministic = false;
 };
-
-// `config.model.vocab_size` must be resolved (non-zero).
-PlanIntent plan_intent(const RunConfig& config);
 
 }  // namespace hwt

@@ -17,12 +17,7 @@ int64_t resolve_vocab_size(const ModelConfig& model, int64_t tokenizer_vocab) {
   return (tokenizer_vocab + 63) / 64 * 64;
 }
 
-Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
-  return make_plan(hw, plan_intent(config), context);
-}
-
-c10::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
-  const PlanIntent intent = plan_intent(config);
+c10::Device plan_device(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context) {
   const PlanInputs in{hw, intent, context};
   Plan p;
   p.world_size = context.world_size;

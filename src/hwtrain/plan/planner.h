@@ -3,7 +3,6 @@
 // choice; where a user's choice cannot run here the plan says so and takes a stated fallback. The
 // decisions themselves are plan/decisions.h; make_plan runs them in one fixed order.
 #pragma once
-#include "hwtrain/config/run_config.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/plan/memory_model.h"
 #include "hwtrain/plan/plan.h"
@@ -17,15 +16,15 @@ struct PlanContext {
   bool paper = false;      // planning for a described machine, not this process
 };
 
-// `config.model.vocab_size` must be resolved (non-zero). Throws HardwareError when the model
+// `intent.model.vocab_size` must be resolved (non-zero). Throws HardwareError when the model
 // cannot fit even at micro-batch 1 with full activation checkpointing (the message says how much
 // memory it needs and what would make it fit), ConfigError for impossible explicit settings.
-Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+// (A RunConfig is planned through run/run_bindings.h, which reads it into a PlanIntent.)
 Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context = {});
 
 // The first decision alone: the device make_plan would choose (a distributed run needs it to
 // create its process group, NCCL or Gloo, before the rest can be planned). Cheap: no probes.
-c10::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context = {});
+c10::Device plan_device(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context = {});
 
 // The vocabulary the model uses for a tokenizer of `tokenizer_vocab` ids: rounded up to a
 // multiple of 64 (faster matmuls), unless model.vocab_size is set.

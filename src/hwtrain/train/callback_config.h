@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/metric_goal.h"
 
 namespace hwt {
 
@@ -25,7 +26,7 @@ struct EarlyStoppingConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
   bool enabled = false;
   std::string monitor = "val_loss";
-  std::string mode = "min";
+  MetricGoal mode = MetricGoal::kMin;
   int64_t patience = 3;
   double min_delta = 0.0;
   bool restore_best_weights = false;
@@ -34,7 +35,7 @@ struct EarlyStoppingConfig {
   void visit(V& v) {
     v("enabled", enabled, "stop training when the monitored metric stops improving");
     v("monitor", monitor, "metric to watch, e.g. val_loss or loss (--help-config lists them)");
-    v("mode", mode, "min: lower is better; max: higher is better", std::vector<std::string>{"min", "max"});
+    v("mode", mode, "min: lower is better; max: higher is better");
     v("patience", patience, "checks without improvement before stopping");
     v("min_delta", min_delta, "smallest change that counts as an improvement");
     v("restore_best_weights", restore_best_weights, "load the best weights when stopping (costs one copy of "
@@ -55,7 +56,7 @@ struct LrPlateauConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
   bool enabled = false;
   std::string monitor = "val_loss";
-  std::string mode = "min";
+  MetricGoal mode = MetricGoal::kMin;
   double factor = 0.5;  // halving: gentler than PyTorch's 0.1 for runs of a few thousand steps
   int64_t patience = 2;
   double min_delta = 0.0;
@@ -66,7 +67,7 @@ struct LrPlateauConfig {
   void visit(V& v) {
     v("enabled", enabled, "reduce the learning rate when the monitored metric plateaus");
     v("monitor", monitor, "metric to watch, e.g. val_loss");
-    v("mode", mode, "min: lower is better; max: higher is better", std::vector<std::string>{"min", "max"});
+    v("mode", mode, "min: lower is better; max: higher is better");
     v("factor", factor, "multiplier applied to the learning rate, in (0, 1)");
     v("patience", patience, "checks without improvement before reducing");
     v("min_delta", min_delta, "smallest change that counts as an improvement");

@@ -8,7 +8,7 @@ namespace hwt {
 
 EarlyStopping::EarlyStopping(const EarlyStoppingConfig& options)
     : options_(validated(options)),
-      watch_(options.monitor, parse_monitor_mode(options.mode, "early_stopping.mode"), options.min_delta,
+      watch_(options.monitor, options.mode, options.min_delta,
              "early_stopping.monitor") {}
 
 void EarlyStopping::on_train_begin(TrainerControl&) {

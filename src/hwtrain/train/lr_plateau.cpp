@@ -9,7 +9,7 @@ namespace hwt {
 
 ReduceLROnPlateau::ReduceLROnPlateau(const LrPlateauConfig& options)
     : options_(validated(options)),
-      watch_(options.monitor, parse_monitor_mode(options.mode, "lr_plateau.mode"), options.min_delta,
+      watch_(options.monitor, options.mode, options.min_delta,
              "lr_plateau.monitor") {}
 
 void ReduceLROnPlateau::on_train_begin(TrainerControl& t) {

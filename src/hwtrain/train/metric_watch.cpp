@@ -6,13 +6,7 @@
 
 namespace hwt {
 
-MonitorMode parse_monitor_mode(const std::string& text, const std::string& key) {
-  if (text == "min") return MonitorMode::Min;
-  if (text == "max") return MonitorMode::Max;
-  throw ConfigError("config: " + key + " = '" + text + "' is not valid: expected min or max");
-}
-
-MetricWatch::MetricWatch(std::string monitor, MonitorMode mode, double min_delta, const std::string& key)
+MetricWatch::MetricWatch(std::string monitor, MetricGoal mode, double min_delta, const std::string& key)
     : monitor_(std::move(monitor)), mode_(mode), min_delta_(min_delta) {
   check_metric_name(monitor_, key);
   on_eval_ = is_eval_metric(monitor_);
@@ -29,7 +23,7 @@ std::optional<double> MetricWatch::value_in(const EvalMetrics& m) const {
 bool MetricWatch::improves(double value) const {
   if (!std::isfinite(value)) return false;
   if (!best_) return true;
-  return mode_ == MonitorMode::Min ? value < *best_ - min_delta_ : value > *best_ + min_delta_;
+  return hwt::improves(mode_, value, *best_, min_delta_);
 }
 
 bool MetricWatch::update(double value, int64_t step) {

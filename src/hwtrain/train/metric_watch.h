@@ -6,19 +6,15 @@
 #include <optional>
 #include <string>
 
+#include "hwtrain/core/metric_goal.h"
 #include "hwtrain/obs/metrics.h"
 
 namespace hwt {
 
-enum class MonitorMode { Min, Max };
-
-// "min" | "max"; ConfigError naming `key` otherwise.
-MonitorMode parse_monitor_mode(const std::string& text, const std::string& key);
-
 class MetricWatch {
  public:
   // Throws ConfigError (naming `key`) for an unknown metric name.
-  MetricWatch(std::string monitor, MonitorMode mode, double min_delta, const std::string& key);
+  MetricWatch(std::string monitor, MetricGoal mode, double min_delta, const std::string& key);
 
   const std::string& monitor() const { return monitor_; }
   bool watches_evaluations() const { return on_eval_; }
@@ -39,7 +35,7 @@ class MetricWatch {
 
  private:
   std::string monitor_;
-  MonitorMode mode_;
+  MetricGoal mode_;
   double min_delta_;
   bool on_eval_;
   std::optional<double> best_;

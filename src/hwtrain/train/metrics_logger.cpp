@@ -12,7 +12,7 @@ MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const ObsConf
       report_(config.report),
       logging_rank_(logging_rank) {
   if (!logging_rank_) return;
-  auto progress = std::make_unique<ProgressDisplay>(parse_progress_mode(config.progress), max_steps);
+  auto progress = std::make_unique<ProgressDisplay>(resolve_progress_mode(config.progress), max_steps);
   progress_ = progress.get();
   recorder_->add_sinks(make_file_sinks(run_dir, config, resumed));
   recorder_->add_sink(std::move(progress));

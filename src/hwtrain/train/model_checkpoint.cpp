@@ -22,7 +22,7 @@ ModelCheckpointOptions checkpoint_options(const CheckpointConfig& config) {
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options, std::function<bool(bool)> agree)
     : options_(std::move(options)), agree_(std::move(agree)) {
-  const MonitorMode mode = parse_monitor_mode(options_.mode, "checkpoint.mode");
+  const MetricGoal mode = options_.mode;
   if (options_.every_steps < 0) {
     throw ConfigError("config: checkpoint.interval = " + std::to_string(options_.every_steps) + " must be >= 0");
   }

@@ -21,7 +21,7 @@ struct ModelCheckpointOptions {
   double every_minutes = 0;  // 0 = off
   bool save_final = true;
   std::string monitor;       // "" = no best tracking; else a metric name such as val_loss
-  std::string mode = "min";  // min | max
+  MetricGoal mode = MetricGoal::kMin;
 };
 
 // The options of the [checkpoint] table.

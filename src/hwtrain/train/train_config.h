@@ -4,10 +4,21 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/option_checks.h"
 
 namespace hwt {
+
+// The learning rate after the linear warmup: cosine or linear decay to min_lr, or constant.
+enum class LrSchedule { kCosine, kLinear, kConstant };
+template <>
+struct EnumNames<LrSchedule> {
+  static constexpr std::array<std::pair<LrSchedule, const char*>, 3> table{{
+      {LrSchedule::kCosine, "cosine"},
+      {LrSchedule::kLinear, "linear"},
+      {LrSchedule::kConstant, "constant"}}};
+};
 
 struct TrainConfig {
   // Each option's description is its visit() line below (`hwtrain train --help-config` prints it).
@@ -20,7 +31,7 @@ struct TrainConfig {
   double min_lr = 2e-4;  // nanoGPT: lr / 10
   int64_t warmup_steps = 100;
   int64_t decay_steps = 0;
-  std::string lr_schedule = "cosine";
+  LrSchedule lr_schedule = LrSchedule::kCosine;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.99;  // rather than 0.95: few tokens per step in small runs
@@ -76,7 +87,7 @@ struct TrainConfig {
     v("min_lr", min_lr, "floor of the learning-rate decay");
     v("warmup_steps", warmup_steps, "steps of linear warmup from 0 to lr");
     v("decay_steps", decay_steps, "length of the decay; 0 = max_steps");
-    v("lr_schedule", lr_schedule, "learning-rate schedule", std::vector<std::string>{"cosine", "linear", "constant"});
+    v("lr_schedule", lr_schedule, "learning-rate schedule after the warmup: cosine or linear decay to min_lr, or constant");
     v("weight_decay", weight_decay, "AdamW decoupled weight decay (not on biases, norms, embeddings)");
     v("beta1", beta1, "AdamW beta1");
     v("beta2", beta2, "AdamW beta2");

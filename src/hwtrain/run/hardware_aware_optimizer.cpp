@@ -1,4 +1,6 @@
-#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
+
+#include "hwtrain/train/process_settings.h"
 
 #include <ATen/Context.h>
 
@@ -68,20 +70,6 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
                    {"peak_rss_bytes", measured_->peak_rss_bytes},
                    {"device_peak_bytes", measured_->device_peak_bytes}};
   return j;
-}
-
-void apply_process_settings(const Plan& plan) {
-  if (torch::get_num_threads() != plan.intra_op_threads) torch::set_num_threads(static_cast<int>(plan.intra_op_threads));
-  // Set either way: the plan owns these process-wide switches (a later plan in the process may differ).
-  // cuBLAS reads CUBLAS_WORKSPACE_CONFIG when a handle is created: before the device's first matmul.
-  if (plan.deterministic && plan.on_gpu()) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  at::globalContext().setDeterministicAlgorithms(plan.deterministic, /*warn_only=*/false);
-  at::globalContext().setDeterministicCuDNN(plan.deterministic);
-  if (plan.on_gpu()) {
-    at::globalContext().setAllowTF32CuBLAS(plan.allow_tf32);
-    at::globalContext().setAllowTF32CuDNN(plan.allow_tf32);
-    at::globalContext().setBenchmarkCuDNN(plan.cudnn_benchmark);
-  }
 }
 
 void HardwareAwareOptimizer::apply_optimizations(torch::nn::Module& module) const {

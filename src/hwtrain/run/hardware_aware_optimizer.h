@@ -13,10 +13,10 @@
 #include <memory>
 #include <optional>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/model/gpt.h"
-#include "hwtrain/plan/planner.h"
+#include "hwtrain/run/run_bindings.h"
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/callback.h"
 #include "hwtrain/train/grad_scaler.h"
@@ -80,8 +80,5 @@ class HardwareAwareOptimizer {
   int64_t skipped_steps_ = 0;
   std::shared_ptr<Measured> measured_ = std::make_shared<Measured>();
 };
-
-// Applies LibTorch's process-wide thread setting (step 1 without a model).
-void apply_process_settings(const Plan& plan);
 
 }  // namespace hwt

@@ -1,4 +1,4 @@
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ TEST(RunConfig, TomlFileSetsValuesAndRemembersExplicitKeys) {
   EXPECT_EQ(c.model.n_layer, 3);
   EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
   EXPECT_EQ(c.train.max_steps, 7);
-  EXPECT_EQ(c.optimization.mixed_precision_dtype, "fp32");
+  EXPECT_EQ(c.optimization.mixed_precision_dtype, Precision::Fp32);
   EXPECT_TRUE(c.is_set("train.lr"));
   EXPECT_FALSE(c.is_set("train.seed"));
 }
@@ -109,7 +109,7 @@ TEST(RunConfig, ChoicesAreChecked) {
   RunConfig c;
   std::string msg = error_of([&] { c.apply_override("optimization.mixed_precision_dtype=bf61"); });
   EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
-  EXPECT_EQ(c.optimization.mixed_precision_dtype, "auto");
+  EXPECT_FALSE(c.optimization.mixed_precision_dtype.has_value());
 }
 
 TEST(RunConfig, SyntaxErrorNamesFileAndLine) {
@@ -175,19 +175,19 @@ TEST(RunConfig, PresetAppliesFirstAndExplicitKeysWin) {
 TEST(RunConfig, LlamaPresetSetsTheArchitectureAndExplicitKeysWin) {
   RunConfig c;
   c.apply_toml("[model]\npreset = \"llama-3.1-8b\"\nn_kv_head = 4\nblock_size = 512\n", "l.toml");
-  EXPECT_EQ(c.model.architecture, "llama");
+  EXPECT_EQ(c.model.architecture, Architecture::kLlama);
   EXPECT_EQ(c.model.n_layer, 32);
   EXPECT_EQ(c.model.n_kv_head, 4);  // explicit
   EXPECT_EQ(c.model.block_size, 512);
   EXPECT_EQ(c.model.intermediate_size, 14336);
   EXPECT_EQ(c.model.vocab_size, 128256);
-  EXPECT_EQ(c.model.rope_scaling, "llama3");
+  EXPECT_EQ(c.model.rope_scaling, RopeScaling::kLlama3);
   EXPECT_EQ(c.model.rope_theta, 500000.0);
   EXPECT_FALSE(c.model.tie_word_embeddings);
   c.validate();
   RunConfig g;
   g.apply_override("model.preset=gpt2");
-  EXPECT_EQ(g.model.architecture, "gpt2");
+  EXPECT_EQ(g.model.architecture, Architecture::kGpt2);
   std::string msg = error_of([&] { g.apply_override("model.rope_scaling=yarn"); });
   EXPECT_NE(msg.find("model.rope_scaling"), std::string::npos) << msg;
 }
@@ -253,13 +253,13 @@ namespace {
 TEST(RunConfig, DeprecatedSwitchesAreReadAsTheOneKeyOfTheirChoice) {
   RunConfig off;
   off.apply_override("optimization.enable_mixed_precision=false");
-  EXPECT_EQ(off.optimization.mixed_precision_dtype, "fp32");
+  EXPECT_EQ(off.optimization.mixed_precision_dtype, Precision::Fp32);
   EXPECT_TRUE(off.is_set("optimization.mixed_precision_dtype"));
   ASSERT_EQ(off.deprecations.size(), 1u);
   EXPECT_NE(off.deprecations[0].find("optimization.enable_mixed_precision is deprecated"), std::string::npos);
   RunConfig on;
   on.apply_override("optimization.enable_mixed_precision=true");
-  EXPECT_EQ(on.optimization.mixed_precision_dtype, "auto");
+  EXPECT_FALSE(on.optimization.mixed_precision_dtype.has_value());
 
   RunConfig every;
   every.apply_override("optimization.enable_gradient_checkpointing=true");
@@ -277,7 +277,7 @@ TEST(RunConfig, DeprecatedSwitchesAreReadAsTheOneKeyOfTheirChoice) {
   old.apply_toml("[optimization]\nenable_mixed_precision = true\nmixed_precision_dtype = \"bf16\"\n"
                  "enable_gradient_checkpointing = false\ncheckpoint_every = 1\n",
                  "old/config.toml");
-  EXPECT_EQ(old.optimization.mixed_precision_dtype, "bf16");
+  EXPECT_EQ(old.optimization.mixed_precision_dtype, Precision::Bf16);
   EXPECT_EQ(old.optimization.checkpoint_every, 0);
   EXPECT_NO_THROW(old.validate());
   const std::string written = old.to_toml();

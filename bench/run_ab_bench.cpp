@@ -6,7 +6,7 @@
 // one setting has a neighbour of the other a second away. Runs of a minute each, as in cpu_speed.sh,
 // let the shared machine's drift (10-20% over minutes here) into a ratio; adjacent steps do not.
 // Output: median step time of each setting, and the median of the ratios of adjacent pairs.
-// Usage: bench_train_ab_bench DATA.hwt [W1|W2] [pairs]
+// Usage: bench_run_ab_bench DATA.hwt [W1|W2] [pairs]
 //            [precision|attention[:KERNEL]|checkpointing|optimizer_in_backward] [key=value...]
 //        (defaults: W1, 15 pairs, precision; "attention:KERNEL" compares the plan's attention kernel
 //        with KERNEL = sdpa | gemm | math under the plan's precision; "attention" alone: math;
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "hwtrain/data/sharded_dataset.h"
-#include "hwtrain/plan/planner.h"
-#include "hwtrain/train/hardware_aware_optimizer.h"
+#include "hwtrain/run/run_bindings.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/trainer.h"
 
 using namespace hwt;

@@ -1,4 +1,6 @@
-#include "hwtrain/plan/planner.h"
+// The planner as a run configures it: a RunConfig read into a PlanIntent (run/run_bindings.h), then
+// make_plan (plan/planner.h). The plan area has no test binary of its own: its inputs are built here.
+#include "hwtrain/run/run_bindings.h"
 
 #include <gtest/gtest.h>
 

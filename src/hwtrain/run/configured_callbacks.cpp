@@ -1,4 +1,4 @@
-#include "hwtrain/train/configured_callbacks.h"
+#include "hwtrain/run/configured_callbacks.h"
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/train/early_stopping.h"

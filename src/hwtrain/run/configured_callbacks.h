@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 #include "hwtrain/train/callback.h"
 
 namespace hwt {

@@ -1,4 +1,4 @@
-#include "hwtrain/config/run_config.h"
+#include "hwtrain/run/run_config.h"
 
 #include <algorithm>
 
@@ -11,7 +11,7 @@
 #include <optional>
 #include <sstream>
 
-#include "hwtrain/config/config_writers.h"
+#include "hwtrain/run/config_writers.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/option_checks.h"
@@ -85,6 +85,28 @@ void assign(std::string& f, const RawValue& v, const std::string& key, const std
   if (v.kind == RawValue::Kind::String || v.kind == RawValue::Kind::Text) { f = v.s; return; }
   wrong_type(key, v, "a string", src);
 }
+[[noreturn]] void not_a_choice(const std::string& key, const RawValue& v, const std::vector<std::string>& choices,
+                               const std::string& src) {
+  std::vector<std::string> shown;
+  for (const auto& c : choices) shown.push_back(c.empty() ? "\"\"" : c);
+  throw ConfigError(src + ": " + key + " = " + v.describe() + " is not valid: expected one of " + join(shown) +
+                    did_you_mean(v.s, choices));
+}
+// A mode (an enum with EnumNames) by its name; an optional one also takes "auto" (empty).
+template <class F>
+std::enable_if_t<HasEnumNames<F>::value || IsOptionalEnum<F>::value> assign(F& f, const RawValue& v,
+                                                                           const std::string& key,
+                                                                           const std::string& src) {
+  std::string name;
+  assign(name, v, key, src);
+  if constexpr (IsOptionalEnum<F>::value) {
+    if (name == "auto") { f.reset(); return; }
+    if (auto e = enum_from_name<typename F::value_type>(name)) { f = *e; return; }
+  } else {
+    if (auto e = enum_from_name<F>(name)) { f = *e; return; }
+  }
+  not_a_choice(key, v, field_choices<F>(), src);
+}
 
 // Finds the field `key` ("table.name") and assigns `value` to it.
 struct Setter {
@@ -113,10 +135,7 @@ struct Setter {
     for (const auto& c : choices) ok = ok || c == field;
     if (!ok) {
       field = old;
-      std::vector<std::string> shown;
-      for (const auto& c : choices) shown.push_back(c.empty() ? "\"\"" : c);
-      throw ConfigError(source + ": " + key + " = " + value->describe() + " is not valid: expected one of " +
-                        join(shown) + did_you_mean(value->s, choices));
+      not_a_choice(key, *value, choices, source);
     }
   }
 };
@@ -251,7 +270,7 @@ void validate_optimizer_in_backward(const RunConfig& c) {
     conflict("optimization.auto_batch_size", "true",
              "the probe trades micro-batch for accumulation; set train.micro_batch_size instead");
   }
-  if (c.optimization.mixed_precision_dtype == "fp16") {
+  if (c.optimization.mixed_precision_dtype == Precision::Fp16) {
     conflict("optimization.mixed_precision_dtype", "fp16",
              "loss scaling must see every gradient before it may skip a step; use bf16 or fp32");
   }
@@ -282,7 +301,7 @@ void RunConfig::apply_model_preset(const std::string& name) {
   if (!is_set("model.block_size")) model.block_size = s.block_size;
   if (!is_set("model.architecture")) model.architecture = s.architecture;
   if (!is_set("model.bias")) model.bias = s.bias;
-  if (s.architecture == "llama") {
+  if (s.architecture == Architecture::kLlama) {
     if (!is_set("model.n_kv_head")) model.n_kv_head = s.n_kv_head;
     if (!is_set("model.intermediate_size")) model.intermediate_size = s.intermediate_size;
     if (!is_set("model.vocab_size") && s.vocab_size > 0) model.vocab_size = s.vocab_size;

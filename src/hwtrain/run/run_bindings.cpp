@@ -1,4 +1,6 @@
-#include "hwtrain/plan/plan_intent.h"
+#include "hwtrain/run/run_bindings.h"
+
+#include "hwtrain/data/dataset_sampler.h"
 
 namespace hwt {
 
@@ -18,11 +20,9 @@ DeviceIntent device_intent(const std::string& text) {
 
 PrecisionIntent precision_intent(const OptimizationConfig& o) {
   PrecisionIntent p;
-  if (o.mixed_precision_dtype != "auto") {
-    p.dtype = o.mixed_precision_dtype == "bf16"   ? Precision::Bf16
-              : o.mixed_precision_dtype == "fp16" ? Precision::Fp16
-                                                  : Precision::Fp32;
-    p.source = "optimization.mixed_precision_dtype = " + o.mixed_precision_dtype;
+  if (o.mixed_precision_dtype) {
+    p.dtype = o.mixed_precision_dtype;
+    p.source = "optimization.mixed_precision_dtype = " + enum_name(o.mixed_precision_dtype);
   }
   return p;
 }
@@ -39,7 +39,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.loss_scaling = {o.dynamic_loss_scale,        o.loss_scale_init,           o.loss_scale_growth_factor,
                     o.loss_scale_backoff_factor, o.loss_scale_growth_interval, o.nonfinite_fallback_steps};
   if (c.is_set("optimization.intra_op_threads") && o.intra_op_threads > 0) w.intra_op_threads = o.intra_op_threads;
-  if (c.model.attention != "auto") w.attention = parse_attention_kernel(c.model.attention);
+  w.attention = c.model.attention;
   if (c.is_set("optimization.fused_lm_head_loss")) w.fused_lm_head_loss = o.fused_lm_head_loss;
   if (o.checkpoint_every >= 0) w.checkpoint_every = o.checkpoint_every;
   if (c.is_set("train.micro_batch_size")) w.micro_batch_size = c.train.micro_batch_size;
@@ -52,14 +52,10 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.optimizer_step = o.optimizer_in_backward ? OptimizerStep::InBackward : OptimizerStep::AfterBackward;
   w.clips_by_global_norm = c.train.grad_clip > 0;
   if (c.is_set("optimization.fused_optimizer")) w.fused_optimizer = o.fused_optimizer;
-  if (o.optimizer_state_device != "auto") {
-    w.optimizer_state_device = o.optimizer_state_device == "cpu" ? StateDevice::Host : StateDevice::Device;
-  }
-  if (o.optimizer_state_dtype != "auto") {
-    w.optimizer_state_dtype = o.optimizer_state_dtype == "int8" ? StateDtype::Int8 : StateDtype::Fp32;
-  }
+  w.optimizer_state_device = o.optimizer_state_device;
+  w.optimizer_state_dtype = o.optimizer_state_dtype;
   w.snapshots_weights = c.early_stopping.enabled && c.early_stopping.restore_best_weights;
-  if (c.dist.sharding != "auto") w.sharding = sharding_from_name(c.dist.sharding);
+  w.sharding = c.dist.sharding;
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;
   w.pin_memory = o.pin_memory;
@@ -68,6 +64,25 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.cuda_graphs = o.cuda_graphs;
   w.deterministic = o.deterministic;
   return w;
+}
+
+Plan make_plan(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
+  return make_plan(hw, plan_intent(config), context);
+}
+
+c10::Device plan_device(const HardwareProfile& hw, const RunConfig& config, const PlanContext& context) {
+  return plan_device(hw, plan_intent(config), context);
+}
+
+TrainerOptions trainer_options(const RunConfig& config) {
+  TrainerOptions o;
+  o.train = config.train;
+  o.checkpoint = config.checkpoint;
+  o.sampling = config.data.sampling;
+  o.tokenizer = config.data.tokenizer;
+  o.max_batch_size = config.optimization.max_batch_size;
+  o.config_toml = config.to_toml();
+  return o;
 }
 
 }  // namespace hwt

@@ -1,6 +1,6 @@
 // How a RunConfig is written out, as visitors of its options structs (visit_tables): the list of
 // keys, TOML, TOML with each key's description above it (--help-config), JSON. Internal to
-// config/run_config.cpp; reading (TOML files, --set) is there.
+// run/run_config.cpp; reading (TOML files, --set) is there.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/strings.h"
 
 namespace hwt::config_writers {
@@ -39,7 +40,7 @@ struct TomlWriter {
     options.visit(*this);
   }
   template <class F>
-  void operator()(const std::string& name, F& f, const char*) { current->insert_or_assign(name, f); }
+  void operator()(const std::string& name, F& f, const char*) { current->insert_or_assign(name, written(f)); }
   template <class F>
   void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
     current->insert_or_assign(name, f);
@@ -56,7 +57,7 @@ struct JsonWriter {
     options.visit(*this);
   }
   template <class F>
-  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = f; }
+  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = written(f); }
   template <class F>
   void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
     (*current)[name] = f;
@@ -74,8 +75,12 @@ struct DocumentedTomlWriter {
   template <class F>
   void operator()(const std::string& name, F& f, const char* doc) {
     toml::table one;
-    one.insert_or_assign(name, f);
-    out << "# " << doc << "\n" << toml::toml_formatter(one, toml::format_flags::none) << "\n";
+    one.insert_or_assign(name, written(f));
+    std::string described = doc;
+    if constexpr (HasEnumNames<F>::value || IsOptionalEnum<F>::value) {
+      described += " (one of: " + join(field_choices<F>()) + ")";
+    }
+    out << "# " << described << "\n" << toml::toml_formatter(one, toml::format_flags::none) << "\n";
   }
   template <class F>
   void operator()(const std::string& name, F& f, const char* doc, const std::vector<std::string>& choices) {

@@ -7,7 +7,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/plan/memory_model.h"
-#include "hwtrain/plan/planner.h"
+#include "hwtrain/run/run_bindings.h"
 
 namespace hwt {
 namespace {
