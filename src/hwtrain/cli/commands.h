@@ -26,11 +26,12 @@ Command add_tokenizer(CLI::App& app);
 Command add_profile(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_sweep(CLI::App& app);
+Command add_lr_find(CLI::App& app);
 
 inline std::vector<Command> all_commands(CLI::App& app) {
   return {add_train(app),  add_prepare(app), add_tokenizer(app), add_generate(app), add_eval(app),
           add_doctor(app), add_plan(app),    add_report(app),    add_profile(app), add_launch(app),
-          add_export(app), add_sweep(app)};
+          add_export(app), add_sweep(app), add_lr_find(app)};
 }
 
 // Options shared by commands that read a run configuration.

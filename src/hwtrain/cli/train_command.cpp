@@ -4,6 +4,7 @@
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_dir.h"
 #include "hwtrain/cli/run_setup.h"
+#include "hwtrain/cli/train_run.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
@@ -33,15 +34,6 @@ namespace hwt::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TrainArgs {
-  ConfigOptions config;
-  std::string out;
-  std::string resume;
-  std::string init_from;      // a Hugging Face model directory whose shape and weights start the run
-  bool overwrite = false;     // --out DIR may replace the run DIR holds
-  std::string profile_steps;  // shorthand for --set log.profile_steps=a:b
-};
 
 std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& tokenizer, torch::Device device) {
   std::vector<int32_t> prompt = tokenizer.encode(config.train.sample_prompt);
@@ -232,6 +224,8 @@ void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, con
   log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, device));
 }
 
+}  // namespace
+
 int run_train(const TrainArgs& a) {
   const DistEnv env = read_dist_env();
   const bool rank0 = env.rank == 0;
@@ -281,6 +275,7 @@ int run_train(const TrainArgs& a) {
   trainer.add_callback(metrics_logger);
   trainer.add_callback(optimizer.metrics_probe());
   add_stopping_and_checkpoints(trainer, config, group, configured_callbacks);
+  for (auto& c : a.extra_callbacks) trainer.add_callback(c);
   if (checkpoint) {
     trainer.resume_from(*resumed, *checkpoint);
     resumed.reset();  // the tensors are in the model and optimizer now
@@ -307,7 +302,6 @@ int run_train(const TrainArgs& a) {
   return 0;
 }
 
-}  // namespace
 
 Command add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
