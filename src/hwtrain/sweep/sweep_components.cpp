@@ -30,7 +30,7 @@ StudyInfo make_study_info(const SweepConfig& config) {
   StudyInfo info;
   info.name = config.study.stem().string();
   info.space_fingerprint = fingerprint(config.space);
-  info.direction = direction_name(config.direction);
+  info.direction = enum_name(config.direction);
   // A value at a fixed step is another objective than the last value: the two never mix in one study.
   info.objective = config.objective + (config.at_step > 0 ? "@" + std::to_string(config.at_step) : "");
   return info;

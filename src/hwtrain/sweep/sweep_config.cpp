@@ -274,10 +274,8 @@ void read_top_keys(const SweepTableReader& r, const toml::table& s, const SweepK
   c.trials = static_cast<int>(r.integer(s, "sweep.", "trials", c.trials, 1));
   c.time_budget_seconds = r.real(s, "sweep.time_budget_seconds", 0.0);
   if (c.time_budget_seconds < 0) r.fail("sweep.time_budget_seconds", "must be >= 0 (0 = no time limit)");
-  const std::string sampler = r.one_of(s, "sweep.sampler", "tpe", {"grid", "random", "tpe"});
-  c.sampler = sampler == "grid" ? SamplerKind::kGrid : sampler == "random" ? SamplerKind::kRandom : SamplerKind::kTpe;
-  const std::string pruner = r.one_of(s, "sweep.pruner", "none", {"none", "median", "asha"});
-  c.pruner = pruner == "median" ? PrunerKind::kMedian : pruner == "asha" ? PrunerKind::kAsha : PrunerKind::kNone;
+  c.sampler = *enum_from_name<SamplerKind>(r.one_of(s, "sweep.sampler", "tpe", enum_choices<SamplerKind>()));
+  c.pruner = *enum_from_name<PrunerKind>(r.one_of(s, "sweep.pruner", "none", enum_choices<PrunerKind>()));
   c.seed = static_cast<std::uint64_t>(r.integer(s, "sweep.", "seed", 0, 0));
   c.parallel = static_cast<int>(r.integer(s, "sweep.", "parallel", 0, 0));
   c.objective = r.text(s, "sweep.objective", c.objective);
@@ -286,18 +284,12 @@ void read_top_keys(const SweepTableReader& r, const toml::table& s, const SweepK
     r.fail("sweep.objective", "= '" + c.objective + "' is not a metric" + did_you_mean(c.objective, metrics) +
                                   "; available: " + join(metrics));
   }
-  c.direction = r.one_of(s, "sweep.direction", "min", {"min", "max"}) == "max" ? Direction::kMax : Direction::kMin;
+  c.direction = *enum_from_name<Direction>(r.one_of(s, "sweep.direction", "min", enum_choices<Direction>()));
   c.at_step = r.integer(s, "sweep.", "at_step", 0, 0);
 }
 
 }  // namespace
 
-const char* sampler_kind_name(SamplerKind kind) {
-  return kind == SamplerKind::kGrid ? "grid" : kind == SamplerKind::kRandom ? "random" : "tpe";
-}
-const char* pruner_kind_name(PrunerKind kind) {
-  return kind == PrunerKind::kMedian ? "median" : kind == PrunerKind::kAsha ? "asha" : "none";
-}
 
 SweepConfig parse_sweep_config(const std::string& toml_text, const fs::path& sweep_file,
                                const std::vector<std::string>& overrides, const SweepKeyChecks& checks) {

@@ -21,11 +21,30 @@ namespace hwt::sweep {
 
 enum class SamplerKind { kGrid, kRandom, kTpe };
 enum class PrunerKind { kNone, kMedian, kAsha };
+
+}  // namespace hwt::sweep
+
+namespace hwt {
+template <>
+struct EnumNames<sweep::SamplerKind> {
+  static constexpr std::array<std::pair<sweep::SamplerKind, const char*>, 3> table{{
+      {sweep::SamplerKind::kGrid, "grid"},
+      {sweep::SamplerKind::kRandom, "random"},
+      {sweep::SamplerKind::kTpe, "tpe"}}};
+};
+template <>
+struct EnumNames<sweep::PrunerKind> {
+  static constexpr std::array<std::pair<sweep::PrunerKind, const char*>, 3> table{{
+      {sweep::PrunerKind::kNone, "none"},
+      {sweep::PrunerKind::kMedian, "median"},
+      {sweep::PrunerKind::kAsha, "asha"}}};
+};
+}  // namespace hwt
+
+namespace hwt::sweep {
+
 using Direction = MetricGoal;  // min | max (core/metric_goal.h)
 
-const char* sampler_kind_name(SamplerKind kind);  // "grid", "random", "tpe"
-const char* pruner_kind_name(PrunerKind kind);    // "none", "median", "asha"
-inline const char* direction_name(Direction direction) { return enum_name(direction); }  // "min", "max"
 
 struct SweepConfig {
   // The sweep file read (empty when parsed from text without one); relative paths below resolve
