@@ -16,7 +16,7 @@ endfunction()
 
 hwtrain_area_glob(core)                                    # errors, files, checksums, strings
 hwtrain_area_glob(obs    DEPS hwtrain_core)                # logging, metrics, sinks, monitor, report
-hwtrain_area_glob(sweep  DEPS hwtrain_core SQLite::SQLite3 tomlplusplus::tomlplusplus)  # hyperparameter search: space, samplers, pruners, study store
+hwtrain_area_glob(sweep  DEPS hwtrain_obs SQLite::SQLite3 tomlplusplus::tomlplusplus)  # hyperparameter search: space, samplers, pruners, study store, report
 hwtrain_area_glob(hw     DEPS hwtrain_obs)                 # hardware detection, doctor findings
 hwtrain_area_glob(io     DEPS hwtrain_core)                # safetensors, checkpoint directories
 hwtrain_area_glob(model  DEPS hwtrain_core)                # GPT, attention, generation

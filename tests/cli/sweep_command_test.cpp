@@ -55,6 +55,9 @@ TEST_F(SweepCommand, RunsTrialsResumesAndWritesABestConfigThatTrains) {
   size_t complete = 0;
   for (size_t at = table.find("complete"); at != std::string::npos; at = table.find("complete", at + 1)) ++complete;
   EXPECT_EQ(complete, 3u) << table;
+  const std::string report = slurp(dir_ / "sweep" / "report.html");
+  EXPECT_NE(report.find("Optimization history"), std::string::npos);
+  EXPECT_NE(report.find("Slice: train.lr"), std::string::npos);
   EXPECT_NE(log.find("trial(s) at once"), std::string::npos) << log;
   for (int n = 0; n < 3; ++n) {
     EXPECT_TRUE(std::filesystem::exists(dir_ / "sweep" / "trials" / std::to_string(n) / "metrics.jsonl")) << n;

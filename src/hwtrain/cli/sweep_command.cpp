@@ -20,6 +20,7 @@
 #include "hwtrain/sweep/search_space.h"
 #include "hwtrain/sweep/sweep_components.h"
 #include "hwtrain/sweep/sweep_outputs.h"
+#include "hwtrain/sweep/sweep_report.h"
 #include "hwtrain/sweep/sweep_runner.h"
 
 namespace hwt::cli {
@@ -119,6 +120,8 @@ int run_sweep(const SweepArgs& args) {
   std::cout << table;
   fs::create_directories(config.out_dir);
   write_file_atomic(config.out_dir / "trials.txt", table);
+  sweep::write_sweep_report(config.out_dir / "report.html",
+                            {config.study.string(), config.objective, config.direction, config.space, result.trials, table});
   if (result.best) {
     const fs::path best = config.out_dir / "best.toml";
     sweep::write_best_config(best, config.base_config, result.best->params,

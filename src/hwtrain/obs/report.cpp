@@ -281,18 +281,28 @@ std::string now_text() {
 }
 }  // namespace
 
-std::string render_report_html(const ReportInputs& in) {
+std::string html_page(const std::string& title, const std::string& body) {
   std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   o += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  o += "<title>hwtrain report: " + xml_escape(in.title) + "</title>\n";
+  o += "<title>hwtrain report: " + xml_escape(title) + "</title>\n";
   o += std::string("<style>") + kCss + "</style>\n</head>\n<body>\n";
-  o += "<h1>Training report: " + xml_escape(in.title) + "</h1>\n";
-  o += "<p class=\"meta\">generated " + xml_escape(now_text()) + " by hwtrain";
+  return o + body + "</body>\n</html>\n";
+}
+
+std::string generated_line(const std::string& extra) {
+  std::string o = "<p class=\"meta\">generated " + xml_escape(now_text()) + " by hwtrain";
 #ifdef HWTRAIN_VERSION
   o += " " HWTRAIN_VERSION;
 #endif
-  o += " &middot; " + std::to_string(in.steps.size()) + " logged steps, " +
-       std::to_string(in.evals.size()) + " evaluations</p>\n";
+  return o + (extra.empty() ? "" : " &middot; " + extra) + "</p>\n";
+}
+
+namespace {
+
+std::string report_body(const ReportInputs& in) {
+  std::string o = "<h1>Training report: " + xml_escape(in.title) + "</h1>\n";
+  o += generated_line(std::to_string(in.steps.size()) + " logged steps, " + std::to_string(in.evals.size()) +
+                      " evaluations");
   for (const auto& n : in.notes) o += "<p class=\"note\">" + xml_escape(n) + "</p>\n";
 
   o += "<h2>Final metrics</h2>\n" + final_metrics_table(in);
@@ -302,9 +312,12 @@ std::string render_report_html(const ReportInputs& in) {
   o += "<h2>Hardware</h2>\n" + pre_or_missing(in.hardware_summary);
   o += "<h2>Plan</h2>\n" + plan_table(in.plan);
   o += "<h2>Configuration</h2>\n" + pre_or_missing(in.config_text);
-  o += "</body>\n</html>\n";
   return o;
 }
+
+}  // namespace
+
+std::string render_report_html(const ReportInputs& in) { return html_page(in.title, report_body(in)); }
 
 void write_report(const fs::path& run_dir, const ReportInputs& in) {
   write_file_atomic(run_dir / kReportFileName, render_report_html(in));

@@ -58,4 +58,10 @@ fs::path write_report_from_run_dir(const fs::path& run_dir);
 void write_plan_json(const fs::path& path, const std::vector<PlanRow>& rows);
 std::vector<PlanRow> read_plan_json(const fs::path& path);
 
+// A self-contained HTML page in the report's style (inline CSS, no JavaScript): `body` is the
+// markup inside <body>. The sweep report (sweep/sweep_report.h) uses it too.
+std::string html_page(const std::string& title, const std::string& body);
+// "<p class=meta>generated <time> by hwtrain <version> · extra</p>".
+std::string generated_line(const std::string& extra);
+
 }  // namespace hwt

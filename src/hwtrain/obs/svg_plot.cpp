@@ -197,10 +197,12 @@ std::string svg_line_plot(const PlotSpec& spec) {
       d += (pen_down ? " L" : " M") + num(px(s.x[i])) + " " + num(py(s.y[i]));
       pen_down = true;
     }
-    o += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + s.color +
-         "\" stroke-width=\"1.6\" stroke-linejoin=\"round\"" +
-         (s.dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>\n";
-    if (s.markers || num_points[k] == 1) {
+    if (s.line) {
+      o += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + s.color +
+           "\" stroke-width=\"1.6\" stroke-linejoin=\"round\"" +
+           (s.dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>\n";
+    }
+    if (s.markers || !s.line || num_points[k] == 1) {
       for (size_t i = 0; i < s.x.size(); ++i) {
         if (!finite(s.x[i]) || !finite(s.y[i])) continue;
         o += "<circle cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"3\" fill=\"" +

@@ -15,6 +15,7 @@ struct PlotSeries {
   std::string color = "#1f77b4";
   bool markers = false;  // a dot per point (sparse series such as evaluations)
   bool dashed = false;
+  bool line = true;      // false: the points alone (a scatter)
 };
 
 struct PlotSpec {
