@@ -28,7 +28,7 @@ hwtrain_area_glob(train  DEPS hwtrain_plan hwtrain_data hwtrain_io hwtrain_dist 
 # The run as a whole, above every area it aggregates: RunConfig (each area's options struct, bound
 # to TOML and --set), its reading into typed inputs (PlanIntent, TrainerOptions, callbacks), and the
 # seeds' HardwareAwareOptimizer facade.
-hwtrain_area_glob(run    DEPS hwtrain_train tomlplusplus::tomlplusplus)
+hwtrain_area_glob(run    DEPS hwtrain_train hwtrain_sweep tomlplusplus::tomlplusplus)
 
 # The torch wheel ships ProcessGroupGloo.hpp but not the gloo headers it includes; dist/gloo_shim
 # declares the few gloo types that header names (see its README).

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <sstream>
 
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
@@ -66,11 +68,54 @@ TEST_F(SweepCommand, RunsTrialsResumesAndWritesABestConfigThatTrains) {
   ASSERT_EQ(hwtrain_in(dir_, "sweep --config sweep.toml", log), 0) << log;
   EXPECT_NE(log.find("3 of 3 trials exist"), std::string::npos) << log;
   EXPECT_EQ(log.find("started"), std::string::npos) << log;
+  std::istringstream rows(log);
+  for (std::string row; std::getline(rows, row);) {  // "N  complete  <val_loss>  <seconds>  <params>"
+    std::istringstream fields(row);
+    std::string number, state, value, seconds;
+    fields >> number >> state >> value >> seconds;
+    if (state == "complete") EXPECT_NE(seconds, "-") << "earlier trials keep their seconds: " << row;
+  }
   // best.toml is a train config: the base's keys and the best trial's values.
   const std::string best = slurp(dir_ / "sweep" / "best.toml");
   EXPECT_NE(best.find("lr_schedule"), std::string::npos) << best;
   EXPECT_NE(best.find("data.hwt"), std::string::npos) << best;
   ASSERT_EQ(hwtrain_in(dir_, "plan --config sweep/best.toml", log), 0) << log;
+}
+
+// Two sweep processes on one study (two machines sharing a file system, Slurm array tasks): they
+// share its budget through the database, each trial run once.
+TEST_F(SweepCommand, TwoProcessesShareOneStudy) {
+  dir_.write("sweep.toml",
+             "[sweep]\nbase_config = \"run.toml\"\ntrials = 4\nsampler = \"random\"\nparallel = 1\n"
+             "[sweep.space.\"train.lr\"]\ntype = \"log_uniform\"\nlow = 1e-3\nhigh = 1e-2\n");
+  const std::string sweep = std::string(HWTRAIN_BINARY) + " sweep --config sweep.toml";
+  const std::string cmd = "cd '" + dir_.path().string() + "' && (" + sweep + " > a.log 2>&1 & pa=$!; " + sweep +
+                          " > b.log 2>&1; rb=$?; wait $pa; ra=$?; exit $((ra | rb)))";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir_ / "a.log") << slurp(dir_ / "b.log");
+  const std::string a = slurp(dir_ / "a.log"), b = slurp(dir_ / "b.log");
+  std::string log;
+  ASSERT_EQ(hwtrain_in(dir_, "sweep --config sweep.toml", log), 0) << log;
+  EXPECT_NE(log.find("4 of 4 trials exist"), std::string::npos) << log;
+  std::istringstream rows(log);
+  std::set<std::string> numbers;
+  for (std::string row; std::getline(rows, row);) {
+    std::istringstream fields(row);
+    std::string number, state;
+    fields >> number >> state;
+    if (state == "complete") numbers.insert(number);
+  }
+  EXPECT_EQ(numbers, (std::set<std::string>{"0", "1", "2", "3"})) << log;
+  // Both processes ran trials (each started at least one), and no trial ran twice.
+  size_t started = 0;
+  for (const std::string* l : {&a, &b}) {
+    for (size_t at = l->find(" started in slot"); at != std::string::npos; at = l->find(" started in slot", at + 1)) {
+      ++started;
+    }
+  }
+  EXPECT_EQ(started, 4u) << a << b;
+  EXPECT_NE(a.find(" started in slot"), std::string::npos) << a;
+  EXPECT_NE(b.find(" started in slot"), std::string::npos) << b;
 }
 
 TEST_F(SweepCommand, ASpaceTheRunWouldRefuseIsOneLineNamingTheKey) {

@@ -228,6 +228,13 @@ TEST(StudyStore, ClaimRespectsMaxTrialsAndPassesHistory) {
   ASSERT_TRUE(more.has_value());
   EXPECT_EQ(more->number, 3);
   EXPECT_THROW(store.claim(store_test_sampler(), 0), ConfigError);
+  // Each trial's wall time is kept: a resumed sweep can show the earlier trials' seconds.
+  const auto all = store.trials();
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_GT(all[0].started_unix, 1.7e9);
+  ASSERT_TRUE(all[0].finished_unix.has_value());
+  EXPECT_GE(*all[0].finished_unix, all[0].started_unix);
+  EXPECT_FALSE(all[3].finished_unix.has_value()) << "still running";
 }
 
 TEST(StudyStore, SamplerThatThrowsWritesNothing) {

@@ -1,8 +1,8 @@
 // `hwtrain sweep --config sweep.toml`: a hyperparameter search whose trials are `hwtrain train` runs
 // in child processes (src/hwtrain/sweep/). This file binds the search to hwtrain: the space's keys
-// and values are checked against the run config (every bound and choice is applied to the base
-// config before any trial starts), the objective against the metric names, the machine decides how many
-// trials run at once and with how many threads, and each trial is this binary's train command.
+// and values are checked against the run config before any trial starts, the machine decides how
+// many trials run at once and with how many threads (run/sweep_binding.h), and each trial is this
+// binary's train command.
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,6 +17,7 @@
 #include "hwtrain/obs/log.h"
 #include "hwtrain/obs/metrics.h"
 #include "hwtrain/run/run_config.h"
+#include "hwtrain/run/sweep_binding.h"
 #include "hwtrain/sweep/search_space.h"
 #include "hwtrain/sweep/sweep_components.h"
 #include "hwtrain/sweep/sweep_outputs.h"
@@ -28,39 +29,12 @@ namespace hwt::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using sweep::ParamKind;
-using sweep::ParamSpec;
 using sweep::SweepConfig;
 
 struct SweepArgs {
   std::string sweep_file;
   std::vector<std::string> overrides;
 };
-
-// Every value the space can give a key must be one the run config accepts: a misspelt choice or a
-// bound of the wrong type is a one-line error now, not sixteen failed trials later.
-void check_space_values(const SweepConfig& config, const RunConfig& base) {
-  for (const ParamSpec& p : config.space.params) {
-    std::vector<std::string> values = p.choices;
-    if (p.kind != ParamKind::kChoice) {
-      const bool integral = p.kind == ParamKind::kInt;
-      values = {sweep::to_override_value(integral ? sweep::ParamValue{static_cast<std::int64_t>(p.low)}
-                                                  : sweep::ParamValue{p.low}),
-                sweep::to_override_value(integral ? sweep::ParamValue{static_cast<std::int64_t>(p.high)}
-                                                  : sweep::ParamValue{p.high})};
-    }
-    for (const std::string& v : values) {
-      RunConfig probe = base;
-      try {
-        probe.apply_override(p.key + "=" + v);
-        probe.validate();
-      } catch (const ConfigError& e) {
-        throw ConfigError(config.sweep_file.string() + ": sweep.space.\"" + p.key + "\" value " + v +
-                          " is not valid for the run: " + e.what());
-      }
-    }
-  }
-}
 
 sweep::TrialCommand trial_command(const SweepConfig& config) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
@@ -79,37 +53,25 @@ sweep::TrialCommand trial_command(const SweepConfig& config) {
   };
 }
 
-sweep::TrialParallelism machine_parallelism(const SweepConfig& config, int trials_left) {
+sweep::TrialParallelism machine_parallelism(const SweepConfig& config, const RunConfig& base, int trials_left) {
   DetectOptions quick;
   quick.run_gemm_benchmark = false;
-  const HardwareProfile hw = detect_hardware(quick);
-  sweep::ParallelismInputs in;
-  in.physical_cores = std::max(1, hw.cpu.num_physical_cores);
-  for (const GpuInfo& g : hw.gpus) {
-    if (!g.usable_by_torch) continue;
-    ++in.num_gpus;
-    in.gpu_memory_bytes = in.gpu_memory_bytes == 0 ? static_cast<uint64_t>(g.total_memory_bytes)
-                                                   : std::min<uint64_t>(in.gpu_memory_bytes, g.total_memory_bytes);
-  }
-  in.parallel = config.parallel;
-  in.max_trials = std::max(1, trials_left);
+  std::string note;
+  const auto in = sweep_parallelism_inputs(detect_hardware(quick), base, config.parallel, trials_left, &note);
+  if (!note.empty()) log_info("sweep: {}", note);
   return sweep::decide_trial_parallelism(in);
 }
 
 int run_sweep(const SweepArgs& args) {
   init_logging();
-  const std::vector<std::string> keys = RunConfig::all_keys();
-  const std::set<std::string> key_set(keys.begin(), keys.end());
-  sweep::SweepKeyChecks checks{[&](const std::string& k) { return key_set.count(k) > 0; }, keys,
-                               available_metric_names()};
-  const SweepConfig config = sweep::load_sweep_config(args.sweep_file, args.overrides, checks);
+  const SweepConfig config = sweep::load_sweep_config(args.sweep_file, args.overrides, sweep_key_checks());
   const RunConfig base = load_run_config(config.base_config.string(), {});  // a bad base fails now, not per trial
   check_space_values(config, base);
   sweep::StudyStore store = sweep::StudyStore::open(config.study.string(), sweep::make_study_info(config));
   const auto sampler = sweep::make_sampler(config);
   const auto pruner = sweep::make_pruner(config);
   const int done = static_cast<int>(store.trials().size());
-  const sweep::TrialParallelism parallelism = machine_parallelism(config, config.trials - done);
+  const sweep::TrialParallelism parallelism = machine_parallelism(config, base, config.trials - done);
   log_info("sweep: {} of {} trials exist in {}; {} trial(s) at once, {} thread(s) each", done, config.trials,
            config.study.string(), parallelism.trials_at_once, parallelism.threads_per_trial);
   sweep::SweepRunnerOptions options;

@@ -66,7 +66,7 @@ std::vector<Trial> read_study_trials(const SqliteDb& db, std::int64_t first, std
   std::vector<Trial> out;
   std::map<std::int64_t, std::size_t> index;
   SqlStatement q(db,
-                 "SELECT number, state, params_json, value, reason, attempts FROM trials "
+                 "SELECT number, state, params_json, value, reason, attempts, started_unix, finished_unix FROM trials "
                  "WHERE number BETWEEN ?1 AND ?2 ORDER BY number");
   q.bind_int(1, first).bind_int(2, last);
   while (q.step()) {
@@ -83,6 +83,8 @@ std::vector<Trial> read_study_trials(const SqliteDb& db, std::int64_t first, std
     if (!q.is_null(3)) t.value = q.real_at(3);
     t.reason = q.text_at(4);
     t.attempts = static_cast<int>(q.int_at(5));
+    t.started_unix = q.real_at(6);
+    if (!q.is_null(7)) t.finished_unix = q.real_at(7);
     index[t.number] = out.size();
     out.push_back(std::move(t));
   }

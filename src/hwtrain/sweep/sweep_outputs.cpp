@@ -79,11 +79,17 @@ std::string format_trials_table(const std::vector<Trial>& trials, const std::str
   for (const Trial* t : order) {
     std::vector<std::string> params;
     for (const auto& [k, v] : t->params) params.push_back(k + "=" + to_override_value(v));
-    const auto s = seconds.find(t->number);
+    auto s = seconds.find(t->number);
+    std::optional<double> wall;
+    if (s != seconds.end()) {
+      wall = s->second;
+    } else if (t->finished_unix && t->started_unix > 0) {
+      wall = *t->finished_unix - t->started_unix;  // a trial of an earlier run: the store's clock
+    }
     std::string value = "-";
     if (t->value) value = format_number("%.6g", direction == Direction::kMax ? -*t->value : *t->value);
     rows.push_back({std::to_string(t->number), trial_state_name(t->state), value,
-                    s == seconds.end() ? "-" : format_number("%.0f", s->second), join(params, " "), t->reason});
+                    !wall ? "-" : format_number("%.0f", *wall), join(params, " "), t->reason});
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& r : rows) {

@@ -16,8 +16,9 @@
 namespace hwt::sweep {
 
 // One row per trial: number, state, objective (as reported: un-negated for direction = max),
-// seconds (from `seconds`, "-" when unknown), parameters, reason. Complete trials first, best
-// first; then pruned (best last value first), then the rest by number.
+// seconds (from `seconds`, else the study's start and end of the trial, "-" when unknown),
+// parameters, reason. Complete trials first, best first; then pruned (best last value first), then
+// the rest by number.
 std::string format_trials_table(const std::vector<Trial>& trials, const std::string& objective,
                                 Direction direction, const std::map<std::int64_t, double>& seconds = {});
 

@@ -34,6 +34,10 @@ struct Trial {
   std::map<std::int64_t, double> intermediate;  // step -> reported (minimized) value, for pruners
   std::string reason;                           // why it failed, was pruned or was interrupted
   int attempts = 1;                             // 2 after an interrupted trial was retried
+  // Its wall time (unix seconds) as the study store recorded it: the last attempt's start, and its
+  // end (nullopt while running).
+  double started_unix = 0;
+  std::optional<double> finished_unix;
 };
 
 }  // namespace hwt::sweep

@@ -1,0 +1,87 @@
+#include "hwtrain/run/sweep_binding.h"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/data/byte_tokenizer.h"
+#include "hwtrain/obs/metrics.h"
+#include "hwtrain/run/run_bindings.h"
+
+namespace hwt {
+
+sweep::SweepKeyChecks sweep_key_checks() {
+  auto keys = std::make_shared<std::set<std::string>>();
+  const std::vector<std::string> all = RunConfig::all_keys();
+  keys->insert(all.begin(), all.end());
+  return {[keys](const std::string& k) { return keys->count(k) > 0; }, all, available_metric_names()};
+}
+
+void check_space_values(const sweep::SweepConfig& config, const RunConfig& base) {
+  using sweep::ParamKind;
+  for (const sweep::ParamSpec& p : config.space.params) {
+    std::vector<std::string> values = p.choices;
+    if (p.kind == ParamKind::kInt) {
+      values = {sweep::to_override_value(static_cast<std::int64_t>(p.low)),
+                sweep::to_override_value(static_cast<std::int64_t>(p.high))};
+    } else if (p.kind != ParamKind::kChoice) {
+      values = {sweep::to_override_value(p.low), sweep::to_override_value(p.high)};
+    }
+    for (const std::string& v : values) {
+      RunConfig probe = base;
+      try {
+        probe.apply_override(p.key + "=" + v);
+        probe.validate();
+      } catch (const ConfigError& e) {
+        throw ConfigError(config.sweep_file.string() + ": sweep.space.\"" + p.key + "\" value " + v +
+                          " is not valid for the run: " + e.what());
+      }
+    }
+  }
+}
+
+namespace {
+
+// The base config's planned peak on one GPU of `hw`, or nullopt with the reason in `note`.
+std::optional<std::uint64_t> planned_trial_bytes(const HardwareProfile& hw, RunConfig base, std::string* note) {
+  if (base.model.vocab_size == 0) {
+    if (base.data.tokenizer != "byte") {
+      *note = "a trial's GPU memory is unknown before its tokenizer is read (set model.vocab_size to plan it): "
+              "one trial per GPU";
+      return std::nullopt;
+    }
+    base.model.vocab_size = resolve_vocab_size(base.model, ByteTokenizer::kVocabSize);
+  }
+  try {
+    const Plan plan = make_plan(hw, base, PlanContext{});
+    *note = "a trial of the base config is planned at " + format_bytes(plan.predicted_peak_bytes) + " per GPU";
+    return static_cast<std::uint64_t>(plan.predicted_peak_bytes);
+  } catch (const Error& e) {
+    *note = std::string("the base config could not be planned (") + e.what() + "): one trial per GPU";
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+sweep::ParallelismInputs sweep_parallelism_inputs(const HardwareProfile& hw, const RunConfig& base, int parallel,
+                                                  int trials_left, std::string* note) {
+  sweep::ParallelismInputs in;
+  in.physical_cores = std::max(1, hw.cpu.num_physical_cores);
+  for (const GpuInfo& g : hw.gpus) {
+    if (!g.usable_by_torch) continue;
+    ++in.num_gpus;
+    const auto bytes = static_cast<std::uint64_t>(g.total_memory_bytes);
+    in.gpu_memory_bytes = in.gpu_memory_bytes == 0 ? bytes : std::min(in.gpu_memory_bytes, bytes);
+  }
+  in.parallel = parallel;
+  in.max_trials = std::max(1, trials_left);
+  note->clear();
+  if (in.num_gpus > 0 && base.train.device != "cpu") in.trial_gpu_bytes = planned_trial_bytes(hw, base, note);
+  if (in.num_gpus > 0 && base.train.device == "cpu") in.num_gpus = 0;  // the trials train on the CPU
+  return in;
+}
+
+}  // namespace hwt

@@ -1,0 +1,79 @@
+// The sweep's view of a run (run/sweep_binding.h): values of a space tried on the base config, and
+// how many trials share a machine, planned for described GPUs (no GPU needed here).
+#include "hwtrain/run/sweep_binding.h"
+
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/hw/hardware_preset.h"
+
+namespace hwt {
+namespace {
+
+sweep::SweepConfig space_of(const std::string& key, std::vector<std::string> choices) {
+  sweep::SweepConfig c;
+  c.sweep_file = "sweep.toml";
+  sweep::ParamSpec p;
+  p.key = key;
+  p.kind = sweep::ParamKind::kChoice;
+  p.choices = std::move(choices);
+  c.space.params = {p};
+  return c;
+}
+
+TEST(SweepBinding, EveryValueOfTheSpaceIsTriedOnTheBaseConfig) {
+  RunConfig base;
+  EXPECT_NO_THROW(check_space_values(space_of("optimization.mixed_precision_dtype", {"bf16", "fp32"}), base));
+  try {
+    check_space_values(space_of("optimization.mixed_precision_dtype", {"bf16", "bf17"}), base);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("sweep.toml"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bf17"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("optimization.mixed_precision_dtype"), std::string::npos) << msg;
+  }
+  // Against the base, not the defaults: an lr below the base's min_lr is refused, fine once it is 0.
+  sweep::SweepConfig lr = space_of("train.lr", {});
+  lr.space.params[0].kind = sweep::ParamKind::kLogUniform;
+  lr.space.params[0].low = 1e-5;
+  lr.space.params[0].high = 1e-2;
+  EXPECT_THROW(check_space_values(lr, base), ConfigError);
+  base.train.min_lr = 0;
+  EXPECT_NO_THROW(check_space_values(lr, base));
+  EXPECT_TRUE(sweep_key_checks().is_config_key("train.lr"));
+  EXPECT_FALSE(sweep_key_checks().is_config_key("train.lrr"));
+}
+
+TEST(SweepBinding, SmallTrialsShareAGpuAndLargeOnesGetOneEach) {
+  const HardwareProfile h100x8 = *hardware_preset("h100-80gb", 8);
+  RunConfig tiny;
+  tiny.apply_model_preset("tiny");
+  tiny.apply_override("train.micro_batch_size=8");
+  std::string note;
+  auto in = sweep_parallelism_inputs(h100x8, tiny, 0, 64, &note);
+  EXPECT_EQ(in.num_gpus, 8);
+  ASSERT_TRUE(in.trial_gpu_bytes.has_value()) << note;
+  EXPECT_LT(*in.trial_gpu_bytes, 8ull << 30) << note;
+  auto decided = sweep::decide_trial_parallelism(in);
+  EXPECT_GT(decided.trials_at_once, 8) << decided.reason;
+
+  RunConfig big;
+  big.apply_model_preset("gpt2-large");  // planned at 38 GiB: two would not fit in 90% of 80 GB
+  in = sweep_parallelism_inputs(h100x8, big, 0, 64, &note);
+  ASSERT_TRUE(in.trial_gpu_bytes.has_value()) << note;
+  decided = sweep::decide_trial_parallelism(in);
+  EXPECT_EQ(decided.trials_at_once, 8) << decided.reason;
+
+  big.apply_override("data.tokenizer=tok/");  // vocabulary unknown before the tokenizer is read
+  in = sweep_parallelism_inputs(h100x8, big, 0, 64, &note);
+  EXPECT_FALSE(in.trial_gpu_bytes.has_value());
+  EXPECT_NE(note.find("one trial per GPU"), std::string::npos) << note;
+
+  big.apply_override("train.device=cpu");  // trials on the CPU of a GPU machine
+  in = sweep_parallelism_inputs(h100x8, big, 0, 64, &note);
+  EXPECT_EQ(in.num_gpus, 0);
+}
+
+}  // namespace
+}  // namespace hwt
