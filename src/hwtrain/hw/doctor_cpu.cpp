@@ -53,10 +53,12 @@ S cpu_speed_severity(const HardwareProfile& p) {
 
 }  // namespace
 
-void check_blas_and_gemm(const HardwareProfile& p, Findings* out) {
+namespace {
+
+// Which BLAS LibTorch's fp32 matmul runs on, and whether it runs its best kernels for this CPU.
+void check_blas_library(const HardwareProfile& p, Findings* out) {
   const MathLibInfo& m = p.math;
   const CpuIsa& isa = p.cpu.isa;
-  size_t before = out->size();
   if (m.blas == "reference") {
     out->push_back({"blas.reference", has_usable_gpu(p) ? S::Warning : S::Critical,
                     "fp32 matmul runs on the reference BLAS (" + m.blas_version +
@@ -99,7 +101,13 @@ void check_blas_and_gemm(const HardwareProfile& p, Findings* out) {
          "mkl_serv_intel_cpu_true(){return 1;}' | gcc -shared -fPIC -x c - -o libmklfix.so` and "
          "run with LD_PRELOAD=$PWD/libmklfix.so (check with MKL_VERBOSE=1)"});
   }
-  bool explained = out->size() > before;
+}
+
+// What the GEMM probe measured against what the ISA allows; `explained`: a BLAS finding already
+// says why fp32 is slow.
+void check_gemm_speed(const HardwareProfile& p, bool explained, Findings* out) {
+  const MathLibInfo& m = p.math;
+  const CpuIsa& isa = p.cpu.isa;
   // Other processes on the cores slow every kernel alike: say so rather than blame the BLAS.
   bool busy = m.gemm_load_average > std::max(1, p.cpu.num_logical_threads);
   if (!explained && m.gemm_measured && m.fp32_efficiency > 0 &&
@@ -144,6 +152,14 @@ void check_blas_and_gemm(const HardwareProfile& p, Findings* out) {
                     "nothing to fix; for bf16 speed use a CPU with AVX512_BF16 (AMD Zen 4+, Intel "
                     "Cooper Lake) or AMX (Sapphire Rapids+), or a GPU"});
   }
+}
+
+}  // namespace
+
+void check_blas_and_gemm(const HardwareProfile& p, Findings* out) {
+  const size_t before = out->size();
+  check_blas_library(p, out);
+  check_gemm_speed(p, out->size() > before, out);
 }
 
 void check_threads(const HardwareProfile& p, Findings* out) {

@@ -108,6 +108,48 @@ bool any_known(const std::vector<StepMetrics>& steps, std::initializer_list<Step
   return false;
 }
 
+// Process RSS and the device's allocated, reserved and peak bytes, in MiB or GiB.
+PlotSpec memory_plot(const std::vector<StepMetrics>& st, const std::vector<double>& xs) {
+  const StepField mem_fields[] = {&StepMetrics::rss_bytes, &StepMetrics::device_allocated_bytes,
+                                  &StepMetrics::device_reserved_bytes,
+                                  &StepMetrics::device_peak_bytes};
+  const char* mem_names[] = {"process RSS", "device allocated", "device reserved", "device peak"};
+  double mem_max = 0;
+  for (auto f : mem_fields) mem_max = std::max(mem_max, max_value(st, f).value_or(0));
+  const bool gib = mem_max >= 1024.0 * 1024 * 1024;
+  PlotSpec mem = plot_spec("Memory", gib ? "GiB" : "MiB");
+  for (int i = 0; i < 4; ++i) {
+    const double scale = 1.0 / (gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024);
+    mem.series.push_back(series(mem_names[i], xs, column(st, mem_fields[i], scale), i));
+  }
+  mem.y_from_zero = true;
+  return mem;
+}
+
+// The monitor's process CPU and each GPU's utilization; nullopt without monitor samples.
+std::optional<PlotSpec> utilization_plot(const std::vector<MonitorSample>& monitor) {
+  PlotSpec util = plot_spec("Hardware utilization (monitor)", "percent");
+  util.y_from_zero = true;
+  PlotSeries cpu = series("process CPU (100 = 1 core)", {}, {}, 0);
+  std::vector<PlotSeries> gpus;
+  for (const auto& s : monitor) {
+    if (s.step < 0) continue;
+    cpu.x.push_back(static_cast<double>(s.step));
+    cpu.y.push_back(s.process_cpu_percent);
+    for (const auto& g : s.gpus) {
+      while (static_cast<int>(gpus.size()) <= g.index) {
+        gpus.push_back(series("GPU " + std::to_string(gpus.size()), {}, {}, int(gpus.size()) + 1));
+      }
+      gpus[g.index].x.push_back(static_cast<double>(s.step));
+      gpus[g.index].y.push_back(g.utilization_percent);
+    }
+  }
+  if (cpu.x.empty()) return std::nullopt;
+  util.series.push_back(cpu);
+  for (auto& g : gpus) util.series.push_back(g);
+  return util;
+}
+
 std::vector<PlotSpec> build_plots(const ReportInputs& in) {
   const auto& st = in.steps;
   const auto xs = step_xs(st);
@@ -141,20 +183,7 @@ std::vector<PlotSpec> build_plots(const ReportInputs& in) {
   mfu.y_from_zero = true;
   plots.push_back(mfu);
 
-  const StepField mem_fields[] = {&StepMetrics::rss_bytes, &StepMetrics::device_allocated_bytes,
-                                  &StepMetrics::device_reserved_bytes,
-                                  &StepMetrics::device_peak_bytes};
-  const char* mem_names[] = {"process RSS", "device allocated", "device reserved", "device peak"};
-  double mem_max = 0;
-  for (auto f : mem_fields) mem_max = std::max(mem_max, max_value(st, f).value_or(0));
-  const bool gib = mem_max >= 1024.0 * 1024 * 1024;
-  PlotSpec mem = plot_spec("Memory", gib ? "GiB" : "MiB");
-  for (int i = 0; i < 4; ++i) {
-    const double scale = 1.0 / (gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024);
-    mem.series.push_back(series(mem_names[i], xs, column(st, mem_fields[i], scale), i));
-  }
-  mem.y_from_zero = true;
-  plots.push_back(mem);
+  plots.push_back(memory_plot(st, xs));
 
   const StepField time_fields[] = {&StepMetrics::step_seconds, &StepMetrics::data_wait_seconds,
                                    &StepMetrics::forward_seconds, &StepMetrics::backward_seconds,
@@ -170,27 +199,7 @@ std::vector<PlotSpec> build_plots(const ReportInputs& in) {
     plots.push_back(time);
   }
 
-  PlotSpec util = plot_spec("Hardware utilization (monitor)", "percent");
-  util.y_from_zero = true;
-  PlotSeries cpu = series("process CPU (100 = 1 core)", {}, {}, 0);
-  std::vector<PlotSeries> gpus;
-  for (const auto& s : in.monitor) {
-    if (s.step < 0) continue;
-    cpu.x.push_back(static_cast<double>(s.step));
-    cpu.y.push_back(s.process_cpu_percent);
-    for (const auto& g : s.gpus) {
-      while (static_cast<int>(gpus.size()) <= g.index) {
-        gpus.push_back(series("GPU " + std::to_string(gpus.size()), {}, {}, int(gpus.size()) + 1));
-      }
-      gpus[g.index].x.push_back(static_cast<double>(s.step));
-      gpus[g.index].y.push_back(g.utilization_percent);
-    }
-  }
-  if (!cpu.x.empty()) {
-    util.series.push_back(cpu);
-    for (auto& g : gpus) util.series.push_back(g);
-    plots.push_back(util);
-  }
+  if (auto util = utilization_plot(in.monitor)) plots.push_back(*util);
   return plots;
 }
 

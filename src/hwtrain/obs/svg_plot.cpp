@@ -104,14 +104,20 @@ std::string format_tick(double v) {
   return buf;
 }
 
-std::string svg_line_plot(const PlotSpec& spec) {
-  const double W = spec.width, H = spec.height;
-  const double x0 = kMarginLeft, x1 = W - kMarginRight, y0 = H - kMarginBottom, y1 = kMarginTop;
+namespace {
 
-  // Series without a single known value are left out, legend included.
+// The plot area in pixels and the data range it shows.
+struct Frame {
+  double x0, x1, y0, y1;          // left, right, bottom, top (pixels)
+  double xmin, xmax, ymin, ymax;  // data
+  double px(double x) const { return x0 + (x - xmin) / (xmax - xmin) * (x1 - x0); }
+  double py(double y) const { return y0 - (y - ymin) / (ymax - ymin) * (y0 - y1); }
+};
+
+// The series with at least one known point (decimated), their point counts, and the data range.
+std::vector<PlotSeries> known_series(const PlotSpec& spec, std::vector<size_t>& num_points, Frame& f) {
   std::vector<PlotSeries> series;
-  std::vector<size_t> num_points;
-  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  f.xmin = INFINITY, f.xmax = -INFINITY, f.ymin = INFINITY, f.ymax = -INFINITY;
   for (PlotSeries s : spec.series) {
     s.y.resize(s.x.size(), std::numeric_limits<double>::quiet_NaN());
     decimate(s.x, s.y);
@@ -119,104 +125,116 @@ std::string svg_line_plot(const PlotSpec& spec) {
     for (size_t i = 0; i < s.x.size(); ++i) {
       if (!finite(s.x[i]) || !finite(s.y[i])) continue;
       ++n;
-      xmin = std::min(xmin, s.x[i]);
-      xmax = std::max(xmax, s.x[i]);
-      ymin = std::min(ymin, s.y[i]);
-      ymax = std::max(ymax, s.y[i]);
+      f.xmin = std::min(f.xmin, s.x[i]);
+      f.xmax = std::max(f.xmax, s.x[i]);
+      f.ymin = std::min(f.ymin, s.y[i]);
+      f.ymax = std::max(f.ymax, s.y[i]);
     }
-    if (n == 0) continue;
+    if (n == 0) continue;  // left out, legend included
     series.push_back(std::move(s));
     num_points.push_back(n);
   }
-  const bool has_data = xmin <= xmax;
+  return series;
+}
+
+// Widens a degenerate range and adds 5% of headroom (none below a meaningful zero).
+void pad_range(const PlotSpec& spec, Frame& f) {
+  if (spec.y_from_zero) {
+    f.ymin = std::min(f.ymin, 0.0);
+    f.ymax = std::max(f.ymax, 0.0);
+  }
+  if (f.xmax == f.xmin) f.xmin -= 1, f.xmax += 1;
+  if (f.ymax == f.ymin) {
+    const double pad = f.ymin == 0 ? 1 : std::abs(f.ymin) * 0.1;
+    f.ymin -= pad;
+    f.ymax += pad;
+  } else {
+    const double pad = (f.ymax - f.ymin) * 0.05;
+    if (!(spec.y_from_zero && f.ymin == 0)) f.ymin -= pad;
+    f.ymax += pad;
+  }
+}
+
+// Grid, ticks, tick labels, axes and axis labels.
+std::string axes_svg(const PlotSpec& spec, const Frame& f) {
+  std::string o;
+  for (double t : nice_ticks(f.ymin, f.ymax, 5)) {
+    o += "<line x1=\"" + num(f.x0) + "\" x2=\"" + num(f.x1) + "\" y1=\"" + num(f.py(t)) + "\" y2=\"" +
+         num(f.py(t)) + "\" class=\"grid\"/>\n";
+    o += "<text x=\"" + num(f.x0 - 6) + "\" y=\"" + num(f.py(t) + 4) +
+         "\" text-anchor=\"end\" class=\"tick\">" + xml_escape(format_tick(t)) + "</text>\n";
+  }
+  for (double t : nice_ticks(f.xmin, f.xmax, 6)) {
+    o += "<line x1=\"" + num(f.px(t)) + "\" x2=\"" + num(f.px(t)) + "\" y1=\"" + num(f.y0) + "\" y2=\"" +
+         num(f.y0 + 5) + "\" class=\"axis\"/>\n";
+    o += "<text x=\"" + num(f.px(t)) + "\" y=\"" + num(f.y0 + 18) +
+         "\" text-anchor=\"middle\" class=\"tick\">" + xml_escape(format_tick(t)) + "</text>\n";
+  }
+  o += "<path d=\"M" + num(f.x0) + " " + num(f.y1) + " V" + num(f.y0) + " H" + num(f.x1) +
+       "\" class=\"axis\" fill=\"none\"/>\n";
+  o += "<text x=\"" + num((f.x0 + f.x1) / 2) + "\" y=\"" + num(spec.height - 6) +
+       "\" text-anchor=\"middle\" class=\"label\">" + xml_escape(spec.x_label) + "</text>\n";
+  o += "<text transform=\"translate(14 " + num((f.y0 + f.y1) / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\" class=\"label\">" + xml_escape(spec.y_label) + "</text>\n";
+  return o;
+}
+
+// One series: its line (NaN lifts the pen), its markers, and its legend entry at `legend_x`.
+std::string series_svg(const PlotSeries& s, size_t num_points, const Frame& f, double legend_x) {
+  std::string o, d;
+  bool pen_down = false;
+  for (size_t i = 0; i < s.x.size(); ++i) {
+    if (!finite(s.x[i]) || !finite(s.y[i])) {
+      pen_down = false;
+      continue;
+    }
+    d += (pen_down ? " L" : " M") + num(f.px(s.x[i])) + " " + num(f.py(s.y[i]));
+    pen_down = true;
+  }
+  if (s.line) {
+    o += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.6\" stroke-linejoin=\"round\"" +
+         (s.dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>\n";
+  }
+  if (s.markers || !s.line || num_points == 1) {
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!finite(s.x[i]) || !finite(s.y[i])) continue;
+      o += "<circle cx=\"" + num(f.px(s.x[i])) + "\" cy=\"" + num(f.py(s.y[i])) + "\" r=\"3\" fill=\"" + s.color +
+           "\"/>\n";
+    }
+  }
+  o += "<rect x=\"" + num(legend_x) + "\" y=\"28\" width=\"14\" height=\"4\" fill=\"" + s.color + "\"/>\n";
+  o += "<text x=\"" + num(legend_x + 18) + "\" y=\"34\" class=\"legend\">" + xml_escape(s.name) + "</text>\n";
+  return o;
+}
+
+}  // namespace
+
+std::string svg_line_plot(const PlotSpec& spec) {
+  const double W = spec.width, H = spec.height;
+  Frame f{kMarginLeft, W - kMarginRight, H - kMarginBottom, kMarginTop, 0, 0, 0, 0};
+  std::vector<size_t> num_points;
+  const std::vector<PlotSeries> series = known_series(spec, num_points, f);
 
   std::string o;
-  o += "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + num(W) + " " +
-       num(H) + "\" role=\"img\" aria-label=\"" + xml_escape(spec.title) + "\">\n";
-  o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) +
-       "\" fill=\"#ffffff\"/>\n";
-  o += "<text x=\"" + num(x0) + "\" y=\"18\" class=\"title\">" + xml_escape(spec.title) +
-       "</text>\n";
-  if (!has_data) {
-    o += "<rect x=\"" + num(x0) + "\" y=\"" + num(y1) + "\" width=\"" + num(x1 - x0) +
-         "\" height=\"" + num(y0 - y1) + "\" fill=\"none\" stroke=\"#999\"/>\n";
-    o += "<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num((y0 + y1) / 2) +
+  o += "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + num(W) + " " + num(H) +
+       "\" role=\"img\" aria-label=\"" + xml_escape(spec.title) + "\">\n";
+  o += "<rect x=\"0\" y=\"0\" width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
+  o += "<text x=\"" + num(f.x0) + "\" y=\"18\" class=\"title\">" + xml_escape(spec.title) + "</text>\n";
+  if (series.empty()) {
+    o += "<rect x=\"" + num(f.x0) + "\" y=\"" + num(f.y1) + "\" width=\"" + num(f.x1 - f.x0) + "\" height=\"" +
+         num(f.y0 - f.y1) + "\" fill=\"none\" stroke=\"#999\"/>\n";
+    o += "<text x=\"" + num((f.x0 + f.x1) / 2) + "\" y=\"" + num((f.y0 + f.y1) / 2) +
          "\" text-anchor=\"middle\" class=\"nodata\">no data recorded</text>\n</svg>\n";
     return o;
   }
-
-  if (spec.y_from_zero) {
-    ymin = std::min(ymin, 0.0);
-    ymax = std::max(ymax, 0.0);
-  }
-  if (xmax == xmin) xmin -= 1, xmax += 1;
-  if (ymax == ymin) {
-    const double pad = ymin == 0 ? 1 : std::abs(ymin) * 0.1;
-    ymin -= pad;
-    ymax += pad;
-  } else {
-    const double pad = (ymax - ymin) * 0.05;
-    if (!(spec.y_from_zero && ymin == 0)) ymin -= pad;
-    ymax += pad;
-  }
-  auto px = [&](double x) { return x0 + (x - xmin) / (xmax - xmin) * (x1 - x0); };
-  auto py = [&](double y) { return y0 - (y - ymin) / (ymax - ymin) * (y0 - y1); };
-
-  // Grid, ticks and tick labels.
-  for (double t : nice_ticks(ymin, ymax, 5)) {
-    o += "<line x1=\"" + num(x0) + "\" x2=\"" + num(x1) + "\" y1=\"" + num(py(t)) + "\" y2=\"" +
-         num(py(t)) + "\" class=\"grid\"/>\n";
-    o += "<text x=\"" + num(x0 - 6) + "\" y=\"" + num(py(t) + 4) +
-         "\" text-anchor=\"end\" class=\"tick\">" + xml_escape(format_tick(t)) + "</text>\n";
-  }
-  for (double t : nice_ticks(xmin, xmax, 6)) {
-    o += "<line x1=\"" + num(px(t)) + "\" x2=\"" + num(px(t)) + "\" y1=\"" + num(y0) +
-         "\" y2=\"" + num(y0 + 5) + "\" class=\"axis\"/>\n";
-    o += "<text x=\"" + num(px(t)) + "\" y=\"" + num(y0 + 18) +
-         "\" text-anchor=\"middle\" class=\"tick\">" + xml_escape(format_tick(t)) + "</text>\n";
-  }
-  o += "<path d=\"M" + num(x0) + " " + num(y1) + " V" + num(y0) + " H" + num(x1) +
-       "\" class=\"axis\" fill=\"none\"/>\n";
-  o += "<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(H - 6) +
-       "\" text-anchor=\"middle\" class=\"label\">" + xml_escape(spec.x_label) + "</text>\n";
-  o += "<text transform=\"translate(14 " + num((y0 + y1) / 2) +
-       ") rotate(-90)\" text-anchor=\"middle\" class=\"label\">" + xml_escape(spec.y_label) +
-       "</text>\n";
-
-  // Lines, markers and legend.
-  double legend_x = x0;
+  pad_range(spec, f);
+  o += axes_svg(spec, f);
+  double legend_x = f.x0;
   for (size_t k = 0; k < series.size(); ++k) {
-    const PlotSeries& s = series[k];
-    std::string d;
-    bool pen_down = false;
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!finite(s.x[i]) || !finite(s.y[i])) {
-        pen_down = false;
-        continue;
-      }
-      d += (pen_down ? " L" : " M") + num(px(s.x[i])) + " " + num(py(s.y[i]));
-      pen_down = true;
-    }
-    if (s.line) {
-      o += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + s.color +
-           "\" stroke-width=\"1.6\" stroke-linejoin=\"round\"" +
-           (s.dashed ? " stroke-dasharray=\"5 3\"" : "") + "/>\n";
-    }
-    if (s.markers || !s.line || num_points[k] == 1) {
-      for (size_t i = 0; i < s.x.size(); ++i) {
-        if (!finite(s.x[i]) || !finite(s.y[i])) continue;
-        o += "<circle cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"3\" fill=\"" +
-             s.color + "\"/>\n";
-      }
-    }
-    o += "<rect x=\"" + num(legend_x) + "\" y=\"28\" width=\"14\" height=\"4\" fill=\"" + s.color +
-         "\"/>\n";
-    o += "<text x=\"" + num(legend_x + 18) + "\" y=\"34\" class=\"legend\">" + xml_escape(s.name) +
-         "</text>\n";
-    legend_x += 30 + 6.5 * static_cast<double>(s.name.size());
+    o += series_svg(series[k], num_points[k], f, legend_x);
+    legend_x += 30 + 6.5 * static_cast<double>(series[k].name.size());
   }
-  o += "</svg>\n";
-  return o;
+  return o + "</svg>\n";
 }
 
 }  // namespace hwt
