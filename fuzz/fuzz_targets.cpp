@@ -8,6 +8,9 @@
 #include <fstream>
 
 #include "hwtrain/run/run_config.h"
+#include "hwtrain/run/sweep_binding.h"
+#include "hwtrain/sweep/study_store.h"
+#include "hwtrain/sweep/sweep_components.h"
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/manifest.h"
@@ -159,13 +162,37 @@ void sharding_manifest(const uint8_t* data, size_t size) {
   });
 }
 
+// A sweep file as `hwtrain sweep --config` reads it: parsed, its space's values tried on the
+// default run config, its sampler and pruner built.
+void sweep_file(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  expecting_errors([&] {
+    const sweep::SweepConfig c = sweep::parse_sweep_config(text, scratch_dir() / "sweep.toml", {}, sweep_key_checks());
+    check_space_values(c, RunConfig{});
+    sweep::make_sampler(c);
+    sweep::make_pruner(c);
+  });
+}
+
+// A study file as a resumed sweep opens it: its meta checked, every trial read, one more claimed.
+void study_file(const uint8_t* data, size_t size) {
+  const fs::path file = write_input("study.db", data, size);
+  expecting_errors([&] {
+    sweep::StudyInfo info{"sweep", "train.lr=loguniform[0.001,0.01]", "min", "val_loss"};
+    auto store = sweep::StudyStore::open(file.string(), info);
+    store.trials();
+    store.claim([](const std::vector<sweep::Trial>&) { return sweep::Params{{"train.lr", 0.002}}; }, 1000);
+  });
+}
+
 const std::vector<NamedTarget>& all_targets() {
   static const std::vector<NamedTarget> targets = {
       {"safetensors_file", safetensors_file}, {"trainer_state", trainer_state},
       {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
       {"shard_header", shard_header},         {"toml_config", toml_config},
       {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list},
-      {"hf_config_json", hf_config_json},     {"sharding_manifest", sharding_manifest}};
+      {"hf_config_json", hf_config_json},     {"sharding_manifest", sharding_manifest},
+      {"sweep_file", sweep_file},             {"study_file", study_file}};
   return targets;
 }
 
