@@ -366,6 +366,8 @@ TEST(Plan, JsonRoundTripKeepsTheTypedValues) {
   RunConfig c = small_config();
   c.apply_override("optimization.loss_scale_init=1024");
   c.apply_override("optimization.nonfinite_fallback_steps=7");
+  c.apply_override("optimization.min_loss_scale=128");
+  c.apply_override("optimization.max_loss_scale=4096");
   c.apply_override("model.attention=math");
   const Plan p = make_plan(gpu_machine(9), c);
   const Plan q = Plan::from_json(p.to_json());
@@ -374,6 +376,8 @@ TEST(Plan, JsonRoundTripKeepsTheTypedValues) {
   EXPECT_EQ(q.attention, AttentionKernel::Math);
   EXPECT_EQ(q.loss_scaling.init_scale, 1024.0);
   EXPECT_EQ(q.loss_scaling.nonfinite_fallback_steps, 7);
+  EXPECT_EQ(q.loss_scaling.min_scale, 128.0);  // the config's bounds reach the plan, and survive it
+  EXPECT_EQ(q.loss_scaling.max_scale, 4096.0);
   EXPECT_EQ(q.to_json(), p.to_json());
   EXPECT_THROW(Plan::from_json(R"({"device": "tpu:0"})"), ConfigError);
 }

@@ -142,6 +142,45 @@ TEST(RunConfig, OutOfRangeValuesAreRejected) {
   EXPECT_NE(msg.find("model.dropout = 0.1"), std::string::npos) << msg;
 }
 
+TEST(RunConfig, LossScaleBoundsMustHoldTheInitialScale) {
+  auto msg_for = [](std::vector<std::string> overrides) {
+    RunConfig c;
+    for (const auto& o : overrides) c.apply_override(o);
+    return error_of([&] { c.validate(); });
+  };
+  EXPECT_EQ(msg_for({"optimization.min_loss_scale=1", "optimization.max_loss_scale=65536"}), "");
+  std::string msg = msg_for({"optimization.min_loss_scale=1e6"});
+  EXPECT_NE(msg.find("optimization.loss_scale_init"), std::string::npos) << msg;
+  msg = msg_for({"optimization.min_loss_scale=8", "optimization.max_loss_scale=4", "optimization.loss_scale_init=4"});
+  EXPECT_NE(msg.find("optimization.min_loss_scale"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max_loss_scale = 4"), std::string::npos) << msg;
+  msg = msg_for({"optimization.max_loss_scale=-1"});
+  EXPECT_NE(msg.find("optimization.max_loss_scale"), std::string::npos) << msg;
+}
+
+// The seeds' amp_level: named aliases of hwtrain's precision keys, set as if the user set them.
+TEST(RunConfig, AmpLevelIsAnAliasOfThePrecisionKeys) {
+  RunConfig o2;
+  o2.apply_override("optimization.amp_level=O2");
+  EXPECT_EQ(o2.optimization.mixed_precision_dtype, Precision::Bf16);
+  EXPECT_TRUE(o2.optimization.pure_bf16_weights);
+  EXPECT_TRUE(o2.is_set("optimization.mixed_precision_dtype"));
+  ASSERT_EQ(o2.alias_notes.size(), 1u);
+  EXPECT_NE(o2.alias_notes[0].find("read as optimization.mixed_precision_dtype = bf16"), std::string::npos);
+  EXPECT_EQ(o2.to_toml().find("amp_level"), std::string::npos) << "the resolved config shows the keys it set";
+  RunConfig o0;
+  o0.apply_toml("[optimization]\namp_level = \"O0\"\n", "run.toml");
+  EXPECT_EQ(o0.optimization.mixed_precision_dtype, Precision::Fp32);
+  RunConfig o1;
+  o1.apply_override("optimization.amp_level=O1");
+  EXPECT_FALSE(o1.optimization.mixed_precision_dtype.has_value());
+  std::string msg = error_of([&] { RunConfig c; c.apply_override("optimization.amp_level=O3"); });
+  EXPECT_NE(msg.find("not implemented"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("O2 is the closest"), std::string::npos) << msg;
+  msg = error_of([&] { RunConfig c; c.apply_override("optimization.amp_level=O4"); });
+  EXPECT_NE(msg.find("optimization.amp_level = 'O4' is not valid"), std::string::npos) << msg;
+}
+
 TEST(RunConfig, OptimizerInBackwardRefusesWhatNeedsEveryGradientFirst) {
   RunConfig c;
   c.apply_override("optimization.optimizer_in_backward=true");

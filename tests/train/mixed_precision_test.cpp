@@ -33,6 +33,24 @@ TEST(MixedPrecision, APinnedPrecisionRefusesToChange) {
   EXPECT_EQ(mp.precision(), Precision::Bf16);
 }
 
+// The plan's loss-scale bounds reach the fp16 scaler the trainer steps with.
+TEST(MixedPrecision, Fp16ScalerTakesThePlansBounds) {
+  Plan plan;
+  plan.precision = Precision::Fp16;
+  plan.loss_scaling.init_scale = 64;
+  plan.loss_scaling.growth_interval = 1;
+  plan.loss_scaling.max_scale = 128;
+  MixedPrecision mp(plan);
+  ASSERT_TRUE(mp.scaler().enabled());
+  auto p = torch::ones({2}, torch::requires_grad());
+  for (int i = 0; i < 3; ++i) {
+    p.mutable_grad() = torch::ones({2});
+    mp.scaler().unscale({p});
+    mp.scaler().update();
+  }
+  EXPECT_DOUBLE_EQ(mp.scaler().current_scale(), 128);
+}
+
 TEST(MixedPrecision, EnableDisableAndStatus) {
   TrainerFixture f;
   f.plan.precision = Precision::Bf16;

@@ -62,6 +62,40 @@ TEST(GradScaler, SkipsBacksOffAndGrows) {
   EXPECT_EQ(restored.skipped_steps(), 1);
 }
 
+// The seeds' min_loss_scale / max_loss_scale: backoff stops at the floor (the step is still
+// skipped), growth stops at the cap.
+TEST(GradScaler, BacksOffAndGrowsWithinItsBounds) {
+  GradScalerOptions o;
+  o.init_scale = 1024;
+  o.growth_interval = 1;
+  o.min_scale = 256;
+  o.max_scale = 2048;
+  GradScaler s(o, torch::kCPU);
+  auto p = torch::ones({2}, torch::requires_grad());
+  for (int i = 0; i < 4; ++i) {  // 1024 -> 512 -> 256 -> 256 -> 256
+    p.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::infinity()});
+    s.unscale({p});
+    EXPECT_TRUE(s.found_inf());
+    s.update();
+  }
+  EXPECT_DOUBLE_EQ(s.current_scale(), 256);
+  EXPECT_EQ(s.skipped_steps(), 4);
+  for (int i = 0; i < 5; ++i) {  // 256 -> 512 -> 1024 -> 2048 -> 2048 -> 2048
+    p.mutable_grad() = torch::ones({2});
+    s.unscale({p});
+    s.update();
+  }
+  EXPECT_DOUBLE_EQ(s.current_scale(), 2048);
+  o.min_scale = o.max_scale = 0;  // unbounded, as PyTorch's: past both
+  GradScaler free(o, torch::kCPU);
+  for (int i = 0; i < 3; ++i) {
+    p.mutable_grad() = torch::ones({2});
+    free.unscale({p});
+    free.update();
+  }
+  EXPECT_DOUBLE_EQ(free.current_scale(), 8192);
+}
+
 TEST(GradScaler, DisabledIsANoOp) {
   GradScalerOptions o;
   o.enabled = false;

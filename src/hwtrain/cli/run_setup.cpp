@@ -65,6 +65,7 @@ static RunConfig read_config(const ConfigOptions& options, const std::optional<f
 RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::path>& checkpoint) {
   RunConfig config = read_config(options, checkpoint);
   for (const auto& note : config.deprecations) warn_once("deprecated " + note, note);
+  for (const auto& note : config.alias_notes) log_info("{}", note);
   return config;
 }
 

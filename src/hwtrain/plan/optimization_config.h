@@ -24,6 +24,9 @@ struct OptimizationConfig {
   double loss_scale_backoff_factor = 0.5;
   int64_t loss_scale_growth_interval = 2000;
   int64_t nonfinite_fallback_steps = 3;
+  // Bounds of the dynamic scale (the seeds' GradScaler options); 0 = unbounded, as PyTorch's.
+  double min_loss_scale = 0.0;
+  double max_loss_scale = 0.0;
   // optimization.enable_gradient_checkpointing is its deprecated alias (true = 1 unless set, false = 0).
   int64_t checkpoint_every = -1;
   bool fused_lm_head_loss = false;
@@ -55,17 +58,36 @@ struct OptimizationConfig {
     check_at_least("optimization.num_workers", num_workers, -1);
     check_at_least("optimization.prefetch_factor", prefetch_factor, 1);
     check_at_least("optimization.intra_op_threads", intra_op_threads, 0);
+    check_loss_scale_bounds();
+  }
+
+  // min_loss_scale <= loss_scale_init <= max_loss_scale, where a bound is set (> 0).
+  void check_loss_scale_bounds() const {
+    check_non_negative("optimization.min_loss_scale", min_loss_scale, "0 = no floor");
+    check_non_negative("optimization.max_loss_scale", max_loss_scale, "0 = no cap");
+    if (max_loss_scale > 0 && min_loss_scale > max_loss_scale) {
+      option_range_error("optimization.min_loss_scale", option_text(min_loss_scale),
+                         "must not exceed optimization.max_loss_scale = " + option_text(max_loss_scale));
+    }
+    if (loss_scale_init < min_loss_scale || (max_loss_scale > 0 && loss_scale_init > max_loss_scale)) {
+      option_range_error("optimization.loss_scale_init", option_text(loss_scale_init),
+                         "must lie within [min_loss_scale, max_loss_scale] = [" + option_text(min_loss_scale) + ", " +
+                             (max_loss_scale > 0 ? option_text(max_loss_scale) : std::string("unbounded")) + "]");
+    }
   }
 
   template <class V>
   void visit(V& v) {
-    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice");
+    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice (optimization.amp_level = O0 | O1 | O2 is an "
+      "alias: fp32 | auto | bf16 with pure_bf16_weights)");
     v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16, optimizer moments in fp32 (with bf16 only)");
     v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
     v("loss_scale_init", loss_scale_init, "fp16: initial (or static) loss scale");
     v("loss_scale_growth_factor", loss_scale_growth_factor, "fp16: scale growth after growth_interval clean steps");
     v("loss_scale_backoff_factor", loss_scale_backoff_factor, "fp16: scale backoff after inf/NaN gradients");
     v("loss_scale_growth_interval", loss_scale_growth_interval, "fp16: clean steps before the scale grows");
+    v("min_loss_scale", min_loss_scale, "fp16: the dynamic scale never backs off below this (0 = no floor)");
+    v("max_loss_scale", max_loss_scale, "fp16: the dynamic scale never grows above this (0 = no cap)");
     v("nonfinite_fallback_steps", nonfinite_fallback_steps,
       "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
     v("checkpoint_every", checkpoint_every,

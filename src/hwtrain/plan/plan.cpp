@@ -83,7 +83,9 @@ std::string Plan::to_json() const {
                        {"growth_factor", loss_scaling.growth_factor},
                        {"backoff_factor", loss_scaling.backoff_factor},
                        {"growth_interval", loss_scaling.growth_interval},
-                       {"nonfinite_fallback_steps", loss_scaling.nonfinite_fallback_steps}};
+                       {"nonfinite_fallback_steps", loss_scaling.nonfinite_fallback_steps},
+                       {"min_scale", loss_scaling.min_scale},
+                       {"max_scale", loss_scaling.max_scale}};
   auto& ds = j["decisions"] = nlohmann::ordered_json::array();
   for (const auto& d : decisions) ds.push_back({{"decision", d.name}, {"value", d.value}, {"reason", d.reason}});
   j["warnings"] = warnings;
@@ -136,6 +138,8 @@ Plan Plan::from_json(const std::string& text) {
       p.loss_scaling.backoff_factor = l.at("backoff_factor");
       p.loss_scaling.growth_interval = l.at("growth_interval");
       p.loss_scaling.nonfinite_fallback_steps = l.at("nonfinite_fallback_steps");
+      p.loss_scaling.min_scale = l.value("min_scale", 0.0);  // absent before the bounds existed
+      p.loss_scaling.max_scale = l.value("max_scale", 0.0);
     }
     for (const auto& d : j.at("decisions")) p.decisions.push_back({d.at("decision"), d.at("value"), d.at("reason")});
     p.warnings = j.value("warnings", std::vector<std::string>{});

@@ -64,6 +64,8 @@ struct LossScaling {
   int64_t growth_interval = 2000;
   // Consecutive non-finite losses in low precision after which training continues in fp32; 0 = never.
   int64_t nonfinite_fallback_steps = 3;
+  double min_scale = 0.0;  // the dynamic scale's bounds; 0 = none
+  double max_scale = 0.0;
 };
 
 struct Decision {

@@ -37,7 +37,8 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.precision = precision_intent(o);
   w.pure_bf16_weights = o.pure_bf16_weights;
   w.loss_scaling = {o.dynamic_loss_scale,        o.loss_scale_init,           o.loss_scale_growth_factor,
-                    o.loss_scale_backoff_factor, o.loss_scale_growth_interval, o.nonfinite_fallback_steps};
+                    o.loss_scale_backoff_factor, o.loss_scale_growth_interval, o.nonfinite_fallback_steps,
+                    o.min_loss_scale,            o.max_loss_scale};
   if (c.is_set("optimization.intra_op_threads") && o.intra_op_threads > 0) w.intra_op_threads = o.intra_op_threads;
   w.attention = c.model.attention;
   if (c.is_set("optimization.fused_lm_head_loss")) w.fused_lm_head_loss = o.fused_lm_head_loss;

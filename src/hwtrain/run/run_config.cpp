@@ -154,6 +154,36 @@ RawValue text_value(const std::string& s) {
   return v;
 }
 
+// optimization.amp_level: Apex's O0-O3 names (the seeds' API) for hwtrain's precision settings.
+// Not a field of its own: it sets the keys it names, which the resolved config then shows.
+bool apply_amp_level(RunConfig& config, const RawValue& value, const std::string& source) {
+  std::string level;
+  assign(level, value, "optimization.amp_level", source);
+  std::vector<std::pair<std::string, std::string>> sets;
+  if (level == "O0") {
+    sets = {{"optimization.mixed_precision_dtype", "fp32"}};
+  } else if (level == "O1") {
+    sets = {{"optimization.mixed_precision_dtype", "auto"}};
+  } else if (level == "O2") {
+    sets = {{"optimization.mixed_precision_dtype", "bf16"}, {"optimization.pure_bf16_weights", "true"}};
+  } else if (level == "O3") {
+    throw ConfigError(source + ": optimization.amp_level = O3 (weights, gradients and optimizer states all in 16 "
+                      "bits, no fp32 copy: updates smaller than the 16-bit spacing are lost) is not implemented; "
+                      "O2 is the closest (bf16 weights, fp32 optimizer moments)");
+  } else {
+    throw ConfigError(source + ": optimization.amp_level = '" + level + "' is not valid: expected O0 (fp32), O1 "
+                      "(autocast, the planner's precision), O2 (bf16 weights, fp32 moments) or O3" +
+                      did_you_mean(level, {"O0", "O1", "O2", "O3"}));
+  }
+  std::string read_as;
+  for (const auto& [k, v] : sets) {
+    set_key(config, k, text_value(v), source);
+    read_as += (read_as.empty() ? "" : ", ") + k + " = " + v;
+  }
+  config.alias_notes.push_back(source + ": optimization.amp_level = " + level + " read as " + read_as);
+  return true;
+}
+
 // One choice, one key: the keys with which an older version spelled half of a choice still work,
 // each use translated to today's key and noted (the CLI prints the notes as warnings).
 bool apply_deprecated_key(RunConfig& config, const std::string& key, const RawValue& value, const std::string& source) {
@@ -174,6 +204,7 @@ bool apply_deprecated_key(RunConfig& config, const std::string& key, const RawVa
                                   "block or the k given, false as 0");
     return true;
   }
+  if (key == "optimization.amp_level") return apply_amp_level(config, value, source);
   if (key == "dist.zero1") {
     assign(on, value, key, source);
     set_key(config, "dist.sharding", text_value(on ? "zero1" : "none"), source);

@@ -35,6 +35,8 @@ struct RunConfig {
   std::set<std::string> explicit_keys;
   // Deprecated keys that were read (and what they were read as), for the CLI to warn about.
   std::vector<std::string> deprecations;
+  // Alias keys that were read (optimization.amp_level) and the keys they set, for the CLI to print.
+  std::vector<std::string> alias_notes;
   bool is_set(const std::string& key) const { return explicit_keys.count(key) > 0; }
 
   // Visits every table: v.table(name, struct).

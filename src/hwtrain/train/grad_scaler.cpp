@@ -48,6 +48,9 @@ void GradScaler::update() {
   if (!options_.dynamic) return;
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,
                          options_.growth_interval);
+  // On the device, no synchronization: a step skipped at the floor is still skipped.
+  if (options_.min_scale > 0) scale_.clamp_min_(options_.min_scale);
+  if (options_.max_scale > 0) scale_.clamp_max_(options_.max_scale);
 }
 
 double GradScaler::current_scale() const { return scale_.item<double>(); }

@@ -18,6 +18,8 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   bool dynamic = true;          // false: static scale, never updated
+  double min_scale = 0.0;       // the dynamic scale never backs off below this; 0 = no floor
+  double max_scale = 0.0;       // nor grows above this; 0 = no cap
 };
 
 class GradScaler {
@@ -35,7 +37,8 @@ class GradScaler {
   void agree_found_inf(const std::function<void(torch::Tensor&)>& sum_across_ranks);
   // True when the last unscale found inf/NaN: the optimizer step must be skipped.
   bool found_inf() const;
-  // Updates the scale (backoff after inf/NaN, growth after growth_interval clean steps); counts
+  // Updates the scale (backoff after inf/NaN, growth after growth_interval clean steps, kept within
+  // [min_scale, max_scale] where set); counts
   // skipped steps. Call once per optimizer step, after the (possibly skipped) step.
   void update();
 

@@ -26,6 +26,8 @@ GradScalerOptions scaler_options(const LossScaling& l) {
   o.growth_factor = l.growth_factor;
   o.backoff_factor = l.backoff_factor;
   o.growth_interval = l.growth_interval;
+  o.min_scale = l.min_scale;
+  o.max_scale = l.max_scale;
   return o;
 }
 
