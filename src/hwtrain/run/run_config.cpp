@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "hwtrain/run/config_values.h"
 #include "hwtrain/run/config_writers.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
@@ -23,122 +24,11 @@ using config_writers::DocumentedTomlWriter;
 using config_writers::JsonWriter;
 using config_writers::KeyLister;
 using config_writers::TomlWriter;
+using config_values::assign;
+using config_values::RawValue;
+using config_values::Setter;
 
 namespace {
-
-// A value before it meets its field: typed (from TOML) or text (from --set).
-struct RawValue {
-  enum class Kind { Int, Float, Bool, String, Text };
-  Kind kind = Kind::Text;
-  int64_t i = 0;
-  double d = 0;
-  bool b = false;
-  std::string s;
-  std::string describe() const {
-    switch (kind) {
-      case Kind::Int: return std::to_string(i);
-      case Kind::Float: { std::ostringstream o; o << d; return o.str(); }
-      case Kind::Bool: return b ? "true" : "false";
-      case Kind::String: return "\"" + s + "\"";
-      case Kind::Text: return "'" + s + "'";
-    }
-    return s;
-  }
-};
-
-
-[[noreturn]] void wrong_type(const std::string& key, const RawValue& v, const std::string& want,
-                             const std::string& source) {
-  throw ConfigError(source + ": " + key + " = " + v.describe() + " has the wrong type: expected " + want);
-}
-
-void assign(int64_t& f, const RawValue& v, const std::string& key, const std::string& src) {
-  if (v.kind == RawValue::Kind::Int) { f = v.i; return; }
-  if (v.kind == RawValue::Kind::Text) {
-    errno = 0;
-    char* end = nullptr;
-    long long x = std::strtoll(v.s.c_str(), &end, 10);
-    if (!v.s.empty() && end && *end == '\0' && errno == 0) { f = x; return; }
-  }
-  wrong_type(key, v, "an integer", src);
-}
-void assign(double& f, const RawValue& v, const std::string& key, const std::string& src) {
-  if (v.kind == RawValue::Kind::Int) { f = static_cast<double>(v.i); return; }
-  if (v.kind == RawValue::Kind::Float) { f = v.d; return; }
-  if (v.kind == RawValue::Kind::Text) {
-    errno = 0;
-    char* end = nullptr;
-    double x = std::strtod(v.s.c_str(), &end);
-    if (!v.s.empty() && end && *end == '\0' && errno == 0 && std::isfinite(x)) { f = x; return; }
-  }
-  wrong_type(key, v, "a number", src);
-}
-void assign(bool& f, const RawValue& v, const std::string& key, const std::string& src) {
-  if (v.kind == RawValue::Kind::Bool) { f = v.b; return; }
-  if (v.kind == RawValue::Kind::Text) {
-    if (v.s == "true" || v.s == "1" || v.s == "on" || v.s == "yes") { f = true; return; }
-    if (v.s == "false" || v.s == "0" || v.s == "off" || v.s == "no") { f = false; return; }
-  }
-  wrong_type(key, v, "true or false", src);
-}
-void assign(std::string& f, const RawValue& v, const std::string& key, const std::string& src) {
-  if (v.kind == RawValue::Kind::String || v.kind == RawValue::Kind::Text) { f = v.s; return; }
-  wrong_type(key, v, "a string", src);
-}
-[[noreturn]] void not_a_choice(const std::string& key, const RawValue& v, const std::vector<std::string>& choices,
-                               const std::string& src) {
-  std::vector<std::string> shown;
-  for (const auto& c : choices) shown.push_back(c.empty() ? "\"\"" : c);
-  throw ConfigError(src + ": " + key + " = " + v.describe() + " is not valid: expected one of " + join(shown) +
-                    did_you_mean(v.s, choices));
-}
-// A mode (an enum with EnumNames) by its name; an optional one also takes "auto" (empty).
-template <class F>
-std::enable_if_t<HasEnumNames<F>::value || IsOptionalEnum<F>::value> assign(F& f, const RawValue& v,
-                                                                           const std::string& key,
-                                                                           const std::string& src) {
-  std::string name;
-  assign(name, v, key, src);
-  if constexpr (IsOptionalEnum<F>::value) {
-    if (name == "auto") { f.reset(); return; }
-    if (auto e = enum_from_name<typename F::value_type>(name)) { f = *e; return; }
-  } else {
-    if (auto e = enum_from_name<F>(name)) { f = *e; return; }
-  }
-  not_a_choice(key, v, field_choices<F>(), src);
-}
-
-// Finds the field `key` ("table.name") and assigns `value` to it.
-struct Setter {
-  std::string key, source;
-  const RawValue* value = nullptr;
-  std::string table_prefix;
-  bool found = false;
-
-  template <class T>
-  void table(const std::string& name, T& options) {
-    table_prefix = name + ".";
-    options.visit(*this);
-  }
-  template <class F>
-  void operator()(const std::string& name, F& field, const char* /*doc*/) {
-    if (table_prefix + name != key) return;
-    assign(field, *value, key, source);
-    found = true;
-  }
-  void operator()(const std::string& name, std::string& field, const char* doc,
-                  const std::vector<std::string>& choices) {
-    if (table_prefix + name != key) return;
-    std::string old = field;
-    (*this)(name, field, doc);
-    bool ok = false;
-    for (const auto& c : choices) ok = ok || c == field;
-    if (!ok) {
-      field = old;
-      not_a_choice(key, *value, choices, source);
-    }
-  }
-};
 
 // The one error for a key no option has, wherever it was written (a TOML file or --set).
 [[noreturn]] void unknown_key(const std::string& key, const std::string& source) {
