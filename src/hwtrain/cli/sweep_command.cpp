@@ -3,19 +3,14 @@
 // and values are checked against the run config before any trial starts, the machine decides how
 // many trials run at once and with how many threads (run/sweep_binding.h), and each trial is this
 // binary's train command.
-#include <unistd.h>
-
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <set>
 
 #include "hwtrain/cli/commands.h"
-#include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/obs/log.h"
-#include "hwtrain/obs/metrics.h"
 #include "hwtrain/run/run_config.h"
 #include "hwtrain/run/sweep_binding.h"
 #include "hwtrain/sweep/search_space.h"
