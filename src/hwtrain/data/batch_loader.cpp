@@ -63,8 +63,19 @@ LoaderState LoaderState::from_json(const nlohmann::json& j) {
 BatchLoader::BatchLoader(TokenSequence tokens, LoaderOptions options, std::string what)
     : options_(options), what_(std::move(what)) {
   options_.validate();
-  sampler_ = std::make_shared<const DatasetSampler>(std::move(tokens), options_.block_size, options_.seed,
-                                                    options_.sampling, what_);
+  draws_ = std::make_shared<const WindowDraws>(
+      std::make_shared<const DatasetSampler>(std::move(tokens), options_.block_size, options_.seed, options_.sampling, what_),
+      what_);
+  start_workers();
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options)
+    : options_(options), what_("training examples"), draws_(std::move(draws)) {
+  options_.validate();
+  start_workers();
+}
+
+void BatchLoader::start_workers() {
   if (options_.pin_memory) {
     pinned_ = torch::cuda::is_available();
     if (!pinned_) warn_once("loader-pin", "data loader: pin_memory asked for, but CUDA is not available; batches stay in pageable memory");
@@ -86,23 +97,13 @@ BatchLoader::~BatchLoader() {
   for (auto& t : workers_) t.join();
 }
 
-LoadedBatch BatchLoader::assemble(const DatasetSampler& sampler, int64_t first_draw) const {
-  const int64_t G = windows_per_step(), N = options_.batch_size, T = options_.block_size;
-  std::vector<int64_t> offsets(static_cast<size_t>(G));
-  sampler.group_offsets(first_draw, G, offsets.data());
-  auto opts = torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned_);
+LoadedBatch BatchLoader::assemble(const RowDraws& draws, int64_t first_draw) const {
+  const int64_t N = options_.batch_size;
+  Rows rows = draws.assemble(first_draw, windows_per_step(), options_.rank * N, N, pinned_);
   LoadedBatch b;
   b.first_draw = first_draw;
-  b.x_NT = torch::empty({N, T}, opts);
-  b.y_NT = torch::empty({N, T}, opts);
-  int64_t* x = b.x_NT.data_ptr<int64_t>();
-  int64_t* y = b.y_NT.data_ptr<int64_t>();
-  const TokenSequence& tokens = sampler.tokens();
-  for (int64_t r = 0; r < N; ++r) {
-    const int64_t offset = offsets[static_cast<size_t>(options_.rank * N + r)];
-    tokens.copy_window(offset, T, x + r * T);
-    tokens.copy_window(offset + 1, T, y + r * T);
-  }
+  b.x_NT = std::move(rows.x);
+  b.y_NT = std::move(rows.y);
   return b;
 }
 
@@ -119,7 +120,7 @@ void BatchLoader::worker_loop() {
     const int64_t step = next_produce_++;
     const uint64_t generation = generation_;
     const int64_t first_draw = base_draw_ + step * windows_per_step();
-    std::shared_ptr<const DatasetSampler> sampler = sampler_;
+    std::shared_ptr<const RowDraws> sampler = draws_;
     lock.unlock();
     LoadedBatch batch;
     std::exception_ptr error;
@@ -146,11 +147,11 @@ LoadedBatch BatchLoader::next() {
   const auto t0 = Clock::now();
   LoadedBatch batch;
   if (workers_.empty()) {
-    std::shared_ptr<const DatasetSampler> sampler;
+    std::shared_ptr<const RowDraws> sampler;
     int64_t first_draw;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sampler = sampler_;
+      sampler = draws_;
       first_draw = base_draw_ + consumed_ * windows_per_step();
     }
     batch = assemble(*sampler, first_draw);
@@ -192,18 +193,15 @@ LoadedBatch BatchLoader::next() {
 LoaderState BatchLoader::state() const {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t draw = base_draw_ + consumed_ * windows_per_step();
-  const int64_t per_epoch = sampler_->windows_per_epoch();
-  return {sampler_->seed(), draw / per_epoch, draw % per_epoch};
+  const int64_t per_epoch = draws_->draws_per_epoch();
+  return {draws_->seed(), draw / per_epoch, draw % per_epoch};
 }
 
 void BatchLoader::restore(const LoaderState& state) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (state.seed != sampler_->seed()) {
-      sampler_ = std::make_shared<const DatasetSampler>(sampler_->tokens(), options_.block_size, state.seed,
-                                                        options_.sampling, what_);
-    }
-    base_draw_ = state.epoch * sampler_->windows_per_epoch() + state.position;
+    if (state.seed != draws_->seed()) draws_ = draws_->reseeded(state.seed);
+    base_draw_ = state.epoch * draws_->draws_per_epoch() + state.position;
     consumed_ = next_produce_ = 0;
     ++generation_;
     for (auto& s : slots_) s->reset();

@@ -1,7 +1,8 @@
 // BatchLoader: the training batches of one rank, assembled ahead of time by background threads.
-// Step s covers global draws [s G, (s + 1) G) of a DatasetSampler, G = batch_size * world_size;
-// every rank computes the same G windows (distinct within the step) and takes rows
-// [rank * batch_size, (rank + 1) * batch_size), so ranks never share a window in a step.
+// Step s covers global draws [s G, (s + 1) G) of its RowDraws (token windows of a DatasetSampler,
+// or a user's examples: data/row_draws.h), G = batch_size * world_size; every rank computes the
+// same G draws (distinct within the step) and takes rows [rank * batch_size, (rank + 1) *
+// batch_size), so ranks never share a row in a step.
 // Workers (persistent for the loader's life, across epochs) fill a bounded queue of
 // num_workers * prefetch_factor batches; next() returns the batches in step order whatever the
 // number of workers, and reports how long it waited. Batches are page-locked on CUDA machines
@@ -23,12 +24,13 @@
 #include <vector>
 
 #include "hwtrain/data/dataset_sampler.h"
+#include "hwtrain/data/row_draws.h"
 
 namespace hwt {
 
 struct LoaderOptions {
   int64_t batch_size = 1;       // rows of one step for this rank (micro_batch_size * grad_accum_steps)
-  int64_t block_size = 1;       // T
+  int64_t block_size = 1;       // T (token windows; unused for examples)
   int64_t rank = 0;
   int64_t world_size = 1;
   SamplingMode sampling = SamplingMode::kRandom;
@@ -55,8 +57,9 @@ struct LoaderState {
 };
 
 struct LoadedBatch {
-  torch::Tensor x_NT;  // int64 token ids, [batch_size, block_size], CPU (pinned with pin_memory)
-  torch::Tensor y_NT;  // x shifted left by one: the next token at every position
+  torch::Tensor x_NT;  // int64 token ids, [batch_size, block_size], CPU (pinned with pin_memory);
+                       // for examples: the stacked inputs [batch_size, ...]
+  torch::Tensor y_NT;  // x shifted left by one: the next token at every position (the targets)
   int64_t first_draw = 0;     // global draw of the step's first window (all ranks)
   double wait_seconds = 0;    // how long next() waited for this batch
 };
@@ -65,6 +68,8 @@ class BatchLoader {
  public:
   // `what` names the tokens in errors. DataError when they hold fewer than block_size + 1 tokens.
   BatchLoader(TokenSequence tokens, LoaderOptions options, std::string what = "training split");
+  // Draws of any kind (a user's examples: ExampleDraws); options.block_size is not used.
+  BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options);
   ~BatchLoader();  // stops and joins the workers
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -77,13 +82,13 @@ class BatchLoader {
   void restore(const LoaderState& state);
 
   int64_t windows_per_step() const { return options_.batch_size * options_.world_size; }
-  int64_t windows_per_epoch() const { return sampler_->windows_per_epoch(); }
+  int64_t windows_per_epoch() const { return draws_->draws_per_epoch(); }
   bool pinned() const { return pinned_; }
   // next() calls that found their batch not yet assembled (the workers were behind).
   int64_t num_starved() const { return num_starved_.load(std::memory_order_relaxed); }
   const LoaderOptions& options() const { return options_; }
   // Assembles the batch of global draws starting at `first_draw` for this rank (what workers run).
-  LoadedBatch assemble(const DatasetSampler& sampler, int64_t first_draw) const;
+  LoadedBatch assemble(const RowDraws& draws, int64_t first_draw) const;
 
  private:
   struct Slot {
@@ -99,11 +104,12 @@ class BatchLoader {
     }
   };
   void worker_loop();
+  void start_workers();
 
   LoaderOptions options_;
   std::string what_;
   bool pinned_ = false;
-  std::shared_ptr<const DatasetSampler> sampler_;
+  std::shared_ptr<const RowDraws> draws_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
   std::vector<std::unique_ptr<Slot>> slots_;
