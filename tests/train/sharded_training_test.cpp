@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/dist_test_util.h"
+#include "hwtrain/model/gpt_model.h"
 #include "hwtrain/train/sharded_training.h"
 
 namespace hwt {
@@ -49,7 +50,8 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
   const auto [stage, llama, recompute] = GetParam();
   GPT plain = tiny_gpt(llama, recompute), sharded = tiny_gpt(llama, recompute);
   auto plain_opt = adamw(plain), whole = adamw(sharded);
-  ShardedTraining st = shard_training(sharded, *whole, group, stage, Precision::Fp32);
+  GptModel sharded_model(sharded);
+  ShardedTraining st = shard_training(sharded_model, *whole, group, stage, Precision::Fp32);
   const size_t units = plain->parameter_units().size();
   EXPECT_EQ(units, llama ? 6u : 5u);
   torch::manual_seed(1);

@@ -121,7 +121,7 @@ TEST(Trainer, OptimizerInBackwardTrainsAsTheStepAfterBackwardDoes) {
   for (size_t i = 0; i < after->loss_history().size(); ++i) {
     EXPECT_NEAR(inside->loss_history()[i], after->loss_history()[i], 1e-5) << "step " << i + 1;
   }
-  auto a = after->model()->named_parameters(), b = inside->model()->named_parameters();
+  auto a = after->model().module().named_parameters(), b = inside->model().module().named_parameters();
   for (const auto& item : a) EXPECT_TRUE(torch::allclose(item.value(), b[item.key()], 0, 1e-5)) << item.key();
 
   // It cannot split a step, so an out-of-memory error stops the run with what to change.

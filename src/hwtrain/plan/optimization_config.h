@@ -27,6 +27,10 @@ struct OptimizationConfig {
   // Bounds of the dynamic scale (the seeds' GradScaler options); 0 = unbounded, as PyTorch's.
   double min_loss_scale = 0.0;
   double max_loss_scale = 0.0;
+  // The seeds' autocast switches (train/autocast.h).
+  bool cast_inputs = false;
+  bool cast_outputs = true;
+  bool autocast_cache = true;
   // optimization.enable_gradient_checkpointing is its deprecated alias (true = 1 unless set, false = 0).
   int64_t checkpoint_every = -1;
   bool fused_lm_head_loss = false;
@@ -88,6 +92,12 @@ struct OptimizationConfig {
     v("loss_scale_growth_interval", loss_scale_growth_interval, "fp16: clean steps before the scale grows");
     v("min_loss_scale", min_loss_scale, "fp16: the dynamic scale never backs off below this (0 = no floor)");
     v("max_loss_scale", max_loss_scale, "fp16: the dynamic scale never grows above this (0 = no cap)");
+    v("cast_inputs", cast_inputs, "under autocast, floating-point batch inputs are cast to the autocast dtype "
+      "before the forward (token ids are integers and stay as they are)");
+    v("cast_outputs", cast_outputs, "under autocast, the model's output is cast to fp32 before the loss (a "
+      "user's module through ModuleModel; the built-in models always compute their loss in fp32)");
+    v("autocast_cache", autocast_cache, "autocast keeps the low-precision copy of each weight for the rest of "
+      "the forward (PyTorch's cache_enabled); false recasts at every use: less memory, more casts");
     v("nonfinite_fallback_steps", nonfinite_fallback_steps,
       "fall back to fp32 after this many consecutive non-finite losses (0 = never)");
     v("checkpoint_every", checkpoint_every,

@@ -52,6 +52,8 @@ std::string Plan::to_json() const {
   j["device"] = device.str();
   j["precision"] = precision_name(precision);
   j["pure_bf16_weights"] = pure_bf16_weights;
+  j["autocast"] = {{"cast_inputs", autocast.cast_inputs}, {"cast_outputs", autocast.cast_outputs},
+                   {"cache", autocast.cache}};
   j["attention"] = to_string(attention);
   j["checkpoint_every"] = checkpoint_every;
   j["fused_lm_head_loss"] = fused_lm_head_loss;
@@ -99,6 +101,10 @@ Plan Plan::from_json(const std::string& text) {
     p.device = c10::Device(j.at("device").get<std::string>());
     p.precision = precision_from_name(j.at("precision"));
     p.pure_bf16_weights = j.value("pure_bf16_weights", false);
+    if (j.contains("autocast")) {
+      const auto& a = j.at("autocast");
+      p.autocast = {a.at("cast_inputs").get<bool>(), a.at("cast_outputs").get<bool>(), a.at("cache").get<bool>()};
+    }
     p.attention = parse_attention_kernel(j.at("attention"));
     p.checkpoint_every = j.at("checkpoint_every");
     p.fused_lm_head_loss = j.value("fused_lm_head_loss", false);

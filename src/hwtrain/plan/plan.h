@@ -68,6 +68,14 @@ struct LossScaling {
   double max_scale = 0.0;
 };
 
+// The autocast switches (optimization.cast_inputs, cast_outputs, autocast_cache): what they do is
+// described once, in optimization_config.h; they act only under a 16-bit precision.
+struct AutocastSwitches {
+  bool cast_inputs = false;
+  bool cast_outputs = true;
+  bool cache = true;
+};
+
 struct Decision {
   std::string name;    // "precision"
   std::string value;   // "bf16 autocast"
@@ -81,6 +89,7 @@ struct Plan {
   bool hardware_bf16 = false;      // the device runs bf16 natively (for the precision status)
   bool hardware_fp16 = false;
   LossScaling loss_scaling;
+  AutocastSwitches autocast;
   AttentionKernel attention = AttentionKernel::Sdpa;
   int64_t checkpoint_every = 0;    // activation checkpointing: 0 = none, k = every k-th block
   bool fused_lm_head_loss = false; // chunked LM head + cross-entropy (model/lm_head_loss.h)

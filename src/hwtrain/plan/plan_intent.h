@@ -28,6 +28,7 @@ struct PlanIntent {
   DeviceIntent device;
   PrecisionIntent precision;
   bool pure_bf16_weights = false;
+  AutocastSwitches autocast;
   LossScaling loss_scaling;
   std::optional<int64_t> intra_op_threads;
   std::optional<AttentionKernel> attention;

@@ -95,6 +95,15 @@ void decide_precision(Plan& p, const PlanInputs& in) {
 namespace hwt {
 
 void decide_weights(Plan& p, const PlanInputs& in) {
+  p.autocast = in.want.autocast;
+  const AutocastSwitches defaults;
+  if (p.autocast.cast_inputs != defaults.cast_inputs || p.autocast.cast_outputs != defaults.cast_outputs ||
+      p.autocast.cache != defaults.cache) {
+    auto on = [](bool b) { return b ? "true" : "false"; };
+    p.decide("autocast", std::string("cast_inputs ") + on(p.autocast.cast_inputs) + ", cast_outputs " +
+                             on(p.autocast.cast_outputs) + ", cache " + on(p.autocast.cache),
+             p.precision == Precision::Fp32 ? "set by user; no effect in fp32 (no autocast)" : "set by user");
+  }
   if (!in.want.pure_bf16_weights) return;
   if (p.precision == Precision::Bf16) {
     p.pure_bf16_weights = true;

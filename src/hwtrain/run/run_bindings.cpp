@@ -36,6 +36,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.device = device_intent(c.train.device);
   w.precision = precision_intent(o);
   w.pure_bf16_weights = o.pure_bf16_weights;
+  w.autocast = {o.cast_inputs, o.cast_outputs, o.autocast_cache};
   w.loss_scaling = {o.dynamic_loss_scale,        o.loss_scale_init,           o.loss_scale_growth_factor,
                     o.loss_scale_backoff_factor, o.loss_scale_growth_interval, o.nonfinite_fallback_steps,
                     o.min_loss_scale,            o.max_loss_scale};

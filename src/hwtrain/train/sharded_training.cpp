@@ -24,10 +24,10 @@ class EngineHooks : public UnitHooks {
 
 }  // namespace
 
-ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
+ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
                                ShardStage stage, Precision precision) {
   std::vector<ShardedUnitParams> units;
-  for (auto& u : model->parameter_units()) units.push_back({u.name, u.params});
+  for (auto& u : model.parameter_units()) units.push_back({u.name, u.params});
   ShardingOptions options;
   options.stage = stage;
   options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16
@@ -35,7 +35,8 @@ ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared
                                                          : torch::kFloat;
   const NamedTensors whole_state = whole.state();  // before the parameters change dtype
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
-  model->set_unit_hooks(std::make_shared<EngineHooks>(engine));
+  // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.
+  if (model.supports_unit_hooks() || stage == ShardStage::Zero3) model.set_unit_hooks(std::make_shared<EngineHooks>(engine));
 
   std::vector<std::pair<std::string, torch::Tensor>> decay, no_decay;
   for (const auto& seg : engine->segments()) (whole.decays(seg.param) ? decay : no_decay).emplace_back(seg.name(), seg.master);

@@ -11,7 +11,7 @@
 
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/dist/sharded_parameters.h"
-#include "hwtrain/model/gpt.h"
+#include "hwtrain/model/trainable_model.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/update_placement.h"
@@ -25,7 +25,7 @@ struct ShardedTraining {
 
 // `whole`: the trainer's optimizer over the whole parameters (its options and state are taken).
 // Collective: every rank calls it with the same model.
-ShardedTraining shard_training(GPT& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
+ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
                                ShardStage stage, Precision precision);
 
 }  // namespace hwt

@@ -14,6 +14,7 @@
 #include "hwtrain/obs/monitor.h"
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/device_placement.h"
+#include "hwtrain/model/gpt_model.h"
 #include "hwtrain/train/lr_schedule.h"
 #include "hwtrain/model/rng_state.h"
 #include "hwtrain/train/training_parts.h"
@@ -33,13 +34,8 @@ bool is_oom(const std::exception& e) {
 
 }  // namespace
 
-double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
-  return 6.0 * static_cast<double>(num_params) +
-         12.0 * static_cast<double>(m.n_layer * m.n_embd * m.block_size);
-}
-
-Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data, fs::path run_dir,
-                 int rank, int world_size)
+Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableModel> model,
+                 std::shared_ptr<const TrainingData> data, fs::path run_dir, int rank, int world_size)
     : options_(std::move(options)),
       plan_(std::move(plan)),
       model_(std::move(model)),
@@ -50,25 +46,36 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
       device_(plan_.device),
       micro_batch_size_(plan_.micro_batch_size),
       grad_accum_steps_(plan_.grad_accum_steps) {
-  TrainingParts built = make_training_parts(plan_, options_, model_, *data_, rank_, world_size_);
+  if (!model_ || !data_) throw ConfigError("the Trainer needs a model and training data");
+  TrainingParts built = make_training_parts(plan_, options_, *model_, *data_, rank_, world_size_);
   optimizer_ = std::move(built.optimizer);
   precision_ = std::move(built.precision);
   train_loader_ = std::move(built.train_loader);
   batches_ = std::make_unique<DeviceBatches>(*train_loader_, device_, plan_.pin_memory);
-  val_sampler_ = std::move(built.val_sampler);
   tokenizer_ = std::move(built.tokenizer);
   parts_.optimizer = optimizer_.get();
   parts_.precision = precision_.get();
   parts_.parameters = [this] { return parameters(); };
   parts_.grad_clip = options_.train.grad_clip;
-  flops_per_token_ = training_flops_per_token(model_->config(), model_->num_parameters(false));
+  flops_per_row_ = model_->training_flops_per_row(data_->tokens_per_row());
+  if (!model_->set_cast_outputs(plan_.autocast.cast_outputs) && plan_.precision != Precision::Fp32) {
+    log_info("optimization.cast_outputs = {}: this model computes its loss in its own forward_loss, which decides",
+             plan_.autocast.cast_outputs);
+  }
   set_optimizer_in_backward(plan_.optimizer_in_backward());
   std::vector<std::pair<std::string, torch::Tensor>> weights;
-  for (const auto& item : model_->named_parameters()) weights.emplace_back(item.key(), item.value());
-  for (const auto& item : model_->named_buffers()) weights.emplace_back(item.key(), item.value());
+  for (const auto& item : model_->module().named_parameters()) weights.emplace_back(item.key(), item.value());
+  for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());
   verify_placement("model tensor", weights, device_);
   verify_placement("optimizer state", optimizer_->state(), device_);
 }
+
+Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
+                 fs::path run_dir, int rank, int world_size)
+    : Trainer(options, std::move(plan), std::make_shared<GptModel>(model),
+              std::make_shared<TokenWindows>(std::move(data), model->config().block_size,
+                                             static_cast<uint64_t>(options.train.seed) + 1),
+              std::move(run_dir), rank, world_size) {}
 
 void Trainer::set_optimizer_in_backward(bool enabled) {
   if (placement_ && optimizer_in_backward() == enabled) return;
@@ -115,11 +122,14 @@ void Trainer::request_stop(const std::string& reason) {
   stop_requested_ = true;
 }
 
-std::vector<torch::Tensor> Trainer::parameters() const { return model_->parameters(); }
+std::vector<torch::Tensor> Trainer::parameters() const { return model_->module().parameters(); }
 
 torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
-  AutocastGuard autocast(device_.type(), precision_->autocast_dtype());
-  auto loss = model_->forward_loss(x_BT, y_BT);
+  const c10::ScalarType dtype = precision_->autocast_dtype();
+  AutocastGuard autocast(device_.type(), dtype, true, plan_.autocast.cache);
+  const bool cast = plan_.autocast.cast_inputs && dtype != torch::kFloat32 && x_BT.is_floating_point();
+  auto loss = model_->forward_loss(cast ? x_BT.to(dtype) : x_BT, y_BT);
+  check_scalar_loss(loss, "the model's forward_loss");
   return loss_hook_ ? loss_hook_(loss) : loss;
 }
 
@@ -164,13 +174,14 @@ StepMetrics Trainer::train_step() {
   precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
 
   ++step_;
-  const int64_t tokens = per_rank * world_size_ * model_->config().block_size;
+  const int64_t rows = per_rank * world_size_;
+  const int64_t tokens = rows * data_->tokens_per_row();
   tokens_seen_ += tokens;
   m.loss = loss;
   m.lr = lr;
   m.grad_norm = grad_norm;
   m.step_seconds = seconds_since(step_start);
-  fill_step_metrics(m, tokens);
+  fill_step_metrics(m, tokens, rows);
   loss_history_.push_back(loss);
   return m;
 }
@@ -213,9 +224,10 @@ double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Te
   }
 }
 
-void Trainer::fill_step_metrics(StepMetrics& m, int64_t tokens) const {
+void Trainer::fill_step_metrics(StepMetrics& m, int64_t tokens, int64_t rows) const {
   m.tokens_per_second = static_cast<double>(tokens) / m.step_seconds;
-  m.mfu = plan_.peak_flops > 0 ? m.tokens_per_second * flops_per_token_ / (plan_.peak_flops * world_size_) : NAN;
+  const double rows_per_second = static_cast<double>(rows) / m.step_seconds;
+  m.mfu = plan_.peak_flops > 0 ? rows_per_second * flops_per_row_ / (plan_.peak_flops * world_size_) : NAN;
   m.skipped_steps = precision_->skipped_steps();
   m.tokens_seen = tokens_seen_;
   m.elapsed_seconds = elapsed_seconds();
@@ -232,18 +244,17 @@ BatchProbeResult Trainer::probe_micro_batch() {
   if (optimizer_in_backward()) throw ConfigError("optimization.auto_batch_size cannot run with the optimizer in backward");
   const int64_t per_rank = micro_batch_size_ * grad_accum_steps_;
   const auto candidates = micro_batch_candidates(per_rank, options_.max_batch_size);
-  const int64_t T = model_->config().block_size;
-  // Random tokens: memory does not depend on the values, and the training stream stays untouched.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(options_.train.seed));
-  const auto x_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
-  const auto y_NT = torch::randint(data_->vocab_size(), {candidates.back(), T}, gen, torch::kInt64);
+  // Rows of the right shape whose values do not matter; the training stream stays untouched.
+  const Batch rows = data_->probe_batch(candidates.back(), static_cast<uint64_t>(options_.train.seed));
+  const torch::Tensor& x_NT = rows.x_BT;
+  const torch::Tensor& y_NT = rows.y_BT;
   const RngState rng_at_start = rng_state(device_);
   const int cuda_index = device_.is_cuda() ? device_.index() : -1;
   // On CPU a step's memory is what it adds to the resident set (peak minus the resident set just
   // before it) plus the weights and optimizer moments it works on, which are resident already:
   // the same quantity the planner's memory model estimates against the budget.
   double state_bytes = static_cast<double>(optimizer_->state_bytes());
-  for (const auto& p : model_->parameters()) state_bytes += static_cast<double>(p.numel() * p.element_size());
+  for (const auto& p : model_->module().parameters()) state_bytes += static_cast<double>(p.numel() * p.element_size());
   auto probe = [&](int64_t micro) {
     ProbeRecord rec;
     rec.micro_batch_size = micro;
@@ -279,20 +290,20 @@ BatchProbeResult Trainer::probe_micro_batch() {
 
 double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
-  const bool was_training = model_->is_training();
-  model_->eval();
+  if (!data_->has_validation()) return NAN;
+  const bool was_training = model_->module().is_training();
+  model_->module().eval();
   double sum = 0;
-  torch::Tensor x_BT, y_BT;
   for (int64_t i = 0; i < options_.train.eval_batches; ++i) {
-    val_sampler_->batch_at(i, micro_batch_size_, x_BT, y_BT);  // the same batches every evaluation
-    sum += forward_loss(x_BT.to(device_), y_BT.to(device_)).item<double>();
+    const Batch b = data_->validation_batch(i, micro_batch_size_);  // the same batches every evaluation
+    sum += forward_loss(b.x_BT.to(device_), b.y_BT.to(device_)).item<double>();
   }
-  if (was_training) model_->train();
+  if (was_training) model_->module().train();
   return sum / static_cast<double>(options_.train.eval_batches);
 }
 
 TrainResult Trainer::fit() {
-  model_->train();
+  model_->module().train();
   start_ = Clock::now();
   callbacks_.train_begin(*this);
   double last_val = NAN;
@@ -314,11 +325,11 @@ TrainResult Trainer::fit() {
     if (!std::isfinite(m.loss)) log_warn("step {}: loss is {}", step_, m.loss);
     callbacks_.step_end(*this, m);
     if (stop_any_ && stop_any_(stop_requested_) && !stop_requested_) request_stop("another rank stopped");
-    const int64_t every = options_.train.eval_interval;
+    const int64_t every = data_->has_validation() ? options_.train.eval_interval : 0;
     if (every > 0 && step_ % every == 0) run_eval();
   }
   if (!stop_requested_) stop_reason_ = "reached train.max_steps = " + std::to_string(options_.train.max_steps);
-  if (last_eval_step != step_ && options_.train.eval_interval > 0) run_eval();
+  if (last_eval_step != step_ && options_.train.eval_interval > 0 && data_->has_validation()) run_eval();
   callbacks_.train_end(*this);
 
   TrainResult r;

@@ -5,6 +5,8 @@
 // An out-of-memory error in a step halves the micro-batch, doubles accumulation and redoes the
 // step on the same data, so no sample is lost or used twice. Where AdamW updates is the plan's
 // UpdatePlacement (train/update_placement.h): after backward, or inside it (where an OOM stops the run).
+// It trains any TrainableModel (model/trainable_model.h: the built-in GPT through GptModel, or a
+// user's module) on any TrainingData (train/training_data.h: token windows or a user's examples).
 #pragma once
 #include <torch/torch.h>
 
@@ -20,6 +22,7 @@
 #include "hwtrain/data/window_sampler.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/model/gpt.h"
+#include "hwtrain/model/trainable_model.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/batch_size_probe.h"
@@ -29,6 +32,7 @@
 #include "hwtrain/train/mixed_precision.h"
 #include "hwtrain/train/trainer_options.h"
 #include "hwtrain/train/training_checkpoint.h"
+#include "hwtrain/train/training_data.h"
 #include "hwtrain/train/update_placement.h"
 
 namespace hwt {
@@ -46,6 +50,10 @@ struct TrainResult {
 
 class Trainer : public TrainerControl {
  public:
+  Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableModel> model,
+          std::shared_ptr<const TrainingData> data, std::filesystem::path run_dir, int rank = 0, int world_size = 1);
+  // The built-in path: a GPT on windows of model.block_size tokens of a sharded dataset (the
+  // validation windows seeded train.seed + 1).
   Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
           std::filesystem::path run_dir, int rank = 0, int world_size = 1);
 
@@ -74,7 +82,7 @@ class Trainer : public TrainerControl {
   TrainResult fit();
   double evaluate();  // mean validation loss over the fixed evaluation batches
 
-  GPT& model() { return model_; }
+  TrainableModel& model() { return *model_; }
   AdamW& optimizer() { return *optimizer_; }
   const GradScaler& scaler() const { return precision_->scaler(); }
 
@@ -119,7 +127,7 @@ class Trainer : public TrainerControl {
   // Runs the step's micro-steps on the same data until they succeed, halving the micro-batch after
   // an OOM and falling back to fp32 for a missing kernel, as far as the placement allows.
   double run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr, StepMetrics& m);
-  void fill_step_metrics(StepMetrics& m, int64_t tokens) const;
+  void fill_step_metrics(StepMetrics& m, int64_t tokens, int64_t rows) const;
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
   std::vector<torch::Tensor> parameters() const;
   TrainingCheckpoint checkpoint_contents(NamedTensors optimizer_state) const;
@@ -129,8 +137,8 @@ class Trainer : public TrainerControl {
 
   TrainerOptions options_;
   Plan plan_;
-  GPT model_;
-  std::shared_ptr<const ShardedDataset> data_;
+  std::shared_ptr<TrainableModel> model_;
+  std::shared_ptr<const TrainingData> data_;
   std::filesystem::path run_dir_;
   int rank_, world_size_;
   torch::Device device_;
@@ -141,7 +149,6 @@ class Trainer : public TrainerControl {
   std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
   std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
   std::unique_ptr<DeviceBatches> batches_;     // the same rows on the device, copied a step ahead
-  std::unique_ptr<WindowSampler> val_sampler_;
   std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
   std::function<bool(bool)> stop_any_;
   CallbackList callbacks_;
@@ -156,13 +163,10 @@ class Trainer : public TrainerControl {
   std::chrono::steady_clock::time_point start_;
   bool stop_requested_ = false;
   std::string stop_reason_;
-  double flops_per_token_ = 0;
+  double flops_per_row_ = 0;
   std::vector<double> loss_history_;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
 };
-
-// Model FLOPs per trained token: 6 N plus attention's 12 L C T (PaLM appendix B / nanoGPT).
-double training_flops_per_token(const ModelConfig& model, int64_t num_params);
 
 }  // namespace hwt

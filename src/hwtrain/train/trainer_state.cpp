@@ -22,13 +22,13 @@ NamedTensors Trainer::snapshot_weights() const {
                       "dist.sharding = zero2 or zero3; use zero1 or none");
   }
   NamedTensors out;
-  for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  for (const auto& item : model_->module().named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
   return out;
 }
 
 void Trainer::restore_weights(const NamedTensors& weights) {
   torch::NoGradGuard no_grad;
-  auto params = model_->named_parameters();
+  auto params = model_->module().named_parameters();
   for (const auto& [name, value] : weights) {
     auto* p = params.find(name);
     if (!p) throw IoError("weights lack no parameter named '" + name + "' in this model");
@@ -44,6 +44,7 @@ TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) co
   const RngState rng = rng_state(device_);
   ckpt.optimizer.emplace_back("rng.cpu", rng.cpu);
   if (rng.cuda.defined()) ckpt.optimizer.emplace_back("rng.cuda", rng.cuda);
+  const DataIdentity data = data_->identity();
   ckpt.state = {{"format_version", 1},
                 {"step", step_},
                 {"tokens_seen", tokens_seen_},
@@ -54,10 +55,8 @@ TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) co
                 {"micro_batch_size", micro_batch_size_},
                 {"grad_accum_steps", grad_accum_steps_},
                 {"world_size", world_size_},
-                {"dataset",
-                 {{"tokenizer", data_->tokenizer_name()},
-                  {"vocab_size", data_->vocab_size()},
-                  {"fingerprint", data_->fingerprint()}}}};
+                {"dataset", {{"tokenizer", data.tokenizer}, {"vocab_size", data.vocab_size}, {"fingerprint", data.fingerprint}}}};
+  ckpt.model_format = model_->checkpoint_format();
   ckpt.config_toml = options_.config_toml;
   ckpt.plan_json = plan_.to_json();
   return ckpt;
@@ -101,7 +100,7 @@ fs::path Trainer::save_sharded_checkpoint() {
   }
   TrainingCheckpoint ckpt = checkpoint_contents({});
   ckpt.shard_world_size = world_size_;
-  for (const auto& item : model_->named_parameters()) ckpt.shard_shapes.emplace_back(item.key(), item.value().sizes().vec());
+  for (const auto& item : model_->module().named_parameters()) ckpt.shard_shapes.emplace_back(item.key(), item.value().sizes().vec());
   return store_checkpoint(ckpt, [&](const fs::path& staging) {
     s.share_from_rank0(key, staging.string());
     write_checkpoint_shard(staging, 0, world_size_, weights, state);
@@ -120,13 +119,14 @@ void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_trainin
 
 void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkpoint) {
   const TrainerStateFile s = parse_trainer_state(ckpt.state, checkpoint / "trainer_state.json");
-  if (s.dataset_tokenizer != data_->tokenizer_name() || s.dataset_vocab_size != data_->vocab_size()) {
+  const DataIdentity data = data_->identity();
+  if (s.dataset_tokenizer != data.tokenizer || s.dataset_vocab_size != data.vocab_size) {
     throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" + s.dataset_tokenizer +
                     "' (vocabulary " + std::to_string(s.dataset_vocab_size) + ") but the dataset uses '" +
-                    data_->tokenizer_name() + "' (vocabulary " + std::to_string(data_->vocab_size()) +
+                    data.tokenizer + "' (vocabulary " + std::to_string(data.vocab_size) +
                     "); prepare the data with the checkpoint's tokenizer");
   }
-  if (s.dataset_fingerprint != data_->fingerprint()) {
+  if (s.dataset_fingerprint != data.fingerprint) {
     warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
   }
   restore_weights(ckpt.model);

@@ -100,7 +100,7 @@ TrainerStateFile parse_trainer_state(const json& j, const fs::path& file) {
   s.grad_accum_steps = r.integer("grad_accum_steps", 1, kMaxResumeBatch);
   s.world_size = r.find("world_size") ? r.integer("world_size", 1, kMaxResumeBatch) : 1;
   s.dataset_tokenizer = r.string("dataset.tokenizer", true);
-  s.dataset_vocab_size = r.integer("dataset.vocab_size", 1, int64_t{1} << 32);
+  s.dataset_vocab_size = r.integer("dataset.vocab_size", 0, int64_t{1} << 32);  // 0: user examples
   const json& fingerprint = r.need("dataset.fingerprint", "an unsigned 64-bit integer");
   if (!fingerprint.is_number_unsigned()) r.bad("dataset.fingerprint", fingerprint.dump(), "an unsigned 64-bit integer");
   s.dataset_fingerprint = fingerprint.get<uint64_t>();

@@ -15,7 +15,7 @@ void write_training_checkpoint(const fs::path& dir, const TrainingCheckpoint& ck
   if (ckpt.shard_world_size > 0) {
     write_sharding_manifest(dir, ckpt.shard_world_size, ckpt.shard_shapes);
   } else {
-    save_safetensors(dir / "model.safetensors", ckpt.model, {{"format", "hwtrain-gpt"}});
+    save_safetensors(dir / "model.safetensors", ckpt.model, {{"format", ckpt.model_format}});
   }
   save_safetensors(dir / "optimizer.safetensors", ckpt.optimizer);
   write_file_atomic(dir / "trainer_state.json", ckpt.state.dump(2));

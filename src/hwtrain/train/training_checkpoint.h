@@ -21,6 +21,7 @@ namespace hwt {
 
 struct TrainingCheckpoint {
   NamedTensors model;       // whole weights; empty when the ranks write shards
+  std::string model_format = "hwtrain-gpt";  // the weights file's format tag (TrainableModel::checkpoint_format)
   int shard_world_size = 0; // > 0: sharding.json with shard_shapes replaces model.safetensors
   std::vector<std::pair<std::string, std::vector<int64_t>>> shard_shapes;
   NamedTensors optimizer;  // includes "scaler.*" and "rng.*" entries

@@ -1,0 +1,44 @@
+// GptModel: the built-in decoder families (GPT, model/gpt.h) as a TrainableModel. Rows are token
+// windows: x and y are [N, T] int64 ids, y shifted by one. It forwards everything to the GPT it
+// holds: the fused LM-head loss, the weight-decay split, activation checkpointing of every k-th
+// block, the per-block sharding units with their hooks, and training FLOPs with attention's
+// 12 L C T term (PaLM appendix B / nanoGPT).
+#pragma once
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/model/trainable_model.h"
+
+namespace hwt {
+
+class GptModel : public TrainableModel {
+ public:
+  explicit GptModel(GPT gpt) : gpt_(std::move(gpt)) {}
+  torch::nn::Module& module() override { return *gpt_; }
+  torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) override {
+    return gpt_->forward_loss(x_BT, y_BT);
+  }
+  void named_decay_and_no_decay(NamedParameters& decay, NamedParameters& no_decay) override {
+    gpt_->named_decay_and_no_decay(decay, no_decay);
+  }
+  bool set_activation_checkpointing(int64_t every_k) override {
+    gpt_->set_activation_checkpointing(every_k);
+    return true;
+  }
+  // Its loss is computed in fp32 whatever the autocast dtype (GPT::loss): cast_outputs always holds.
+  bool set_cast_outputs(bool on) override { return on; }
+  std::vector<ParameterUnit> parameter_units() override { return gpt_->parameter_units(); }
+  bool supports_unit_hooks() const override { return true; }
+  void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) override { gpt_->set_unit_hooks(std::move(hooks)); }
+  // row_elements = T; the same figure as training_flops_per_token(config, parameters) x T.
+  double training_flops_per_row(int64_t row_elements) override;
+  std::string checkpoint_format() const override { return "hwtrain-gpt"; }
+
+  GPT& gpt() { return gpt_; }
+
+ private:
+  GPT gpt_;
+};
+
+// Model FLOPs per trained token: 6 N plus attention's 12 L C T (PaLM appendix B / nanoGPT).
+double training_flops_per_token(const ModelConfig& model, int64_t num_params);
+
+}  // namespace hwt

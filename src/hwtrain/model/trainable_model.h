@@ -1,0 +1,111 @@
+// TrainableModel: what the Trainer, the sharding engine and checkpoints need of a model, so that
+// they train the built-in GPT/Llama family (GptModel, model/gpt_model.h) and a user's own
+// torch::nn::Module alike. A user's model implements forward_loss and module() in a few lines
+// (ModuleModel below does it for a module and a loss function); the rest has defaults:
+//   - weight decay on parameters of two or more dimensions (matrices, convolution kernels), none
+//     on biases and norms (nanoGPT's and timm's rule);
+//   - no activation checkpointing (the plan then says it was not applied);
+//   - one sharding unit holding every parameter, without unit hooks: ZeRO-3 needs hooks and is
+//     refused, ZeRO-1/2 and data parallelism work;
+//   - training FLOPs of 6 x parameters per row element, a floor that ignores attention-like terms;
+//   - no memory description: the batch size is then found by measured probe steps.
+// Parameters and buffers are saved and restored by their module names.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/model/parameter_units.h"
+
+namespace hwt {
+
+using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// What the planner's memory model may use instead of a probe: bytes a row's activations keep for
+// backward, at the training precision (fp32 or a 16-bit dtype).
+struct ModelMemoryDescription {
+  double activation_bytes_per_row_fp32 = 0;
+  double activation_bytes_per_row_16bit = 0;
+};
+
+class TrainableModel {
+ public:
+  virtual ~TrainableModel() = default;
+
+  // The module whose parameters are trained and whose parameters and buffers are checkpointed.
+  virtual torch::nn::Module& module() = 0;
+  // The mean loss of a batch (inputs x, targets y, stacked rows): a scalar, in fp32 preferably.
+  virtual torch::Tensor forward_loss(const torch::Tensor& x, const torch::Tensor& y) = 0;
+
+  // Every parameter in exactly one list; each named as in module().named_parameters().
+  virtual void named_decay_and_no_decay(NamedParameters& decay, NamedParameters& no_decay);
+  // 0 = none, k = every k-th block recomputed in backward. Returns whether the model applied it
+  // (the default applies only 0).
+  virtual bool set_activation_checkpointing(int64_t every_k) { return every_k == 0; }
+  // optimization.cast_outputs: the output cast to fp32 before the loss under autocast. Returns
+  // whether the model carries it out (the default: no, its forward_loss decides).
+  virtual bool set_cast_outputs(bool on) { return false; }
+  // Sharding units in forward order (model/parameter_units.h); default: one unit "all".
+  virtual std::vector<ParameterUnit> parameter_units();
+  // Whether set_unit_hooks() is carried out (ZeRO-3 gathers units through them).
+  virtual bool supports_unit_hooks() const { return false; }
+  virtual void set_unit_hooks(std::shared_ptr<UnitHooks> hooks);
+  // Model FLOPs of one training row (forward and backward) of `row_elements` input elements.
+  virtual double training_flops_per_row(int64_t row_elements);
+  virtual std::optional<ModelMemoryDescription> memory_description() const { return std::nullopt; }
+  // The format tag of its checkpoints' weights file ("hwtrain-gpt"; "hwtrain-module" otherwise).
+  virtual std::string checkpoint_format() const { return "hwtrain-module"; }
+
+  int64_t num_parameters();
+};
+
+// A module and its loss: loss(module_output, y) must return a scalar. The module's forward is
+// called as forward(x) through `forward` (a lambda capturing the module), so any module works.
+class ModuleModel : public TrainableModel {
+ public:
+  using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+  using Loss = std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& target)>;
+  ModuleModel(std::shared_ptr<torch::nn::Module> module, Forward forward, Loss loss);
+  torch::nn::Module& module() override { return *module_; }
+  // ConfigError naming the shape when the loss is not a scalar.
+  torch::Tensor forward_loss(const torch::Tensor& x, const torch::Tensor& y) override;
+  bool set_cast_outputs(bool on) override {
+    cast_outputs_ = on;
+    return true;
+  }
+
+ private:
+  bool cast_outputs_ = true;
+  std::shared_ptr<torch::nn::Module> module_;
+  Forward forward_;
+  Loss loss_;
+};
+
+// ModuleModel for a module holder with forward(x), e.g. make_module_model(Mlp(), torch::mse_loss).
+template <typename Holder, typename LossFn>
+std::shared_ptr<ModuleModel> make_module_model(Holder holder, LossFn loss) {
+  auto module = holder.ptr();
+  return std::make_shared<ModuleModel>(
+      module, [module](const torch::Tensor& x) { return module->forward(x); },
+      [loss](const torch::Tensor& out, const torch::Tensor& y) { return loss(out, y); });
+}
+
+// The same for ATen's losses that take a reduction (torch::mse_loss, torch::l1_loss, ...): mean.
+template <typename Holder>
+std::shared_ptr<ModuleModel> make_module_model(Holder holder,
+                                               torch::Tensor (*loss)(const torch::Tensor&, const torch::Tensor&, int64_t)) {
+  return make_module_model(std::move(holder), [loss](const torch::Tensor& out, const torch::Tensor& y) {
+    return loss(out, y, at::Reduction::Mean);
+  });
+}
+
+// ConfigError "<what>: the loss has shape [..]; it must be a scalar ..." unless `loss` is 0-dim.
+void check_scalar_loss(const torch::Tensor& loss, const std::string& what);
+
+}  // namespace hwt
