@@ -83,6 +83,20 @@ TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
   EXPECT_TRUE(std::filesystem::exists(*h.result.last_checkpoint / "model.safetensors"));
 }
 
+TEST(TrainModel, AMemoryDescriptionPicksTheLargestMicroBatchThatFits) {
+  ModelMemoryDescription memory;
+  memory.activation_bytes_per_row_fp32 = 1000;
+  memory.activation_bytes_per_row_16bit = 500;
+  Plan plan;
+  plan.memory_budget_bytes = 16.0 * 100 + 4500;  // 100 parameters (16 bytes each) + 4.5 rows of fp32
+  EXPECT_EQ(described_micro_batch(memory, 100, plan, 16, 64), 4);  // divisors of 16: 1 2 4 8 16
+  plan.precision = Precision::Bf16;
+  EXPECT_EQ(described_micro_batch(memory, 100, plan, 16, 64), 8);
+  EXPECT_EQ(described_micro_batch(memory, 100, plan, 16, 4), 4);  // max_batch_size bounds it
+  plan.memory_budget_bytes = 10;
+  EXPECT_EQ(described_micro_batch(memory, 100, plan, 16, 64), 1);  // nothing fits: 1
+}
+
 TEST(TrainModel, TrainsTheBuiltInDecoderOnTextFiles) {
   testing::TempDir dir;
   for (const char* name : {"a.txt", "b.txt"}) {

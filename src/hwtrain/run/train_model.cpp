@@ -10,6 +10,7 @@
 #include "hwtrain/obs/log.h"
 #include "hwtrain/plan/planner.h"
 #include "hwtrain/run/hardware_aware_optimizer.h"
+#include "hwtrain/train/batch_size_probe.h"
 #include "hwtrain/train/model_checkpoint.h"
 
 namespace hwt {
@@ -87,7 +88,36 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   return history;
 }
 
+// The plan's micro-batch for a user's model: from its memory description, or (without one) from
+// measured probe steps after the Trainer is built, unless train.micro_batch_size is set.
+Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c) {
+  const auto memory = model.memory_description();
+  if (!memory || c.is_set("train.micro_batch_size")) return plan;
+  const int64_t rows = plan.micro_batch_size * plan.grad_accum_steps;
+  plan.micro_batch_size = described_micro_batch(*memory, model.num_parameters(), plan, rows, c.optimization.max_batch_size);
+  plan.grad_accum_steps = rows / plan.micro_batch_size;
+  plan.auto_batch_size = false;
+  plan.decide("micro_batch_size", std::to_string(plan.micro_batch_size) + " x " + std::to_string(plan.grad_accum_steps),
+              "the model's memory description within the budget");
+  log_info("train_model: micro-batch {} x {} accumulation steps from the model's memory description",
+           plan.micro_batch_size, plan.grad_accum_steps);
+  return plan;
+}
+
 }  // namespace
+
+int64_t described_micro_batch(const ModelMemoryDescription& memory, int64_t parameters, const Plan& plan,
+                              int64_t rows_per_step, int64_t max_micro) {
+  const double moments = plan.optimizer_state_dtype == StateDtype::Int8 ? 2.0 : 8.0;
+  const double fixed = static_cast<double>(parameters) * (8.0 + moments);
+  const double per_row = plan.precision == Precision::Fp32 ? memory.activation_bytes_per_row_fp32
+                                                           : memory.activation_bytes_per_row_16bit;
+  int64_t best = 1;
+  for (const int64_t m : micro_batch_candidates(rows_per_step, max_micro)) {
+    if (fixed + per_row * static_cast<double>(m) <= plan.memory_budget_bytes) best = std::max(best, m);
+  }
+  return best;
+}
 
 RunConfig seed_settings(const TrainModelOptions& o) {
   if (!(o.epochs > 0)) throw ConfigError("train_model: epochs = " + std::to_string(o.epochs) + " is out of range; valid: > 0");
@@ -125,7 +155,7 @@ TrainHistory train_model(std::shared_ptr<TrainableModel> model, std::shared_ptr<
     log_info("train_model: the plan recomputes every {} blocks, which this model does not support; not applied",
              hao.plan().checkpoint_every);
   }
-  const Plan& plan = hao.plan();
+  const Plan plan = plan_user_batch(hao.plan(), *model, c);
   const int64_t steps_per_epoch = plan_epochs(c, options, train->size(), plan.micro_batch_size * plan.grad_accum_steps);
   const fs::path run_dir = choose_run_dir(options);
   ensure_writable_dir(run_dir);

@@ -62,4 +62,11 @@ TrainHistory train_model(const ModelConfig& model, const std::string& tokenizer,
 // The RunConfig that the seeds' names make of options.config (exposed for tests and the Python API).
 RunConfig seed_settings(const TrainModelOptions& options);
 
+// A user's model with a memory description (TrainableModel::memory_description): the largest
+// micro-batch dividing rows_per_step (at most max_micro) whose predicted bytes fit the budget:
+// fp32 weights and gradients (8 bytes per parameter), AdamW moments (8, or 2 with int8 states)
+// and the description's activation bytes per row at the planned precision. 1 when none fits.
+int64_t described_micro_batch(const ModelMemoryDescription& memory, int64_t parameters, const Plan& plan,
+                              int64_t rows_per_step, int64_t max_micro);
+
 }  // namespace hwt
