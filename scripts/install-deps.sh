@@ -20,6 +20,7 @@ debian_packages=(
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsentencepiece-dev sentencepiece libjemalloc2 libjemalloc-dev libpcre2-dev
   libicu-dev libsqlite3-dev
+  python3-dev pybind11-dev
   fortunes
 )
 
@@ -67,14 +68,21 @@ find_or_install_torch() {
 
 # Test references from PyPI (issue 17: reference equality with Hugging Face transformers), pinned,
 # into hwtrain's own venv only: a preinstalled python (the GPU machines, offline) is left as it is,
-# and the tests that need them skip there, saying why.
+# and the tests that need them skip there, saying why. pytest runs the Python package's tests
+# (tests/python; issue 22).
 TRANSFORMERS_VERSION="${HWTRAIN_TRANSFORMERS_VERSION:-4.57.6}"
+PYTEST_VERSION="${HWTRAIN_PYTEST_VERSION:-9.0.3}"
 install_test_references() {
   local py=$1
   [ "$py" = "$VENV/bin/python" ] || return 0
-  "$py" -c "import transformers,sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null && return 0
-  log "installing transformers==$TRANSFORMERS_VERSION into $VENV (test reference)"
-  "$py" -m pip install -q "transformers==$TRANSFORMERS_VERSION" >&2 || log "could not install transformers: its tests will skip"
+  if ! "$py" -c "import transformers,sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+    log "installing transformers==$TRANSFORMERS_VERSION into $VENV (test reference)"
+    "$py" -m pip install -q "transformers==$TRANSFORMERS_VERSION" >&2 || log "could not install transformers: its tests will skip"
+  fi
+  if ! "$py" -c "import pytest,sys; sys.exit(pytest.__version__ != '$PYTEST_VERSION')" 2>/dev/null; then
+    log "installing pytest==$PYTEST_VERSION into $VENV (the Python package's tests)"
+    "$py" -m pip install -q "pytest==$PYTEST_VERSION" >&2 || log "could not install pytest: the Python tests will skip"
+  fi
 }
 
 install_debian_packages
