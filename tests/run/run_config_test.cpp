@@ -174,10 +174,14 @@ TEST(RunConfig, AmpLevelIsAnAliasOfThePrecisionKeys) {
   RunConfig o1;
   o1.apply_override("optimization.amp_level=O1");
   EXPECT_FALSE(o1.optimization.mixed_precision_dtype.has_value());
-  std::string msg = error_of([&] { RunConfig c; c.apply_override("optimization.amp_level=O3"); });
-  EXPECT_NE(msg.find("not implemented"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("O2 is the closest"), std::string::npos) << msg;
-  msg = error_of([&] { RunConfig c; c.apply_override("optimization.amp_level=O4"); });
+  RunConfig o3;
+  o3.apply_override("optimization.amp_level=O3");
+  EXPECT_EQ(o3.optimization.mixed_precision_dtype, Precision::Bf16);
+  EXPECT_TRUE(o3.optimization.pure_bf16_weights);
+  EXPECT_EQ(o3.optimization.optimizer_state_dtype, StateDtype::Int8);
+  ASSERT_EQ(o3.alias_notes.size(), 2u);
+  EXPECT_NE(o3.alias_notes[1].find("an update smaller than bf16's spacing"), std::string::npos) << o3.alias_notes[1];
+  std::string msg = error_of([&] { RunConfig c; c.apply_override("optimization.amp_level=O4"); });
   EXPECT_NE(msg.find("optimization.amp_level = 'O4' is not valid"), std::string::npos) << msg;
 }
 

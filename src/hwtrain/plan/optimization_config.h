@@ -82,9 +82,11 @@ struct OptimizationConfig {
 
   template <class V>
   void visit(V& v) {
-    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice (optimization.amp_level = O0 | O1 | O2 is an "
-      "alias: fp32 | auto | bf16 with pure_bf16_weights)");
-    v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16, optimizer moments in fp32 (with bf16 only)");
+    v("mixed_precision_dtype", mixed_precision_dtype, "autocast dtype; fp32 = off, auto = the planner's choice "
+      "(optimization.amp_level = O0 | O1 | O2 | O3 is an alias: fp32 | auto | bf16 with pure_bf16_weights | "
+      "that with int8 optimizer_state_dtype)");
+    v("pure_bf16_weights", pure_bf16_weights, "keep weights in bf16 without an fp32 master copy (with bf16 only); "
+      "the optimizer moments stay as optimizer_state_dtype says");
     v("dynamic_loss_scale", dynamic_loss_scale, "fp16: grow/back off the loss scale (false = static)");
     v("loss_scale_init", loss_scale_init, "fp16: initial (or static) loss scale");
     v("loss_scale_growth_factor", loss_scale_growth_factor, "fp16: scale growth after growth_interval clean steps");

@@ -107,7 +107,7 @@ void decide_weights(Plan& p, const PlanInputs& in) {
   if (!in.want.pure_bf16_weights) return;
   if (p.precision == Precision::Bf16) {
     p.pure_bf16_weights = true;
-    p.decide("weights", "bf16 (fp32 optimizer moments)", "optimization.pure_bf16_weights set by user");
+    p.decide("weights", "bf16, no fp32 master copy", "optimization.pure_bf16_weights set by user");
   } else {
     p.warnings.push_back(std::string("optimization.pure_bf16_weights needs bf16 precision, but the plan is ") +
                          precision_name(p.precision) + "; keeping fp32 weights");

@@ -56,13 +56,14 @@ bool apply_amp_level(RunConfig& config, const RawValue& value, const std::string
     sets = {{"optimization.mixed_precision_dtype", "auto"}};
   } else if (level == "O2") {
     sets = {{"optimization.mixed_precision_dtype", "bf16"}, {"optimization.pure_bf16_weights", "true"}};
-  } else if (level == "O3") {
-    throw ConfigError(source + ": optimization.amp_level = O3 (weights, gradients and optimizer states all in 16 "
-                      "bits, no fp32 copy: updates smaller than the 16-bit spacing are lost) is not implemented; "
-                      "O2 is the closest (bf16 weights, fp32 optimizer moments)");
+  } else if (level == "O3") {  // pure low precision: no fp32 copy of anything
+    sets = {{"optimization.mixed_precision_dtype", "bf16"},
+            {"optimization.pure_bf16_weights", "true"},
+            {"optimization.optimizer_state_dtype", "int8"}};
   } else {
     throw ConfigError(source + ": optimization.amp_level = '" + level + "' is not valid: expected O0 (fp32), O1 "
-                      "(autocast, the planner's precision), O2 (bf16 weights, fp32 moments) or O3" +
+                      "(autocast, the planner's precision), O2 (bf16 weights, fp32 moments) or O3 (bf16 weights, "
+                      "8-bit moments)" +
                       did_you_mean(level, {"O0", "O1", "O2", "O3"}));
   }
   std::string read_as;
@@ -71,6 +72,12 @@ bool apply_amp_level(RunConfig& config, const RawValue& value, const std::string
     read_as += (read_as.empty() ? "" : ", ") + k + " = " + v;
   }
   config.alias_notes.push_back(source + ": optimization.amp_level = " + level + " read as " + read_as);
+  if (level == "O3") {
+    config.alias_notes.push_back("optimization.amp_level = O3 keeps no fp32 copy of anything (weights and gradients "
+                                 "bf16, AdamW moments 8-bit): an update smaller than bf16's spacing (about 1/256 "
+                                 "of the weight) is lost and the moments carry quantization noise, so late-training "
+                                 "progress can stall where O2 (fp32 moments) keeps going; use O2 when memory allows");
+  }
   return true;
 }
 
