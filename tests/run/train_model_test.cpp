@@ -81,6 +81,7 @@ TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
   EXPECT_EQ(h.result.steps, 24);
   ASSERT_TRUE(h.result.last_checkpoint.has_value());
   EXPECT_TRUE(std::filesystem::exists(*h.result.last_checkpoint / "model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run" / "metrics.jsonl"));  // the command's sinks too
 }
 
 TEST(TrainModel, AMemoryDescriptionPicksTheLargestMicroBatchThatFits) {

@@ -11,6 +11,7 @@
 #include "hwtrain/plan/planner.h"
 #include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/batch_size_probe.h"
+#include "hwtrain/train/metrics_logger.h"
 #include "hwtrain/train/model_checkpoint.h"
 
 namespace hwt {
@@ -82,6 +83,9 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   TrainHistory history;
   history.run_dir = run_dir;
   trainer.add_callback(std::make_shared<HistoryRecorder>(history, steps_per_epoch, log_gpu_memory && hao.device().is_cuda()));
+  // The sinks of a command-line run: progress lines, metrics.jsonl/csv, TensorBoard, report.html.
+  trainer.add_callback(std::make_shared<MetricsLogger>(run_dir, c.log, c.train.max_steps, c.train.log_interval,
+                                                       /*logging_rank=*/true, /*resumed=*/false));
   trainer.add_callback(hao.metrics_probe());
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(c.checkpoint)));
   history.result = trainer.fit();
