@@ -11,14 +11,13 @@
 // are back and the result names the signal; the package then raises KeyboardInterrupt.
 #include <pybind11/stl.h>
 #include <signal.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <atomic>
 
 #include "bindings.h"
 #include "hwtrain/cli/train_run.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/signal_latch.h"
 #include "hwtrain/obs/metrics_json.h"
 #include "hwtrain/run/run_config.h"
 #include "hwtrain/train/interrupt.h"
@@ -31,42 +30,18 @@ namespace hwt::pymod {
 namespace {
 
 std::atomic<int> g_early_signal{0};  // SIGINT outside the InterruptScope of run_train
-static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
 
-void on_early_signal(int sig) {
-  int expected = 0;
-  if (g_early_signal.compare_exchange_strong(expected, sig)) {
-    const char* text = "\nhwtrain: interrupted; the run stops after its first step (checkpoint follows). "
-                       "Press Ctrl-C again to exit now.\n";
-    ssize_t ignored = ::write(STDERR_FILENO, text, ::strlen(text));
-    (void)ignored;
-    return;
-  }
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
-  ::raise(sig);
+// Our SIGINT latch for the duration of the call (core/signal_latch.h); Python's handler is
+// restored by its destructor, and run_train's InterruptScope nests inside it.
+SignalLatchOptions early_sigint() {
+  g_early_signal.store(0);
+  SignalLatchOptions o;
+  o.flag = &g_early_signal;
+  o.message = "\nhwtrain: interrupted; the run stops after its first step (checkpoint follows). "
+              "Press Ctrl-C again to exit now.\n";
+  o.signals = {SIGINT};
+  return o;
 }
-
-// Our SIGINT handler for the duration of the call; Python's is restored by the destructor.
-class SigintGuard {
- public:
-  SigintGuard() {
-    g_early_signal.store(0);
-    struct sigaction sa {};
-    sa.sa_handler = on_early_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_);
-  }
-  ~SigintGuard() { ::sigaction(SIGINT, &old_, nullptr); }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-
- private:
-  struct sigaction old_ {};
-};
 
 // Records what the trainer reports (every step, not only metrics.jsonl's log_interval-th) and
 // passes an early Ctrl-C on to the trainer's interrupt flag when training begins.
@@ -110,7 +85,7 @@ std::string train(const ConfigInput& input, const std::string& out, const std::s
   int signal = 0;
   {
     py::gil_scoped_release nogil;
-    SigintGuard guard;
+    SignalLatch guard(early_sigint());
     cli::run_train(args);
     signal = g_early_signal.load();
     if (signal == 0) signal = interrupt_signal();  // run_train's scope began by clearing it

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -9,42 +10,26 @@
 #include <thread>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/signal_latch.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/sweep/grid_sampler.h"
 
 namespace hwt::sweep {
 namespace {
 
-volatile std::sig_atomic_t g_sweep_stop_signal = 0;  // the signal that asked the sweep to stop, 0 = none
+std::atomic<int> g_sweep_stop_signal{0};  // the signal that asked the sweep to stop, -1 = request_stop(), 0 = none
 
-extern "C" void sweep_on_stop_signal(int sig) { g_sweep_stop_signal = sig; }
-
-// Installs the SIGINT/SIGTERM handlers for the duration of run() and restores the previous ones.
-class SweepSignalScope {
- public:
-  explicit SweepSignalScope(bool install) : installed_(install) {
-    g_sweep_stop_signal = 0;
-    if (!installed_) return;
-    struct sigaction sa {};
-    sa.sa_handler = sweep_on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: a sleep ends at once
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SweepSignalScope() {
-    if (!installed_) return;
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  SweepSignalScope(const SweepSignalScope&) = delete;
-  SweepSignalScope& operator=(const SweepSignalScope&) = delete;
-
- private:
-  bool installed_;
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
+// SIGINT/SIGTERM stop the sweep for the duration of run() (core/signal_latch.h); without
+// SA_RESTART, so that the poll's sleep ends at once. A second signal is recorded no more.
+std::unique_ptr<SignalLatch> sweep_signal_latch(bool install) {
+  g_sweep_stop_signal.store(0);
+  if (!install) return nullptr;
+  SignalLatchOptions o;
+  o.flag = &g_sweep_stop_signal;
+  o.restart = false;
+  o.second_exits = false;
+  return std::make_unique<SignalLatch>(o);
+}
 
 double sweep_clock_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -69,7 +54,7 @@ std::optional<Trial> best_trial(const std::vector<Trial>& trials) {
   return best;
 }
 
-void SweepRunner::request_stop() { g_sweep_stop_signal = -1; }
+void SweepRunner::request_stop() { g_sweep_stop_signal.store(-1); }
 
 SweepRunner::SweepRunner(SweepConfig config, StudyStore& store, Sampler& sampler, const Pruner* pruner,
                          TrialParallelism parallelism, TrialCommand command, SweepRunnerOptions options)
@@ -182,7 +167,7 @@ void SweepRunner::stop_all(const std::string& reason, double now_s) {
 }
 
 SweepResult SweepRunner::run() {
-  SweepSignalScope signals(options_.handle_signals);
+  const auto signals = sweep_signal_latch(options_.handle_signals);
   result_ = SweepResult{};
   no_more_trials_ = false;
   const double start_s = sweep_clock_s();
@@ -194,12 +179,12 @@ SweepResult SweepRunner::run() {
   try {
     for (;;) {
       const double now_s = sweep_clock_s();
-      if (g_sweep_stop_signal != 0) {
+      if (const int sig = g_sweep_stop_signal.load(); sig != 0) {
         result_.interrupted = true;
-        result_.stop_reason = "stopped by " + stop_signal_name(g_sweep_stop_signal) +
+        result_.stop_reason = "stopped by " + stop_signal_name(sig) +
                               "; running trials were marked interrupted and are retried by the next run";
         say("sweep: " + result_.stop_reason);
-        stop_all("sweep stopped by " + stop_signal_name(g_sweep_stop_signal), now_s);
+        stop_all("sweep stopped by " + stop_signal_name(sig), now_s);
         break;
       }
       if (!no_more_trials_) fill_slots(now_s, deadline_s);

@@ -1,8 +1,6 @@
 #include "hwtrain/train/interrupt.h"
 
 #include <signal.h>
-#include <string.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <string>
@@ -14,33 +12,8 @@ namespace hwt {
 
 namespace {
 
-// Signal-handler state must be global; lock-free atomics are async-signal-safe.
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_scope_active{false};
-struct sigaction g_old_int, g_old_term;
-static_assert(std::atomic<int>::is_always_lock_free, "the interrupt flag must be lock-free");
-
-void write_stderr(const char* text) {
-  // write(2) is async-signal-safe; its result is irrelevant here.
-  ssize_t ignored = ::write(STDERR_FILENO, text, ::strlen(text));
-  (void)ignored;
-}
-
-void on_signal(int sig) {
-  int expected = 0;
-  if (g_signal.compare_exchange_strong(expected, sig)) {
-    write_stderr(
-        "\nhwtrain: interrupted; stopping after this step (final checkpoint and report follow). "
-        "Press Ctrl-C again to exit now.\n");
-    return;
-  }
-  // Second signal: give up on a clean stop.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
-  ::raise(sig);
-}
 
 std::string signal_name(int sig) {
   if (sig == SIGINT) return "SIGINT";
@@ -53,17 +26,15 @@ std::string signal_name(int sig) {
 InterruptScope::InterruptScope() {
   if (g_scope_active.exchange(true)) throw Error("InterruptScope: a scope is already active");
   g_signal.store(0);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // file writes of sinks and checkpoints must not fail with EINTR
-  ::sigaction(SIGINT, &sa, &g_old_int);
-  ::sigaction(SIGTERM, &sa, &g_old_term);
+  SignalLatchOptions o;
+  o.flag = &g_signal;
+  o.message = "\nhwtrain: interrupted; stopping after this step (final checkpoint and report follow). "
+              "Press Ctrl-C again to exit now.\n";
+  latch_ = std::make_unique<SignalLatch>(o);
 }
 
 InterruptScope::~InterruptScope() {
-  ::sigaction(SIGINT, &g_old_int, nullptr);
-  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  latch_.reset();
   g_scope_active.store(false);
 }
 

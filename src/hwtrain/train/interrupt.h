@@ -2,10 +2,13 @@
 // sets a flag (the handler is async-signal-safe: one atomic store and one write(2)); the
 // InterruptStopper callback turns the flag into TrainerControl::request_stop at the end of the
 // current step, so the final evaluation, checkpoint, sink flush and report still happen. A second
-// signal restores the default action and re-raises it: the process exits at once.
+// signal restores the default action and re-raises it: the process exits at once (core/signal_latch.h).
 // In distributed runs each rank sees its own signal; the stop must be agreed on collectively
 // (the trainer's business), or ranks that stop early leave the others waiting in all-reduce.
 #pragma once
+#include <memory>
+
+#include "hwtrain/core/signal_latch.h"
 #include "hwtrain/train/callback.h"
 
 namespace hwt {
@@ -18,6 +21,9 @@ class InterruptScope {
   ~InterruptScope();
   InterruptScope(const InterruptScope&) = delete;
   InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  std::unique_ptr<SignalLatch> latch_;
 };
 
 // The signal received since the scope began (SIGINT, SIGTERM), or 0.
