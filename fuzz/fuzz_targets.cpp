@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 
 #include "hwtrain/run/run_config.h"
 #include "hwtrain/run/sweep_binding.h"
@@ -20,6 +22,7 @@
 #include "hwtrain/interop/hf_directory.h"
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/io/mapped_safetensors.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/trainer_state_file.h"
@@ -64,9 +67,31 @@ bool parse_json(const uint8_t* data, size_t size, nlohmann::json* out) {
 
 }  // namespace
 
+// Both readers run the same header checks (io/safetensors.h); they must accept the same files and
+// give the same bytes, or the disagreement escapes as a finding.
 void safetensors_file(const uint8_t* data, size_t size) {
   const fs::path file = write_input("model.safetensors", data, size);
-  expecting_errors([&] { load_safetensors(file); });
+  std::optional<SafetensorsFile> loaded;
+  std::optional<MappedSafetensors> mapped;
+  expecting_errors([&] { loaded = load_safetensors(file); });
+  expecting_errors([&] { mapped.emplace(file); });
+  if (loaded.has_value() != mapped.has_value()) {
+    throw std::logic_error(std::string("load_safetensors ") + (loaded ? "accepts" : "rejects") +
+                           " a file that MappedSafetensors " + (mapped ? "accepts" : "rejects"));
+  }
+  if (!loaded) return;
+  const NamedTensors views = mapped->tensors();
+  if (views.size() != loaded->tensors.size() || mapped->metadata() != loaded->metadata) {
+    throw std::logic_error("the two safetensors readers disagree on the tensors or metadata");
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    const torch::Tensor& a = loaded->tensors[i].second;
+    const torch::Tensor& b = views[i].second;
+    if (views[i].first != loaded->tensors[i].first || a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes() ||
+        (a.nbytes() > 0 && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) != 0)) {
+      throw std::logic_error("the two safetensors readers disagree on tensor '" + views[i].first + "'");
+    }
+  }
 }
 
 void trainer_state(const uint8_t* data, size_t size) {

@@ -14,7 +14,7 @@ namespace hwt::fuzz {
 
 using Target = void (*)(const uint8_t* data, size_t size);
 
-void safetensors_file(const uint8_t* data, size_t size);  // io/safetensors: load_safetensors
+void safetensors_file(const uint8_t* data, size_t size);  // io/: load_safetensors and MappedSafetensors agree
 void trainer_state(const uint8_t* data, size_t size);     // train/trainer_state_file: parse_trainer_state
 void tokenizer_json(const uint8_t* data, size_t size);    // data/tokenizer_files: load_tokenizer
 void dataset_manifest(const uint8_t* data, size_t size);  // data/manifest: read_manifest

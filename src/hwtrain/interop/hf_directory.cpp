@@ -7,7 +7,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/interop/hf_weights.h"
-#include "hwtrain/io/safetensors.h"
+#include "hwtrain/io/mapped_safetensors.h"
 
 namespace hwt {
 namespace fs = std::filesystem;
@@ -203,16 +203,18 @@ std::map<std::string, std::set<std::string>> hf_shards(const fs::path& dir) {
   return by_shard;
 }
 
-// One shard's tensors: all of them (a single file), or those the index puts there, each present.
-std::vector<std::pair<std::string, torch::Tensor>> read_shard(const fs::path& path, const std::set<std::string>& names) {
-  SafetensorsFile f = load_safetensors(path);
-  if (names.empty()) return std::move(f.tensors);
-  for (const auto& name : names) {
-    if (!f.contains(name)) throw IoError(path.string() + " lacks tensor '" + name + "' that the index puts there");
+// The names of the tensors to take from one mapped shard, in file order: all of them (a single
+// file), or those the index puts there, each present.
+std::vector<std::string> shard_tensor_names(const MappedSafetensors& shard, const std::set<std::string>& listed) {
+  if (listed.empty()) return shard.names();
+  for (const auto& name : listed) {
+    if (!shard.contains(name)) {
+      throw IoError(shard.path().string() + " lacks tensor '" + name + "' that the index puts there");
+    }
   }
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (auto& [name, t] : f.tensors) {
-    if (names.count(name)) out.emplace_back(name, std::move(t));
+  std::vector<std::string> out;
+  for (const auto& name : shard.names()) {
+    if (listed.count(name)) out.push_back(name);
   }
   return out;
 }
@@ -221,15 +223,28 @@ std::vector<std::pair<std::string, torch::Tensor>> read_shard(const fs::path& pa
 
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const fs::path& dir) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& [shard, names] : hf_shards(dir)) {
-    for (auto& t : read_shard(dir / shard, names)) out.push_back(std::move(t));
+  for (const auto& [shard, listed] : hf_shards(dir)) {
+    const MappedSafetensors file(dir / shard);
+    // Owned copies: the caller may keep or modify them; the mapping is read-only.
+    for (const auto& name : shard_tensor_names(file, listed)) out.emplace_back(name, file.get(name).clone());
   }
   return out;
 }
 
+// Each shard is memory-mapped (its header checked first) and its tensors copied into the
+// parameters one at a time, each tensor's pages dropped from the resident set once copied: the
+// anonymous memory is the model (a dtype conversion or GPT-2's transpose happens inside copy_),
+// and the resident file pages at most about one tensor, never a whole shard.
 void load_hf_directory_weights(GPT& model, const fs::path& dir) {
   HfWeightLoader loader(model);
-  for (const auto& [shard, names] : hf_shards(dir)) loader.add(read_shard(dir / shard, names), (dir / shard).string());
+  for (const auto& [shard, listed] : hf_shards(dir)) {
+    const MappedSafetensors file(dir / shard);
+    const std::string what = file.path().string();
+    for (const auto& name : shard_tensor_names(file, listed)) {
+      loader.add({{name, file.get(name)}}, what);
+      file.release_pages(name);
+    }
+  }
   loader.finish(dir.string());
 }
 

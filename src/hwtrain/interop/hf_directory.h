@@ -28,7 +28,8 @@ bool is_hf_model_dir(const std::filesystem::path& dir);
 // The weights under Hugging Face's names, on the CPU in the file's dtype.
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_weights(const std::filesystem::path& dir);
 
-// Loads DIR's weights into `model` shard by shard (one shard in memory at a time), every name,
+// Loads DIR's weights into `model` from its memory-mapped shards, a tensor at a time (no shard is
+// read into memory; each tensor's pages are released once copied), every name,
 // shape and dtype checked and every parameter required (interop/hf_weights.h).
 void load_hf_directory_weights(GPT& model, const std::filesystem::path& dir);
 

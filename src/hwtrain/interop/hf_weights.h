@@ -27,8 +27,8 @@ bool hf_stores_transposed(const ModelConfig& cfg, const std::string& name);
 // Hugging Face's name for hwtrain's parameter `name` (the inverse, for export).
 std::string hf_name_from_hwtrain(const ModelConfig& cfg, const std::string& name);
 
-// Loads a model's weights from any number of groups of tensors (a directory's shards, one at a
-// time, so that only one shard is in memory beside the model): add() checks and copies each group,
+// Loads a model's weights from any number of groups of tensors (a directory's shards, memory-mapped
+// and given a tensor at a time: io/mapped_safetensors.h): add() checks and copies each group,
 // finish() checks that every parameter was given.
 class HfWeightLoader {
  public:

@@ -81,15 +81,6 @@ void write_all(int fd, const void* data, size_t size, const fs::path& path) {
   }
 }
 
-// One validated header entry.
-struct Entry {
-  std::string name;
-  const Dtype* dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin;
-  uint64_t end;
-};
-
 class HeaderParser {
  public:
   explicit HeaderParser(const fs::path& path) : path_(path) {}
@@ -139,7 +130,7 @@ class HeaderParser {
     return out;
   }
 
-  Entry entry(const std::string& name, const json& value, uint64_t data_size) const {
+  SafetensorsEntry entry(const std::string& name, const json& value, uint64_t data_size) const {
     const std::string where = "tensor '" + name + "'";
     if (!value.is_object()) fail(where + " is not an object");
     for (const auto& [key, v] : value.items()) {
@@ -150,15 +141,16 @@ class HeaderParser {
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
       if (!value.contains(key)) fail(where + " has no '" + key + "'");
     }
-    Entry e;
+    SafetensorsEntry e;
     e.name = name;
     const json& dtype = value["dtype"];
     if (!dtype.is_string()) fail(where + " has a dtype that is not a string");
-    e.dtype = dtype_named(dtype.get<std::string>());
-    if (e.dtype == nullptr) {
+    const Dtype* known = dtype_named(dtype.get<std::string>());
+    if (known == nullptr) {
       fail(where + " has unknown dtype '" + dtype.get<std::string>() + "' (valid: " +
            join(dtype_names()) + ")");
     }
+    e.dtype = known->type;
     const json& shape = value["shape"];
     if (!shape.is_array()) fail(where + " has a shape that is not a list");
     uint64_t numel = 1;
@@ -182,9 +174,9 @@ class HeaderParser {
     e.end = offsets[1].get<uint64_t>();
     if (e.begin > e.end) fail(where + " has data_offsets " + offsets.dump() + " with begin > end");
     uint64_t nbytes = 0;
-    if (__builtin_mul_overflow(numel, e.dtype->itemsize, &nbytes) || nbytes != e.end - e.begin) {
-      fail(where + " (" + e.dtype->name + ", shape " + shape.dump() + ") needs " +
-           std::to_string(numel) + " x " + std::to_string(e.dtype->itemsize) +
+    if (__builtin_mul_overflow(numel, known->itemsize, &nbytes) || nbytes != e.end - e.begin) {
+      fail(where + " (" + known->name + ", shape " + shape.dump() + ") needs " +
+           std::to_string(numel) + " x " + std::to_string(known->itemsize) +
            " bytes but data_offsets " + offsets.dump() + " span " +
            std::to_string(e.end - e.begin));
     }
@@ -196,9 +188,9 @@ class HeaderParser {
   }
 
   // The byte ranges, sorted by offset, must cover [0, data_size) exactly once.
-  void check_tiling(const std::vector<Entry>& sorted, uint64_t data_size) const {
+  void check_tiling(const std::vector<SafetensorsEntry>& sorted, uint64_t data_size) const {
     uint64_t cursor = 0;
-    const Entry* previous = nullptr;
+    const SafetensorsEntry* previous = nullptr;
     for (const auto& e : sorted) {
       if (e.begin < cursor) {
         fail("tensors '" + previous->name + "' and '" + e.name + "' overlap in the data section");
@@ -301,8 +293,47 @@ torch::Tensor SafetensorsFile::get(const std::string& name) const {
   throw IoError(path.string() + " has no tensor '" + name + "'" + did_you_mean(name, names));
 }
 
-SafetensorsFile load_safetensors(const fs::path& path) {
+uint64_t check_safetensors_header_length(const fs::path& path, uint64_t file_size, std::string_view prefix) {
   HeaderParser parser(path);
+  if (file_size < kSafetensorsLengthBytes || prefix.size() < kSafetensorsLengthBytes) {
+    parser.fail("file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte header length");
+  }
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, prefix.data(), sizeof(header_size));
+  if (header_size > kMaxHeaderBytes) {
+    parser.fail("header length " + std::to_string(header_size) + " exceeds the limit of " +
+                std::to_string(kMaxHeaderBytes) + " bytes");
+  }
+  if (header_size > file_size - kSafetensorsLengthBytes) {
+    parser.fail("header length " + std::to_string(header_size) + " exceeds the file size of " +
+                std::to_string(file_size) + " bytes (file truncated?)");
+  }
+  return header_size;
+}
+
+SafetensorsHeader parse_safetensors_header(const fs::path& path, uint64_t file_size, std::string_view header_text) {
+  HeaderParser parser(path);
+  SafetensorsHeader header;
+  header.data_start = kSafetensorsLengthBytes + header_text.size();
+  if (header.data_start > file_size) parser.fail("header runs past the end of the file (file truncated?)");
+  const uint64_t data_size = file_size - header.data_start;
+  const json parsed = parser.parse(std::string(header_text));
+  for (const auto& [key, value] : parsed.items()) {
+    if (key == kMetadataKey) {
+      header.metadata = parser.metadata(value);
+    } else {
+      header.entries.push_back(parser.entry(key, value, data_size));
+    }
+  }
+  auto by_offset = [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  };
+  std::stable_sort(header.entries.begin(), header.entries.end(), by_offset);
+  parser.check_tiling(header.entries, data_size);
+  return header;
+}
+
+SafetensorsFile load_safetensors(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw IoError("cannot read " + path.string() + ": " +
@@ -313,43 +344,21 @@ SafetensorsFile load_safetensors(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot read " + path.string() + ": " + errno_text());
 
-  if (file_size < 8) {
-    parser.fail("file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte header length");
-  }
-  uint64_t header_size = 0;
-  in.read(reinterpret_cast<char*>(&header_size), sizeof(header_size));
-  if (header_size > kMaxHeaderBytes) {
-    parser.fail("header length " + std::to_string(header_size) + " exceeds the limit of " +
-                std::to_string(kMaxHeaderBytes) + " bytes");
-  }
-  if (header_size > file_size - 8) {
-    parser.fail("header length " + std::to_string(header_size) + " exceeds the file size of " +
-                std::to_string(file_size) + " bytes (file truncated?)");
-  }
+  std::string prefix(std::min(file_size, kSafetensorsLengthBytes), '\0');
+  in.read(prefix.data(), static_cast<std::streamsize>(prefix.size()));
+  if (!in) throw IoError("error while reading the header of " + path.string());
+  const uint64_t header_size = check_safetensors_header_length(path, file_size, prefix);
   std::string header_text(header_size, '\0');
   in.read(header_text.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw IoError("error while reading the header of " + path.string());
+  SafetensorsHeader header = parse_safetensors_header(path, file_size, header_text);
 
-  const uint64_t data_size = file_size - 8 - header_size;
-  const json header = parser.parse(header_text);
   SafetensorsFile file;
   file.path = path;
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      file.metadata = parser.metadata(value);
-    } else {
-      entries.push_back(parser.entry(key, value, data_size));
-    }
-  }
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  parser.check_tiling(entries, data_size);
-
+  file.metadata = std::move(header.metadata);
   // Ranges tile the data section, so reading them in order is one sequential pass.
-  for (const auto& e : entries) {
-    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype->type));
+  for (const auto& e : header.entries) {
+    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
     const uint64_t nbytes = e.end - e.begin;
     if (nbytes > 0) {
       in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(nbytes));
