@@ -14,7 +14,9 @@
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/model/trainable_model.h"
 #include "hwtrain/train/sharded_training.h"
+#include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/trainer.h"
+#include "train/trainer_test_seam.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -174,6 +176,74 @@ TEST(UserModel, ZeroThreeWithoutUnitHooksIsRefused) {
     EXPECT_NE(std::string(e.what()).find("does not run unit hooks"), std::string::npos) << e.what();
   }
   group->shutdown();
+}
+
+// A module with a buffer (BatchNorm's running statistics): saved, restored, and checked.
+struct NormedImpl : torch::nn::Module {
+  NormedImpl() {
+    fc = register_module("fc", torch::nn::Linear(8, 1));
+    bn = register_module("bn", torch::nn::BatchNorm1d(8));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(bn(x)); }
+  torch::nn::Linear fc{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+};
+TORCH_MODULE(Normed);
+
+std::shared_ptr<TrainableModel> normed_model() {
+  torch::manual_seed(0);
+  return make_module_model(Normed(), torch::mse_loss);
+}
+
+TEST(UserModel, CheckpointsCarryBuffersAndRefuseOtherModels) {
+  testing::TempDir dir;
+  Trainer first(options(3), plan(8, 1), normed_model(), data(), dir / "a");
+  first.fit();
+  const auto checkpoint = first.save_checkpoint();
+  EXPECT_EQ(checkpoint_model_format(checkpoint), "hwtrain-module");
+  Trainer second(options(3), plan(8, 1), normed_model(), data(), dir / "b");
+  second.resume_from(checkpoint);
+  auto a = first.model().module().named_buffers(), b = second.model().module().named_buffers();
+  EXPECT_TRUE(torch::equal(a["bn.running_mean"], b["bn.running_mean"]));
+  EXPECT_FALSE(torch::equal(b["bn.running_mean"], torch::zeros({8})));  // trained, not the initial
+  // eval/generate/export take hwtrain's own models only; an MLP cannot resume a BatchNorm model.
+  EXPECT_THROW(
+      try { require_builtin_model_checkpoint(checkpoint); } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find("holds a library model"), std::string::npos) << e.what();
+        throw;
+      },
+      IoError);
+  Trainer other(options(3), plan(8, 1), mlp_model(), data(), dir / "c");
+  EXPECT_THROW(other.resume_from(checkpoint), IoError);
+}
+
+TEST(UserModel, AStepLargerThanTheExamplesIsRefused) {
+  testing::TempDir dir;
+  auto small = std::make_shared<ExampleData>(examples(12, 1, "twelve examples"));
+  try {
+    Trainer trainer(options(2), plan(8, 2), mlp_model(), small, dir / "run");
+    FAIL() << "16 rows per step from 12 examples";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("twelve examples holds 12 examples, fewer than the 16 rows"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(UserModel, ValidationCoversTheWholeSetWhateverTheMicroBatch) {
+  testing::TempDir dir;
+  auto d = std::make_shared<ExampleData>(examples(256, 1, "train"), examples(50, 2, "validation"));
+  Trainer by7(options(1), plan(7, 1), mlp_model(), d, dir / "a");
+  Trainer by25(options(1), plan(25, 1), mlp_model(), d, dir / "b");
+  EXPECT_NEAR(by7.evaluate(), by25.evaluate(), 1e-6);  // 50 rows: 8 batches (the last of 1) or 2
+}
+
+TEST(UserModel, AnOutOfMemoryRetryKeepsEveryRowOfTheStep) {
+  testing::TempDir dir;
+  Trainer trainer(options(1), plan(15, 1), mlp_model(), data(), dir / "run");
+  TrainerTestSeam::inject_oom_at_step(trainer, 0);
+  trainer.fit();
+  EXPECT_EQ(trainer.micro_batch_size(), 5);  // halving gave 7: 2 x 7 = 14 of the 15 rows
+  EXPECT_EQ(trainer.micro_batch_size() * trainer.grad_accum_steps(), 15);
 }
 
 // Rank r of a 2-rank run: the same global batch of 16 rows as one rank, 8 rows here.

@@ -60,6 +60,7 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
   if (is_hf_model_dir(spec)) return load_hf_model(spec, std::move(options));
   fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
   verify_checkpoint(ckpt);
+  require_builtin_model_checkpoint(ckpt);
   LoadedModel m;
   m.checkpoint = ckpt;
   m.config = resolve_config(options, ckpt);

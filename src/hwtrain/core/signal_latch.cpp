@@ -3,6 +3,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <exception>
+
 #include "hwtrain/core/error.h"
 
 namespace hwt {
@@ -27,7 +29,10 @@ SignalLatch::SignalLatch(SignalLatchOptions options) : options_(std::move(option
 
 SignalLatch::~SignalLatch() {
   for (size_t i = 0; i < options_.signals.size(); ++i) ::sigaction(options_.signals[i], &replaced_[i], nullptr);
-  g_current.store(outer_);
+  // Latches end in the reverse order of their start (one thread's scopes); any other order would
+  // leave the handler a latch that no longer exists.
+  SignalLatch* self = this;
+  if (!g_current.compare_exchange_strong(self, outer_)) std::terminate();
 }
 
 void SignalLatch::on_signal(int sig) {

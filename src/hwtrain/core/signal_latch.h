@@ -3,7 +3,8 @@
 // compare-exchange from 0) and `message` is written to stderr (write(2)); with second_exits, a
 // second signal restores the default action and re-raises it, so the process ends at once. The
 // destructor restores the handlers found at construction. Latches nest: the innermost live latch
-// receives the signals, and the handlers it replaced (an outer latch's) come back after it.
+// receives the signals, and the handlers it replaced (an outer latch's) come back after it; they
+// must end in the reverse order of their start (std::terminate otherwise).
 // The training loop (train/interrupt.h), the sweep and the Python module each hold one.
 #pragma once
 #include <signal.h>

@@ -69,8 +69,8 @@ BatchLoader::BatchLoader(TokenSequence tokens, LoaderOptions options, std::strin
   start_workers();
 }
 
-BatchLoader::BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options)
-    : options_(options), what_("training examples"), draws_(std::move(draws)) {
+BatchLoader::BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options, std::string what)
+    : options_(options), what_(std::move(what)), draws_(std::move(draws)) {
   options_.validate();
   start_workers();
 }

@@ -69,7 +69,7 @@ class BatchLoader {
   // `what` names the tokens in errors. DataError when they hold fewer than block_size + 1 tokens.
   BatchLoader(TokenSequence tokens, LoaderOptions options, std::string what = "training split");
   // Draws of any kind (a user's examples: ExampleDraws); options.block_size is not used.
-  BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options);
+  BatchLoader(std::shared_ptr<const RowDraws> draws, LoaderOptions options, std::string what = "training examples");
   ~BatchLoader();  // stops and joins the workers
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

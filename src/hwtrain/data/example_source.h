@@ -24,6 +24,9 @@ class ExampleSource {
   virtual Example get(int64_t index) const = 0;  // index in [0, size())
   // Names the source in errors ("validation examples").
   virtual std::string name() const { return "examples"; }
+  // What one example counts as in tokens_seen, tokens/s and the model's FLOPs per row: 1 (a
+  // sample) unless the examples are sequences (then their length).
+  virtual int64_t tokens_per_example() const { return 1; }
 };
 
 // Rows of `inputs` and `targets` (same first dimension, CPU or not: rows are copied to the CPU).

@@ -7,7 +7,8 @@
 //   - no activation checkpointing (the plan then says it was not applied);
 //   - one sharding unit holding every parameter, without unit hooks: ZeRO-3 needs hooks and is
 //     refused, ZeRO-1/2 and data parallelism work;
-//   - training FLOPs of 6 x parameters per row element, a floor that ignores attention-like terms;
+//   - training FLOPs of 6 x parameters per token of a row (ExampleSource::tokens_per_example, 1
+//     for plain samples), a floor that ignores attention-like terms;
 //   - no memory description: the batch size is then found by measured probe steps.
 // Parameters and buffers are saved and restored by their module names.
 #pragma once
@@ -50,13 +51,13 @@ class TrainableModel {
   virtual bool set_activation_checkpointing(int64_t every_k) { return every_k == 0; }
   // optimization.cast_outputs: the output cast to fp32 before the loss under autocast. Returns
   // whether the model carries it out (the default: no, its forward_loss decides).
-  virtual bool set_cast_outputs(bool on) { return false; }
+  virtual bool set_cast_outputs(bool /*on*/) { return false; }
   // Sharding units in forward order (model/parameter_units.h); default: one unit "all".
   virtual std::vector<ParameterUnit> parameter_units();
   // Whether set_unit_hooks() is carried out (ZeRO-3 gathers units through them).
   virtual bool supports_unit_hooks() const { return false; }
   virtual void set_unit_hooks(std::shared_ptr<UnitHooks> hooks);
-  // Model FLOPs of one training row (forward and backward) of `row_elements` input elements.
+  // Model FLOPs of one training row (forward and backward) of `row_elements` tokens.
   virtual double training_flops_per_row(int64_t row_elements);
   virtual std::optional<ModelMemoryDescription> memory_description() const { return std::nullopt; }
   // The format tag of its checkpoints' weights file ("hwtrain-gpt"; "hwtrain-module" otherwise).

@@ -95,7 +95,7 @@ GPT HardwareAwareOptimizer::build_model() const {
 }
 
 std::unique_ptr<AutocastGuard> HardwareAwareOptimizer::autocast() const {
-  return std::make_unique<AutocastGuard>(device().type(), autocast_dtype(plan_.precision));
+  return std::make_unique<AutocastGuard>(device().type(), autocast_dtype(plan_.precision), true, plan_.autocast.cache);
 }
 
 GradScaler& HardwareAwareOptimizer::scaler() {

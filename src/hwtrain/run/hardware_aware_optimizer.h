@@ -56,6 +56,8 @@ class HardwareAwareOptimizer {
   // backward, and an optimizer step that unscales, clips, skips on inf/NaN and updates the scale,
   // by the same rule as the Trainer (train/update_step.h): in bf16/fp16 a non-finite loss passed
   // to backward() since the last step, or inf/NaN gradients under fp16 loss scaling, skip the update.
+  // optimization.autocast_cache applies; cast_inputs and cast_outputs are the Trainer's, a loop of
+  // your own casts its inputs and outputs itself.
   std::unique_ptr<AutocastGuard> autocast() const;
   void backward(const torch::Tensor& loss);
   // Returns the gradient norm before clipping; `max_grad_norm` <= 0 disables clipping.

@@ -58,7 +58,14 @@ void set_unless_explicit(RunConfig& c, const std::string& key, const std::string
 }
 
 fs::path choose_run_dir(const TrainModelOptions& o) {
-  if (!o.run_dir.empty()) return o.run_dir;
+  if (!o.run_dir.empty()) {
+    std::error_code ec;
+    if (fs::exists(o.run_dir / "checkpoints", ec) && !fs::is_empty(o.run_dir / "checkpoints", ec)) {
+      throw ConfigError("train_model: run_dir " + o.run_dir.string() + " holds an earlier run's checkpoints; "
+                        "choose a new directory (or remove them)");
+    }
+    return o.run_dir;
+  }
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
@@ -75,6 +82,13 @@ int64_t plan_epochs(RunConfig& c, const TrainModelOptions& o, int64_t rows, int6
   }
   log_info("train_model: {} rows per epoch, {} per step: {} steps per epoch, {} steps", rows, rows_per_step, per_epoch,
            c.train.max_steps);
+  // Short runs: the default warmup (100 steps) would be most of them, and the default evaluation
+  // interval might never come; unless set, warm up over 5% of the run and evaluate every epoch.
+  if (!c.is_set("train.warmup_steps") && c.train.warmup_steps > c.train.max_steps / 10) {
+    c.train.warmup_steps = std::max<int64_t>(1, c.train.max_steps / 20);
+    log_info("train_model: train.warmup_steps = {} (5% of the run)", c.train.warmup_steps);
+  }
+  if (!c.is_set("train.eval_interval")) c.train.eval_interval = per_epoch;
   return per_epoch;
 }
 
@@ -82,6 +96,7 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
                  bool log_gpu_memory, const fs::path& run_dir) {
   TrainHistory history;
   history.run_dir = run_dir;
+  if (log_gpu_memory && !hao.device().is_cuda()) log_info("train_model: log_gpu_memory: the plan trains on the CPU; no GPU memory to log");
   trainer.add_callback(std::make_shared<HistoryRecorder>(history, steps_per_epoch, log_gpu_memory && hao.device().is_cuda()));
   // The sinks of a command-line run: progress lines, metrics.jsonl/csv, TensorBoard, report.html.
   trainer.add_callback(std::make_shared<MetricsLogger>(run_dir, c.log, c.train.max_steps, c.train.log_interval,
@@ -92,19 +107,35 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   return history;
 }
 
-// The plan's micro-batch for a user's model: from its memory description, or (without one) from
-// measured probe steps after the Trainer is built, unless train.micro_batch_size is set.
-Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c) {
+// A user's model's step: batch_size rows (else train.micro_batch_size x grad_accum_steps as
+// configured), in micro-batches of train.micro_batch_size if set, else from its memory description
+// (unless optimization.auto_batch_size is set true), else from measured probe steps (the largest
+// divisor up to optimization.max_batch_size until the probe runs).
+Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c, std::optional<int64_t> batch_size) {
+  const int64_t rows = batch_size ? *batch_size : c.train.micro_batch_size * c.train.grad_accum_steps;
   const auto memory = model.memory_description();
-  if (!memory || c.is_set("train.micro_batch_size")) return plan;
-  const int64_t rows = plan.micro_batch_size * plan.grad_accum_steps;
-  plan.micro_batch_size = described_micro_batch(*memory, model.num_parameters(), plan, rows, c.optimization.max_batch_size);
+  std::string reason;
+  if (c.is_set("train.micro_batch_size")) {
+    plan.micro_batch_size = c.train.micro_batch_size;
+    if (rows % plan.micro_batch_size != 0) {
+      throw ConfigError("train_model: batch_size = " + std::to_string(rows) + " is not a multiple of train.micro_batch_size = " +
+                        std::to_string(plan.micro_batch_size));
+    }
+    plan.auto_batch_size = false;
+    reason = "train.micro_batch_size set by user";
+  } else if (memory && !(c.is_set("optimization.auto_batch_size") && c.optimization.auto_batch_size)) {
+    plan.micro_batch_size = described_micro_batch(*memory, model.num_parameters(), plan, rows, c.optimization.max_batch_size);
+    plan.auto_batch_size = false;
+    reason = "the model's memory description within the budget";
+  } else {
+    plan.micro_batch_size = micro_batch_candidates(rows, c.optimization.max_batch_size).back();
+    reason = plan.auto_batch_size ? "measured probe steps choose it before training" : "as configured";
+  }
   plan.grad_accum_steps = rows / plan.micro_batch_size;
-  plan.auto_batch_size = false;
   plan.decide("micro_batch_size", std::to_string(plan.micro_batch_size) + " x " + std::to_string(plan.grad_accum_steps),
-              "the model's memory description within the budget");
-  log_info("train_model: micro-batch {} x {} accumulation steps from the model's memory description",
-           plan.micro_batch_size, plan.grad_accum_steps);
+              reason);
+  log_info("train_model: {} rows per step: micro-batch {} x {} accumulation steps ({})", rows, plan.micro_batch_size,
+           plan.grad_accum_steps, reason);
   return plan;
 }
 
@@ -159,7 +190,7 @@ TrainHistory train_model(std::shared_ptr<TrainableModel> model, std::shared_ptr<
     log_info("train_model: the plan recomputes every {} blocks, which this model does not support; not applied",
              hao.plan().checkpoint_every);
   }
-  const Plan plan = plan_user_batch(hao.plan(), *model, c);
+  const Plan plan = plan_user_batch(hao.plan(), *model, c, options.batch_size);
   const int64_t steps_per_epoch = plan_epochs(c, options, train->size(), plan.micro_batch_size * plan.grad_accum_steps);
   const fs::path run_dir = choose_run_dir(options);
   ensure_writable_dir(run_dir);

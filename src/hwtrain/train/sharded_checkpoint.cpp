@@ -1,5 +1,7 @@
 #include "hwtrain/train/sharded_checkpoint.h"
 
+#include "hwtrain/io/mapped_safetensors.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -127,6 +129,21 @@ void write_sharding_manifest(const fs::path& staging, int world_size, const Para
   j["shapes"] = nlohmann::json::object();
   for (const auto& [name, shape] : shapes) j["shapes"][name] = shape;
   write_file_atomic(staging / kShardingManifest, j.dump(1));
+}
+
+std::string checkpoint_model_format(const fs::path& dir) {
+  if (fs::exists(dir / kShardingManifest)) return "hwtrain-gpt";
+  const MappedSafetensors file(dir / "model.safetensors");  // the header only is read
+  const auto it = file.metadata().find("format");
+  return it == file.metadata().end() ? "hwtrain-gpt" : it->second;
+}
+
+void require_builtin_model_checkpoint(const fs::path& dir) {
+  const std::string format = checkpoint_model_format(dir);
+  if (format == "hwtrain-gpt") return;
+  throw IoError("checkpoint " + dir.string() + " holds a library model (format '" + format +
+                "', a user's TrainableModel trained by train_model or the Trainer), not one of hwtrain's own: "
+                "load it with Trainer::resume_from and that model");
 }
 
 NamedTensors read_checkpoint_weights(const fs::path& dir) {

@@ -29,6 +29,11 @@ void write_sharding_manifest(const std::filesystem::path& staging, int world_siz
 // The whole weights of a checkpoint (model.safetensors, or joined from the shards). IoError names
 // the file at fault: a missing or malformed shard or manifest, segments that do not cover a tensor.
 NamedTensors read_checkpoint_weights(const std::filesystem::path& dir);
+// The model format a checkpoint's weights were written as (model.safetensors' "format": "hwtrain-gpt"
+// for the built-in families, "hwtrain-module" for a user's TrainableModel); sharded: "hwtrain-gpt".
+std::string checkpoint_model_format(const std::filesystem::path& dir);
+// IoError unless the checkpoint holds one of hwtrain's own models (what eval, generate and export load).
+void require_builtin_model_checkpoint(const std::filesystem::path& dir);
 // The whole optimizer state: optimizer.safetensors, plus a sharded checkpoint's joined segments.
 NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
 

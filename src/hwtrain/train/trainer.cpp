@@ -215,7 +215,11 @@ double Trainer::run_step_with_retries(const torch::Tensor& x_NT, const torch::Te
         throw HardwareError(std::string("out of memory at micro-batch 1 (") + e.what() +
                             "); set optimization.checkpoint_every = 1 (recompute activations) or use a smaller model");
       }
-      micro_batch_size_ /= 2;
+      // The largest micro-batch at most half the last that divides the step's rows (halving 100
+      // would give 50, 25, 12: 8 x 12 = 96 rows and 4 lost).
+      int64_t smaller = 1;
+      for (const int64_t m : micro_batch_candidates(per_rank, micro_batch_size_ / 2)) smaller = m;
+      micro_batch_size_ = smaller;
       grad_accum_steps_ = per_rank / micro_batch_size_;
       ++oom_recoveries_;
       log_warn("step {}: out of memory ({}); retrying with micro-batch {} x {} accumulation steps", step_ + 1,
@@ -293,13 +297,22 @@ double Trainer::evaluate() {
   if (!data_->has_validation()) return NAN;
   const bool was_training = model_->module().is_training();
   model_->module().eval();
-  double sum = 0;
-  for (int64_t i = 0; i < options_.train.eval_batches; ++i) {
+  const int64_t batches = data_->validation_batches(micro_batch_size_, options_.train.eval_batches);
+  double sum = 0, weighted = 0;
+  int64_t rows = 0;
+  bool equal_rows = true;
+  for (int64_t i = 0; i < batches; ++i) {
     const Batch b = data_->validation_batch(i, micro_batch_size_);  // the same batches every evaluation
-    sum += forward_loss(b.x_BT.to(device_), b.y_BT.to(device_)).item<double>();
+    const double loss = forward_loss(b.x_BT.to(device_), b.y_BT.to(device_)).item<double>();
+    const int64_t n = b.x_BT.size(0);
+    equal_rows = equal_rows && n == micro_batch_size_;
+    sum += loss;
+    weighted += loss * static_cast<double>(n);
+    rows += n;
   }
   if (was_training) model_->module().train();
-  return sum / static_cast<double>(options_.train.eval_batches);
+  // Equal batches: their plain mean (the windows' evaluation, unchanged); else weighted by rows.
+  return equal_rows ? sum / static_cast<double>(batches) : weighted / static_cast<double>(rows);
 }
 
 TrainResult Trainer::fit() {

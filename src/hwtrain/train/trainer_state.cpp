@@ -2,6 +2,8 @@
 // read back for an exact resume (see training_checkpoint.h for the directory's contents).
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/io/checkpoint_store.h"
@@ -23,16 +25,28 @@ NamedTensors Trainer::snapshot_weights() const {
   }
   NamedTensors out;
   for (const auto& item : model_->module().named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  for (const auto& item : model_->module().named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
   return out;
 }
 
+// Every parameter and buffer by name, shapes equal, none left out (copy_ would broadcast a wrong shape).
 void Trainer::restore_weights(const NamedTensors& weights) {
   torch::NoGradGuard no_grad;
-  auto params = model_->module().named_parameters();
+  auto tensors = model_->module().named_parameters();
+  for (const auto& item : model_->module().named_buffers()) tensors.insert(item.key(), item.value());
+  std::set<std::string> given;
   for (const auto& [name, value] : weights) {
-    auto* p = params.find(name);
-    if (!p) throw IoError("weights lack no parameter named '" + name + "' in this model");
+    auto* p = tensors.find(name);
+    if (!p) throw IoError("the weights hold '" + name + "', which this model does not have");
+    if (p->sizes() != value.sizes()) {
+      throw IoError("the weights' '" + name + "' has shape " + c10::str(value.sizes()) + ", the model's " +
+                    c10::str(p->sizes()));
+    }
     p->copy_(value);
+    given.insert(name);
+  }
+  for (const auto& item : tensors) {
+    if (!given.count(item.key())) throw IoError("the weights lack the model's '" + item.key() + "'");
   }
 }
 
@@ -119,6 +133,10 @@ void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_trainin
 
 void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkpoint) {
   const TrainerStateFile s = parse_trainer_state(ckpt.state, checkpoint / "trainer_state.json");
+  if (ckpt.model_format != model_->checkpoint_format()) {
+    throw IoError("checkpoint " + checkpoint.string() + " holds a '" + ckpt.model_format + "' model, this run trains a '" +
+                  model_->checkpoint_format() + "' one; resume it with the model it was trained with");
+  }
   const DataIdentity data = data_->identity();
   if (s.dataset_tokenizer != data.tokenizer || s.dataset_vocab_size != data.vocab_size) {
     throw DataError("checkpoint " + checkpoint.string() + " was trained with tokenizer '" + s.dataset_tokenizer +

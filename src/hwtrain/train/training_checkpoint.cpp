@@ -42,6 +42,7 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
   TrainingCheckpoint ckpt;
   ckpt.config_toml = read_checkpoint_config(dir);
   ckpt.model = read_checkpoint_weights(dir);
+  ckpt.model_format = checkpoint_model_format(dir);
   ckpt.optimizer = read_checkpoint_optimizer(dir);
   const fs::path state_path = dir / "trainer_state.json";
   try {

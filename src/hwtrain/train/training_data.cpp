@@ -41,12 +41,20 @@ ExampleData::ExampleData(std::shared_ptr<const ExampleSource> train, std::shared
   }
 }
 
+// A step's rows are distinct within an epoch only: a global batch above the examples would repeat some.
 std::unique_ptr<BatchLoader> ExampleData::train_loader(LoaderOptions options) const {
-  return std::make_unique<BatchLoader>(std::make_shared<ExampleDraws>(train_, options.seed, options.sampling), options);
+  const int64_t global = options.batch_size * options.world_size;
+  if (global > train_->size()) {
+    throw ConfigError(train_->name() + " holds " + std::to_string(train_->size()) + " examples, fewer than the " +
+                      std::to_string(global) + " rows of one step; use a smaller batch size or more examples");
+  }
+  return std::make_unique<BatchLoader>(std::make_shared<ExampleDraws>(train_, options.seed, options.sampling), options,
+                                       train_->name());
 }
 
 Batch ExampleData::validation_batch(int64_t index, int64_t rows) const {
-  Rows r = stack_examples(*validation_, index * rows, rows);
+  const int64_t first = index * rows;
+  Rows r = stack_examples(*validation_, first, std::min(rows, validation_->size() - first));
   return {r.x, r.y};
 }
 

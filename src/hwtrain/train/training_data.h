@@ -4,7 +4,8 @@
 //                 training split through DatasetSampler, fixed validation windows, the dataset's
 //                 tokenizer for checkpoints; "tokens" are tokens.
 //   ExampleData:  a user's map-style ExampleSource for training and, optionally, another for
-//                 validation; shuffled (or in order) per epoch; "tokens" are rows (samples).
+//                 validation (evaluated whole, in micro-batches, the mean weighted by rows);
+//                 shuffled (or in order) per epoch; a row counts tokens_per_example() tokens.
 // The identity (tokenizer name, vocabulary, fingerprint) goes into checkpoints and is compared
 // when resuming.
 #pragma once
@@ -31,7 +32,10 @@ class TrainingData {
   // The training stream of one rank (options.block_size is set by the data for windows).
   virtual std::unique_ptr<BatchLoader> train_loader(LoaderOptions options) const = 0;
   virtual bool has_validation() const = 0;
-  // Validation batch number `index` of `rows` rows: the same batches at every evaluation.
+  // How many validation batches of `rows` rows an evaluation runs: train.eval_batches windows, or
+  // the whole of a user's validation examples.
+  virtual int64_t validation_batches(int64_t rows, int64_t eval_batches) const = 0;
+  // Validation batch number `index` of (at most) `rows` rows: the same batches at every evaluation.
   virtual Batch validation_batch(int64_t index, int64_t rows) const = 0;
   // `rows` rows of the right shapes for the batch-size probe (their values do not matter).
   virtual Batch probe_batch(int64_t rows, uint64_t seed) const = 0;
@@ -47,6 +51,7 @@ class TokenWindows : public TrainingData {
   TokenWindows(std::shared_ptr<const ShardedDataset> data, int64_t block_size, uint64_t val_seed);
   std::unique_ptr<BatchLoader> train_loader(LoaderOptions options) const override;
   bool has_validation() const override { return true; }
+  int64_t validation_batches(int64_t, int64_t eval_batches) const override { return eval_batches; }
   Batch validation_batch(int64_t index, int64_t rows) const override { return val_.batch_at(index, rows); }
   Batch probe_batch(int64_t rows, uint64_t seed) const override;
   int64_t tokens_per_row() const override { return block_size_; }
@@ -65,9 +70,10 @@ class ExampleData : public TrainingData {
   ExampleData(std::shared_ptr<const ExampleSource> train, std::shared_ptr<const ExampleSource> validation = nullptr);
   std::unique_ptr<BatchLoader> train_loader(LoaderOptions options) const override;
   bool has_validation() const override { return validation_ != nullptr; }
+  int64_t validation_batches(int64_t rows, int64_t) const override { return (validation_->size() + rows - 1) / rows; }
   Batch validation_batch(int64_t index, int64_t rows) const override;
   Batch probe_batch(int64_t rows, uint64_t seed) const override;
-  int64_t tokens_per_row() const override { return 1; }
+  int64_t tokens_per_row() const override { return train_->tokens_per_example(); }
   DataIdentity identity() const override;
 
  private:
