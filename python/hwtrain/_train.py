@@ -135,7 +135,7 @@ def _steps_for_epochs(epochs, file, items):
     return steps
 
 
-def train_model(preset_or_model_config=None, tokenizer="byte", sources=None, epochs=1, batch_size=None,
+def train_model(preset_or_model_config=None, tokenizer=None, sources=None, epochs=None, batch_size=None,
                 use_amp=None, num_workers=None, pin_memory=None, log_gpu_memory=None, *, config=None, out=None,
                 resume=None, **overrides):
     """Trains one of the built-in model families; train() with these names mapped onto config keys:
