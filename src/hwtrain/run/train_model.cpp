@@ -5,6 +5,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/data/corpus.h"
 #include "hwtrain/data/default_corpus.h"
 #include "hwtrain/model/gpt_model.h"
 #include "hwtrain/obs/log.h"
@@ -210,8 +211,12 @@ TrainHistory train_model(const ModelConfig& model, const std::string& tokenizer,
   ensure_writable_dir(run_dir);
   if (sources.size() == 1) {
     c.data.path = sources[0].string();
-  } else {  // one directory of links: prepared (and cached) as one corpus
-    const fs::path dir = run_dir / "sources";
+  } else {  // one directory of links, named by the sources: prepared (and cached) as one corpus
+    uint64_t key = 0;
+    for (const auto& src : sources) {
+      for (const char ch : fs::weakly_canonical(src).string()) key = counter_hash(key, static_cast<unsigned char>(ch));
+    }
+    const fs::path dir = data_cache_dir(c.data) / fmt::format("sources-{:016x}", key);
     fs::create_directories(dir);
     for (size_t i = 0; i < sources.size(); ++i) {
       if (!fs::is_regular_file(sources[i])) throw ConfigError("train_model: source " + sources[i].string() + " is not a file");
