@@ -69,8 +69,11 @@ find_or_install_torch() {
 # Test references from PyPI (issue 17: reference equality with Hugging Face transformers), pinned,
 # into hwtrain's own venv only: a preinstalled python (the GPU machines, offline) is left as it is,
 # and the tests that need them skip there, saying why. pytest runs the Python package's tests
-# (tests/python; issue 22).
+# (tests/python; issue 22). sentencepiece and protobuf let transformers convert a tokenizer.model
+# into a Llama tokenizer.json (tests/data/hf_sentencepiece_test.cpp).
 TRANSFORMERS_VERSION="${HWTRAIN_TRANSFORMERS_VERSION:-4.57.6}"
+SENTENCEPIECE_VERSION="${HWTRAIN_SENTENCEPIECE_VERSION:-0.2.3}"
+PROTOBUF_VERSION="${HWTRAIN_PROTOBUF_VERSION:-7.36.2}"
 PYTEST_VERSION="${HWTRAIN_PYTEST_VERSION:-9.0.3}"
 install_test_references() {
   local py=$1
@@ -78,6 +81,11 @@ install_test_references() {
   if ! "$py" -c "import transformers,sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
     log "installing transformers==$TRANSFORMERS_VERSION into $VENV (test reference)"
     "$py" -m pip install -q "transformers==$TRANSFORMERS_VERSION" >&2 || log "could not install transformers: its tests will skip"
+  fi
+  if ! "$py" -c "import sentencepiece,google.protobuf,sys; sys.exit(sentencepiece.__version__ != '$SENTENCEPIECE_VERSION' or google.protobuf.__version__ != '$PROTOBUF_VERSION')" 2>/dev/null; then
+    log "installing sentencepiece==$SENTENCEPIECE_VERSION protobuf==$PROTOBUF_VERSION into $VENV (test reference)"
+    "$py" -m pip install -q "sentencepiece==$SENTENCEPIECE_VERSION" "protobuf==$PROTOBUF_VERSION" >&2 ||
+      log "could not install sentencepiece and protobuf: the Llama tokenizer.json tests will skip"
   fi
   if ! "$py" -c "import pytest,sys; sys.exit(pytest.__version__ != '$PYTEST_VERSION')" 2>/dev/null; then
     log "installing pytest==$PYTEST_VERSION into $VENV (the Python package's tests)"

@@ -1,5 +1,6 @@
 // SentencePiece: training, encoding round trips, tokenizer files, and datasets that carry them.
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -77,20 +78,93 @@ TEST(SentencePiece, DirectoriesLoadAndTheNameFollowsTheModel) {
   EXPECT_THROW(make_tokenizer((dir / "junk.model").string()), ConfigError);
 }
 
+// A tokenizer.json as transformers converts a Llama tokenizer.model (legacy): the model's pieces, its
+// control and unknown pieces as added tokens, Prepend "▁" + Replace " " -> "▁", and the decoder.
+nlohmann::json llama_tokenizer_json(const fs::path& model) {
+  sentencepiece::SentencePieceProcessor sp;
+  EXPECT_TRUE(sp.Load(model.string()).ok());
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    vocab[sp.IdToPiece(id)] = id;
+    if (sp.IsControl(id) || sp.IsUnknown(id)) {
+      added.push_back({{"id", id}, {"content", sp.IdToPiece(id)}, {"single_word", false}, {"lstrip", false},
+                       {"rstrip", false}, {"normalized", false}, {"special", true}});
+    }
+  }
+  nlohmann::json j = nlohmann::json::parse(R"({
+      "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+                     {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+      "pre_tokenizer": null,
+      "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                  {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+      "model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "merges": []}})");
+  j["added_tokens"] = added;
+  j["model"]["vocab"] = vocab;
+  return j;
+}
+
 // A Hugging Face directory of Llama 2 or Mistral: its tokenizer.json (byte_fallback, normalizers:
-// not byte-level BPE) is passed over for the tokenizer.model beside it.
+// not byte-level BPE) and the tokenizer.model beside it, which encodes as the tokenizer.json says
+// (tests/data/hf_sentencepiece_test.cpp holds that to transformers); what it cannot follow is refused.
 TEST(SentencePiece, HuggingFaceDirectoriesOfLlama2AndMistralUseTheirTokenizerModel) {
   TempDir dir;
-  TokenizerTrainStats st = train_tiny(dir, "tok");
+  TokenizerTrainStats st = train_tiny(dir, "tok");  // identity normalization, no dummy prefix of its own
   fs::create_directories(dir / "hf");
   fs::copy_file(dir / "tok" / kTokenizerModelFile, dir / "hf" / kTokenizerModelFile);
-  dir.write("hf/tokenizer.json",
-            R"({"normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}]},
-                "model": {"type": "BPE", "byte_fallback": true, "vocab": {}, "merges": []}})");
+  const nlohmann::json llama = llama_tokenizer_json(dir / "hf" / kTokenizerModelFile);
+  // Llama 2's tokenizer.json has 1.8 MB, hwtrain's own a few hundred bytes.
+  dir.write("hf/tokenizer.json", llama.dump() + std::string(2 << 20, ' '));
   auto tok = load_tokenizer(dir / "hf");
-  EXPECT_EQ(tok->name(), st.name);
-  const std::string text = "The lazy dog runs far away.\n";
-  EXPECT_EQ(tok->encode(text), make_tokenizer((dir / "tok").string())->encode(text));
+  EXPECT_EQ(tok->name().rfind("hf-spm:", 0), 0u) << tok->name();
+  EXPECT_NE(tok->name(), st.name);
+  auto plain = make_tokenizer((dir / "tok").string());
+  const int32_t eot = plain->eot_id();
+  EXPECT_EQ(tok->eot_id(), eot);
+  const std::string eot_text = llama["added_tokens"][1]["content"];  // </s>
+  EXPECT_EQ(llama["added_tokens"][1]["id"], eot);
+  // Prepend "▁" before every piece between added tokens (legacy); their text is their id.
+  const std::string text = "The lazy dog runs  far away.";
+  EXPECT_EQ(tok->encode(text), plain->encode(" " + text));
+  std::vector<int32_t> want = plain->encode(" dog");
+  want.push_back(eot);
+  for (int32_t id : plain->encode(" far")) want.push_back(id);
+  EXPECT_EQ(tok->encode("dog" + eot_text + "far"), want);
+  EXPECT_EQ(tok->decode(tok->encode(text)), text);          // Strip takes the prefix off again
+  EXPECT_EQ(tok->decode(want), "dog" + eot_text + " far");  // as tokenizers decodes it
+  // Saved (with a dataset, a checkpoint) as Hugging Face's two files.
+  save_tokenizer(*tok, dir / "saved");
+  EXPECT_EQ(read_file(dir / "saved" / kTokenizerJsonFile), read_file(dir / "hf" / kTokenizerJsonFile));
+  EXPECT_EQ(load_tokenizer(dir / "saved")->name(), tok->name());
+  // Without Prepend (transformers' conversion when add_prefix_space is unset): the model's own pieces.
+  nlohmann::json no_prefix = llama;
+  no_prefix["normalizer"]["normalizers"].erase(0);
+  dir.write("hf/tokenizer.json", no_prefix.dump());
+  EXPECT_EQ(load_tokenizer(dir / "hf")->encode(text), plain->encode(text));
+  // What it cannot follow is refused by name.
+  const auto refused = [&](nlohmann::json j, const std::string& needle) {
+    dir.write("hf/tokenizer.json", j.dump());
+    testing::expect_data_error([&] { load_tokenizer(dir / "hf"); }, {needle});
+  };
+  nlohmann::json bad = llama;
+  bad["normalizer"]["normalizers"][0] = {{"type", "NFKC"}};
+  refused(bad, "normalizer 'NFKC'");
+  bad = llama;  // two pieces swapped
+  std::string a, b;
+  for (auto it = bad["model"]["vocab"].begin(); it != bad["model"]["vocab"].end(); ++it) {
+    if (it.value() == 10) a = it.key();
+    if (it.value() == 11) b = it.key();
+  }
+  bad["model"]["vocab"][a] = 11;
+  bad["model"]["vocab"][b] = 10;
+  refused(bad, "not converted from one another");
+  bad = llama;
+  bad["added_tokens"][1]["normalized"] = true;
+  refused(bad, "normalized: true");
+  bad = llama;
+  bad.erase("normalizer");
+  bad["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", true}};
+  refused(bad, "Metaspace");
+  dir.write("hf/tokenizer.json", llama.dump());
   fs::remove(dir / "hf" / kTokenizerModelFile);  // without it, the tokenizer.json's problem is named
   testing::expect_data_error([&] { load_tokenizer(dir / "hf"); }, {"normalizer"});
 }

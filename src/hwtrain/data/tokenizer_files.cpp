@@ -12,8 +12,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// tokenizer.json is a few hundred bytes; SentencePiece models of 256k pieces are ~5 MB.
-constexpr uint64_t kMaxTokenizerJsonBytes = 1u << 20;
+// hwtrain's tokenizer.json is a few hundred bytes, Hugging Face's several MB (GPT-2's 1.4, Llama 2's
+// 1.8, Llama 3's 9); SentencePiece models of 256k pieces are ~5 MB.
+constexpr uint64_t kMaxTokenizerJsonBytes = 64u << 20;
 constexpr uint64_t kMaxTokenizerModelBytes = 256u << 20;
 
 // The model file tokenizer.json names: a plain name inside the tokenizer's own directory (whose
@@ -34,7 +35,7 @@ nlohmann::json describe_tokenizer(const Tokenizer& tok) {
   if (dynamic_cast<const HfBpeTokenizer*>(&tok)) {
     j["type"] = "hf-bpe";
   } else if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
-    j["type"] = "sentencepiece";
+    j["type"] = spm->hf_json_text().empty() ? "sentencepiece" : "hf-sentencepiece";
     j["file"] = kTokenizerModelFile;
     j["num_pieces"] = spm->num_pieces();
   } else {
@@ -49,15 +50,20 @@ void save_tokenizer(const Tokenizer& tok, const fs::path& dir, const nlohmann::j
     write_file_atomic(dir / kTokenizerJsonFile, hf->json_text());
     return;
   }
+  const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok);
+  if (spm && !spm->hf_json_text().empty()) {  // Llama 2, Mistral: both of Hugging Face's files, unchanged
+    ensure_writable_dir(dir);
+    write_file_atomic(dir / kTokenizerModelFile, spm->model_bytes());
+    write_file_atomic(dir / kTokenizerJsonFile, spm->hf_json_text());
+    return;
+  }
   nlohmann::json j = describe_tokenizer(tok);
   if (j["type"] == "unknown") {
     throw ConfigError("tokenizer '" + tok.name() + "' cannot be saved: only byte and SentencePiece tokenizers can");
   }
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   ensure_writable_dir(dir);
-  if (const auto* spm = dynamic_cast<const SentencePieceTokenizer*>(&tok)) {
-    write_file_atomic(dir / kTokenizerModelFile, spm->model_bytes());
-  }
+  if (spm) write_file_atomic(dir / kTokenizerModelFile, spm->model_bytes());
   write_file_atomic(dir / kTokenizerJsonFile, j.dump(2) + "\n");
 }
 
@@ -77,18 +83,19 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_discarded() && HfBpeTokenizer::is_hf_tokenizer_json(j)) {
     try {
-      return std::make_unique<HfBpeTokenizer>(std::move(text), j, json_path.string());
+      return std::make_unique<HfBpeTokenizer>(text, j, json_path.string());  // a copy: the fallback needs it
     } catch (const ConfigError& e) {
       // Llama 2 and Mistral directories: a tokenizer.json of SentencePiece's kind (byte_fallback,
-      // normalizers) beside the tokenizer.model it was converted from, which SentencePiece reads.
+      // normalizers) beside the tokenizer.model it was converted from: SentencePiece encodes, as
+      // the tokenizer.json says (sentencepiece_tokenizer.h).
       const fs::path model = dir / kTokenizerModelFile;
       std::error_code ec;
       if (!fs::is_regular_file(model, ec)) throw DataError(e.what());
       try {
-        return std::make_unique<SentencePieceTokenizer>(read_regular_file(model, kMaxTokenizerModelBytes),
-                                                        model.string());
+        return SentencePieceTokenizer::from_hugging_face(read_regular_file(model, kMaxTokenizerModelBytes),
+                                                         model.string(), std::move(text), j, json_path.string());
       } catch (const Error& spm) {
-        throw DataError(std::string(e.what()) + "; and its tokenizer.model: " + spm.what());
+        throw DataError(std::string(e.what()) + "; and as the tokenizer.model beside it: " + spm.what());
       }
     }
   }

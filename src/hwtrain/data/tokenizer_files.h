@@ -14,10 +14,12 @@ namespace hwt {
 inline const char* const kTokenizerJsonFile = "tokenizer.json";
 inline const char* const kTokenizerModelFile = "tokenizer.model";
 
-// {"name", "type" ("byte" | "sentencepiece"), "vocab_size", "eot_id"[, "file", "num_pieces"]}.
+// {"name", "type" ("byte" | "sentencepiece" | "hf-bpe" | "hf-sentencepiece"), "vocab_size", "eot_id"[,
+// "file", "num_pieces"]}.
 nlohmann::json describe_tokenizer(const Tokenizer& tokenizer);
 
-// Writes tokenizer.json (and tokenizer.model for SentencePiece) into `dir`, each atomically.
+// Writes tokenizer.json (and tokenizer.model for SentencePiece) into `dir`, each atomically; a
+// Hugging Face tokenizer as its own files, unchanged.
 // `extra` fields are merged into tokenizer.json (e.g. how the model was trained).
 void save_tokenizer(const Tokenizer& tokenizer, const std::filesystem::path& dir,
                     const nlohmann::json& extra = nlohmann::json::object());

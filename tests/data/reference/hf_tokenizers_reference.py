@@ -21,12 +21,12 @@ WORDS = ("the quick brown fox jumps over lazy dog hello world tokenizer training
          "cafe\u0301 A\u030angstro\u0308m \u1100\u1161\u11a8 \u212b \ufb01ne").split()  # decomposed forms: NFC changes them
 
 
-def make_text(rng, megabytes, specials):
+def make_text(rng, megabytes, specials, words=WORDS):
     parts, size = [], 0
     while size < megabytes * 1_000_000:
         r = rng.random()
         if r < 0.70:
-            s = rng.choice(WORDS)
+            s = rng.choice(words)
         elif r < 0.80:
             s = str(rng.randint(0, 10 ** rng.randint(1, 9)))
         elif r < 0.90:
