@@ -4,7 +4,7 @@
 // (ModuleModel below does it for a module and a loss function); the rest has defaults:
 //   - weight decay on parameters of two or more dimensions (matrices, convolution kernels), none
 //     on biases and norms (nanoGPT's and timm's rule);
-//   - no activation checkpointing (the plan then says it was not applied);
+//   - no activation checkpointing (train_model applies the plan's and logs when a model cannot);
 //   - one sharding unit holding every parameter, without unit hooks: ZeRO-3 needs hooks and is
 //     refused, ZeRO-1/2 and data parallelism work;
 //   - training FLOPs of 6 x parameters per token of a row (ExampleSource::tokens_per_example, 1
