@@ -74,5 +74,49 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
   EXPECT_NE(testing::read_text(dir / "v-text.txt").find("val_perplexity"), std::string::npos);
 }
 
+// The Llama 2 form (a SentencePiece tokenizer.model with the tokenizer.json transformers converted
+// from it): the export carries both files unchanged, and transformers' AutoTokenizer loads the
+// exported directory with the ids of the original one.
+TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
+  const std::string py = HWTRAIN_PYTHON;
+  if (testing::run_shell(py + " -c 'import transformers, sentencepiece, google.protobuf' 2>/dev/null") != 0) {
+    GTEST_SKIP() << py << " has no transformers, sentencepiece or protobuf";
+  }
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string cd = "cd '" + dir.path().string() + "' && ";
+  const std::string bin = HWTRAIN_BINARY;
+  ASSERT_EQ(testing::run_shell(cd + "mkdir -p spref && " + py + " " + HWTRAIN_SOURCE_DIR +
+                               "/tests/data/reference/hf_sentencepiece_reference.py spref 0.02 > ref.log 2>&1"),
+            0)
+      << testing::read_text(dir / "ref.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " prepare corpus --separator % --tokenizer spref/llama2 -o data.hwt > p.log 2>&1"),
+            0)
+      << testing::read_text(dir / "p.log");
+  ASSERT_EQ(testing::run_shell(cd + bin +
+                               " train --data data.hwt --set data.tokenizer=spref/llama2 --set model.preset=tiny "
+                               "--set train.max_steps=2 --set train.eval_interval=0 --set train.sample_tokens=0 "
+                               "--set log.report=false --set log.tensorboard=false --set train.time_budget=0 "
+                               "--set optimization.intra_op_threads=1 --out run > t.log 2>&1"),
+            0)
+      << testing::read_text(dir / "t.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " export run --format hf -o exported > e.log 2>&1"), 0)
+      << testing::read_text(dir / "e.log");
+  EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json and tokenizer.model"), std::string::npos)
+      << testing::read_text(dir / "e.log");
+  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    EXPECT_EQ(read_file(dir / "exported" / name), read_file(dir / "spref" / "llama2" / name)) << name;
+  }
+  const std::string check =
+      "import transformers\n"
+      "t = transformers.AutoTokenizer.from_pretrained('exported')\n"
+      "ref = transformers.AutoTokenizer.from_pretrained('spref/llama2')\n"
+      "s = \"Don't panic: 42 caf\\u00e9s, \\u6771\\u4eac  </s>\\n\\n  done <s> x\"\n"
+      "assert t.encode(s) == ref.encode(s), (t.encode(s), ref.encode(s))\n"
+      "assert t.decode(t.encode(s)) == ref.decode(ref.encode(s))\n";
+  dir.write("check.py", check);
+  EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
+}
+
 }  // namespace
 }  // namespace hwt

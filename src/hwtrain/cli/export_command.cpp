@@ -5,6 +5,7 @@
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/hf_bpe_tokenizer.h"
+#include "hwtrain/data/sentencepiece_tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/interop/hf_export.h"
 #include "hwtrain/io/checkpoint_store.h"
@@ -39,11 +40,17 @@ int run_export(const ExportArgs& a) {
   if (has_tokenizer_files(ckpt)) {  // the run's tokenizer goes along when Hugging Face can read it
     const auto tok = load_tokenizer(ckpt);
     if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tok.get())) options.tokenizer_json = hf->json_text();
+    const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(tok.get());
+    if (sp && !sp->hf_json_text().empty()) {  // Llama 2 / Mistral: both files, as the run read them
+      options.tokenizer_json = sp->hf_json_text();
+      options.tokenizer_model = sp->model_bytes();
+    }
   }
   export_hf(config.model, weights, a.out, options);
   std::cout << "exported " << ckpt.string() << " (" << weights.size() << " tensors, " << a.dtype
             << (options.tokenizer_json.empty() ? ", no tokenizer files: the run's tokenizer has no Hugging Face form"
-                                               : ", tokenizer.json")
+                                               : options.tokenizer_model.empty() ? ", tokenizer.json"
+                                                                                 : ", tokenizer.json and tokenizer.model")
             << ") to " << a.out << "\n";
   return 0;
 }

@@ -153,6 +153,7 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
     write_weights(staging, hf, options.max_shard_bytes);
     if (!options.tokenizer_json.empty()) {
       write_file_atomic(staging / "tokenizer.json", options.tokenizer_json);
+      if (!options.tokenizer_model.empty()) write_file_atomic(staging / "tokenizer.model", options.tokenizer_model);
       write_file_atomic(staging / "tokenizer_config.json",
                         nlohmann::json({{"tokenizer_class", "PreTrainedTokenizerFast"}}).dump(2) + "\n");
     }

@@ -4,8 +4,9 @@
 // max_shard_bytes in shards model-0000i-of-0000n.safetensors with model.safetensors.index.json.
 // The directory is made beside `out` and renamed into place, so a failed export leaves nothing.
 // GPT-2's Conv1D weights are written transposed, as it stores them. Tokenizer files are written
-// when the run trained with a Hugging Face tokenizer.json (hwtrain's byte and SentencePiece
-// tokenizers have no Hugging Face form here).
+// when the run trained with a Hugging Face tokenizer: its tokenizer.json, and for the Llama 2 /
+// Mistral form its tokenizer.model too (hwtrain's byte tokenizer and plain SentencePiece models
+// have no Hugging Face form here).
 #pragma once
 #include <torch/torch.h>
 
@@ -23,6 +24,8 @@ struct HfExportOptions {
   // A Hugging Face tokenizer.json to write beside the weights (the run's own, when it trained with
   // one), with a tokenizer_config.json naming PreTrainedTokenizerFast; empty: no tokenizer files.
   std::string tokenizer_json;
+  // The SentencePiece model beside it (a Llama 2 / Mistral form), written as tokenizer.model; empty: none.
+  std::string tokenizer_model;
   torch::ScalarType dtype = torch::kFloat32;  // of the written weights: F32, BF16 or F16
   int64_t max_shard_bytes = 5'000'000'000;    // transformers' default: shard above 5 GB
 };
