@@ -12,6 +12,25 @@
 namespace hwt {
 namespace {
 
+// In `dir` (holding corpus/ and the tokenizer directory): prepares the corpus with the tokenizer,
+// trains the tiny model 2 steps on it (run/) and exports the run (exported/, its log e.log).
+void train_and_export(const testing::TempDir& dir, const std::string& tokenizer) {
+  const std::string cd = "cd '" + dir.path().string() + "' && ";
+  const std::string bin = HWTRAIN_BINARY;
+  ASSERT_EQ(testing::run_shell(cd + bin + " prepare corpus --separator % --tokenizer " + tokenizer +
+                               " -o data.hwt > p.log 2>&1"),
+            0)
+      << testing::read_text(dir / "p.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " train --data data.hwt --set data.tokenizer=" + tokenizer +
+                               " --set model.preset=tiny --set train.max_steps=2 --set train.eval_interval=0 "
+                               "--set train.sample_tokens=0 --set log.report=false --set log.tensorboard=false "
+                               "--set train.time_budget=0 --set optimization.intra_op_threads=1 --out run > t.log 2>&1"),
+            0)
+      << testing::read_text(dir / "t.log");
+  ASSERT_EQ(testing::run_shell(cd + bin + " export run --format hf -o exported > e.log 2>&1"), 0)
+      << testing::read_text(dir / "e.log");
+}
+
 TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
   const std::string py = HWTRAIN_PYTHON;
   if (testing::run_shell(py + " -c 'import transformers, tokenizers' 2>/dev/null") != 0) {
@@ -25,18 +44,8 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
                                "/tests/data/reference/hf_tokenizers_reference.py tokref 0.02 > ref.log 2>&1"),
             0)
       << testing::read_text(dir / "ref.log");
-  ASSERT_EQ(testing::run_shell(cd + bin + " prepare corpus --separator % --tokenizer tokref/gpt2 -o data.hwt > p.log 2>&1"),
-            0)
-      << testing::read_text(dir / "p.log");
-  ASSERT_EQ(testing::run_shell(cd + bin +
-                               " train --data data.hwt --set data.tokenizer=tokref/gpt2 --set model.preset=tiny "
-                               "--set train.max_steps=2 --set train.eval_interval=0 --set train.sample_tokens=0 "
-                               "--set log.report=false --set log.tensorboard=false --set train.time_budget=0 "
-                               "--set optimization.intra_op_threads=1 --out run > t.log 2>&1"),
-            0)
-      << testing::read_text(dir / "t.log");
-  ASSERT_EQ(testing::run_shell(cd + bin + " export run --format hf -o exported > e.log 2>&1"), 0)
-      << testing::read_text(dir / "e.log");
+  train_and_export(dir, "tokref/gpt2");
+  if (HasFatalFailure()) return;
   EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json"), std::string::npos);
   EXPECT_EQ(read_file(dir / "exported" / "tokenizer.json"), read_file(dir / "tokref" / "gpt2" / "tokenizer.json"));
   const std::string check =
@@ -85,23 +94,12 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string cd = "cd '" + dir.path().string() + "' && ";
-  const std::string bin = HWTRAIN_BINARY;
   ASSERT_EQ(testing::run_shell(cd + "mkdir -p spref && " + py + " " + HWTRAIN_SOURCE_DIR +
                                "/tests/data/reference/hf_sentencepiece_reference.py spref 0.02 > ref.log 2>&1"),
             0)
       << testing::read_text(dir / "ref.log");
-  ASSERT_EQ(testing::run_shell(cd + bin + " prepare corpus --separator % --tokenizer spref/llama2 -o data.hwt > p.log 2>&1"),
-            0)
-      << testing::read_text(dir / "p.log");
-  ASSERT_EQ(testing::run_shell(cd + bin +
-                               " train --data data.hwt --set data.tokenizer=spref/llama2 --set model.preset=tiny "
-                               "--set train.max_steps=2 --set train.eval_interval=0 --set train.sample_tokens=0 "
-                               "--set log.report=false --set log.tensorboard=false --set train.time_budget=0 "
-                               "--set optimization.intra_op_threads=1 --out run > t.log 2>&1"),
-            0)
-      << testing::read_text(dir / "t.log");
-  ASSERT_EQ(testing::run_shell(cd + bin + " export run --format hf -o exported > e.log 2>&1"), 0)
-      << testing::read_text(dir / "e.log");
+  train_and_export(dir, "spref/llama2");
+  if (HasFatalFailure()) return;
   EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json and tokenizer.model"), std::string::npos)
       << testing::read_text(dir / "e.log");
   for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
