@@ -74,7 +74,7 @@ class ModuleModel : public TrainableModel {
   using Loss = std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& target)>;
   ModuleModel(std::shared_ptr<torch::nn::Module> module, Forward forward, Loss loss);
   torch::nn::Module& module() override { return *module_; }
-  // ConfigError naming the shape when the loss is not a scalar.
+  // loss(forward(x), y); the Trainer checks that it is a scalar (check_scalar_loss), every model's.
   torch::Tensor forward_loss(const torch::Tensor& x, const torch::Tensor& y) override;
   bool set_cast_outputs(bool on) override {
     cast_outputs_ = on;
