@@ -104,3 +104,21 @@ TEST(Files, PathInsideDirIsRelativeWithoutDotComponents) {
 
 }  // namespace
 }  // namespace hwt
+
+namespace hwt {
+namespace {
+
+TEST(Files, TimestampedPathNeverNamesAnExistingDirectory) {
+  testing::TempDir dir;
+  const fs::path first = timestamped_path(dir.path(), "run-");
+  EXPECT_EQ(first.parent_path(), dir.path());
+  EXPECT_EQ(first.filename().string().rfind("run-", 0), 0u);
+  EXPECT_EQ(first.filename().string().size(), std::string("run-YYYYmmdd-HHMMSS").size());
+  fs::create_directories(first);
+  const fs::path second = timestamped_path(dir.path(), "run-");  // same second, or a later one
+  EXPECT_NE(second, first);
+  EXPECT_FALSE(fs::exists(second));
+}
+
+}  // namespace
+}  // namespace hwt

@@ -2,8 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <ctime>
-
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/default_corpus.h"
@@ -75,11 +73,7 @@ fs::path default_checkpoint_dir(const std::string& out) {
 }
 
 fs::path new_run_dir() {
-  std::time_t now = std::time(nullptr);
-  char name[32];
-  std::strftime(name, sizeof name, "%Y%m%d-%H%M%S", std::localtime(&now));
-  fs::path dir = fs::path("runs") / name;
-  for (int i = 1; fs::exists(dir); ++i) dir = fs::path("runs") / (std::string(name) + "-" + std::to_string(i));
+  const fs::path dir = timestamped_path("runs");
   ensure_writable_dir(dir);
   // runs/latest -> <name>: replaced atomically by renaming a fresh link over it.
   fs::path link = fs::path("runs") / "latest";

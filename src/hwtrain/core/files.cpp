@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -154,6 +155,16 @@ void ensure_writable_dir(const fs::path& dir) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+fs::path timestamped_path(const fs::path& parent, const std::string& prefix) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  const std::string name = prefix + stamp;
+  fs::path dir = parent / name;
+  for (int i = 1; fs::exists(dir); ++i) dir = parent / (name + "-" + std::to_string(i));
+  return dir;
 }
 
 }  // namespace hwt

@@ -39,4 +39,8 @@ void ensure_writable_dir(const fs::path& dir);
 // A unique sibling path for temporary output: "<parent>/.<name>.tmp-<pid>-<counter>".
 fs::path temp_sibling(const fs::path& path);
 
+// parent/<prefix><YYYYmmdd-HHMMSS> in local time, with "-1", "-2", ... appended while that
+// exists: a new run directory's name (not created).
+fs::path timestamped_path(const fs::path& parent, const std::string& prefix = "");
+
 }  // namespace hwt

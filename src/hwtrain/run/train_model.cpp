@@ -1,7 +1,6 @@
 #include "hwtrain/run/train_model.h"
 
 #include <cmath>
-#include <ctime>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
@@ -67,12 +66,7 @@ fs::path choose_run_dir(const TrainModelOptions& o) {
     }
     return o.run_dir;
   }
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  fs::path dir = fs::path("runs") / (std::string("train_model-") + stamp);
-  for (int i = 1; fs::exists(dir); ++i) dir = fs::path("runs") / (std::string("train_model-") + stamp + "-" + std::to_string(i));
-  return dir;
+  return timestamped_path("runs", "train_model-");
 }
 
 // train.max_steps from the epochs (unless set explicitly) and the steps of one epoch.
