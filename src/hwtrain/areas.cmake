@@ -22,7 +22,7 @@ hwtrain_area_glob(io     DEPS hwtrain_core)                # safetensors, checkp
 hwtrain_area_glob(model  DEPS hwtrain_core)                # GPT, attention, generation
 hwtrain_area_glob(interop DEPS hwtrain_model hwtrain_io)  # Hugging Face names, weights and configs
 hwtrain_area_glob(data   DEPS hwtrain_core hwtrain_obs PkgConfig::SENTENCEPIECE PkgConfig::PCRE2 PkgConfig::ICU)  # tokenizers, shards, loader
-hwtrain_area_glob(dist   DEPS hwtrain_core hwtrain_obs)  # c10d process groups, DDP, ZeRO-1/2/3, launcher
+hwtrain_area_glob(dist   DEPS hwtrain_core hwtrain_obs hwtrain_model)  # c10d process groups, DDP, ZeRO-1/2/3, launcher
 hwtrain_area_glob(plan   DEPS hwtrain_hw hwtrain_model hwtrain_dist)  # planner, memory model
 hwtrain_area_glob(train  DEPS hwtrain_plan hwtrain_data hwtrain_io hwtrain_dist hwtrain_obs)  # precision, trainer, callbacks
 # The run as a whole, above every area it aggregates: RunConfig (each area's options struct, bound

@@ -40,6 +40,12 @@ static RunConfig read_config(const ConfigOptions& options, const std::optional<f
   saved.apply_toml(read_checkpoint_config(*checkpoint), (*checkpoint / "config.toml").string());
   RunConfig config = saved;
   config.explicit_keys.clear();
+  // The parallel layout belongs to the launch, not to the model: checkpoints hold whole tensors, so
+  // a run trained at tensor_parallel = 2 resumes on one process unless this launch asks again.
+  config.dist.tensor_parallel = RunConfig{}.dist.tensor_parallel;
+  config.dist.pipeline_parallel = RunConfig{}.dist.pipeline_parallel;
+  saved.explicit_keys.erase("dist.tensor_parallel");
+  saved.explicit_keys.erase("dist.pipeline_parallel");
   if (!options.config_file.empty()) config.apply_toml(read_file(options.config_file), options.config_file);
   for (const auto& o : overrides) config.apply_override(o);
   // The architecture comes from the checkpoint.

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/parallel_setup.h"
 #include "hwtrain/cli/run_dir.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/cli/train_run.h"
@@ -240,7 +241,9 @@ int run_train(const TrainArgs& a) {
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
   if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
-  const PlanContext context{env.world_size, env.local_rank};
+  const DeviceMesh mesh_shape = run_mesh_shape(config, env.world_size);  // data parallel = the rest
+  PlanContext context{mesh_shape.data_parallel(), env.local_rank};
+  context.model_parallel = mesh_shape.tensor_parallel() * mesh_shape.pipeline_parallel();
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) group = join_group(env, config, context);
   // Rank 0 chooses the run directory (and prepares the data) first; the others follow it.
@@ -264,12 +267,14 @@ int run_train(const TrainArgs& a) {
                              (checkpoint ? checkpoint->string() : std::string("no")) + "\nplan " +
                              plan_fingerprint(optimizer.plan()));
   }
+  check_plan_for_mesh(mesh_shape, optimizer.plan());
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
   GPT model = build_run_model(optimizer, a.init_from);
-  Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, env.rank, env.world_size);
+  const RunMesh mesh = join_mesh(mesh_shape, group, model);  // tensor parallel: the layers cut to this rank's shard
+  Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, mesh.data_rank(), mesh.data_size());
   auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
                                                         config.train.log_interval, rank0, checkpoint.has_value());
   trainer.add_callback(metrics_logger);
@@ -284,7 +289,10 @@ int run_train(const TrainArgs& a) {
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
   DataParallelParts parallel;
-  if (group) parallel = attach_data_parallel(trainer, group, model, config.dist, optimizer.plan(), env);
+  if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, model, config.dist, optimizer.plan(), env);
+  if (group && mesh.model_parallel()) {  // a stop (Ctrl-C, a callback) must end every rank, not one replica
+    trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
+  }
   log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
            group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy");
 
@@ -297,7 +305,12 @@ int run_train(const TrainArgs& a) {
   const bool sample = config.train.sample_tokens > 0;
   if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
   if (group) group->shutdown();
-  if (sample && rank0) log_sample(model, config, trainer, *data, optimizer.device());
+  if (sample && mesh.tensor) {
+    log_info("train.sample_tokens: no sample after a tensor-parallel run (decoding needs the whole model); "
+             "sample from its checkpoint with `hwtrain generate`");
+  } else if (sample && rank0) {
+    log_sample(model, config, trainer, *data, optimizer.device());
+  }
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }

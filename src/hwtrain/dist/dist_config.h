@@ -1,4 +1,4 @@
-// DistConfig: data-parallel options. World size and rank come from the environment (torchrun,
+// DistConfig: distributed options (data parallel, sharding, the parallel mesh). World size and rank come from the environment (torchrun,
 // Slurm or `hwtrain launch`), not from here. Header-only plain struct.
 #pragma once
 #include <cstdint>
@@ -39,9 +39,15 @@ struct DistConfig {
   double bucket_size_mb = 25.0;
   std::optional<Sharding> sharding;  // empty = auto: the planner's choice
   double timeout = 60.0;
+  // The (data x pipeline x tensor) mesh (dist/device_mesh.h): ranks per tensor-parallel group and
+  // pipeline stages; data parallel is the rest of the world size.
+  int64_t tensor_parallel = 1;
+  int64_t pipeline_parallel = 1;
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
+    check_at_least("dist.tensor_parallel", tensor_parallel, 1);
+    check_at_least("dist.pipeline_parallel", pipeline_parallel, 1);
     if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
   }
 
@@ -53,6 +59,11 @@ struct DistConfig {
       "what data-parallel ranks shard: none, zero1 (AdamW moments), zero2 (moments, fp32 master weights and "
       "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)");
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
+    v("tensor_parallel", tensor_parallel,
+      "ranks that split each layer's weights (Megatron-style tensor parallelism; consecutive ranks, so a group "
+      "stays on one node); must divide the world size, model.n_head and model.n_kv_head");
+    v("pipeline_parallel", pipeline_parallel,
+      "pipeline stages the blocks are cut into (1 = none); data parallel is world size / (tensor x pipeline)");
   }
 };
 

@@ -125,6 +125,8 @@ void ProcessGroup::await_ranks(const std::string& master) {
 }
 
 void ProcessGroup::create_backend(const DistEnv& env, const std::string& backend) {
+  // Single-node runs talk over loopback; across nodes Gloo binds the address of this host.
+  bind_host_ = is_loopback(env.master_addr) ? "127.0.0.1" : "";
   // The backend's own keys stay apart from hwtrain's.
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg/" + backend, store_);
   backend_name_ = backend;
@@ -132,14 +134,52 @@ void ProcessGroup::create_backend(const DistEnv& env, const std::string& backend
     if (backend == "nccl") {
       backend_ = make_nccl_backend(prefixed, rank_, world_size_, timeout_, device_.index() < 0 ? 0 : device_.index());
     } else {
-      // Single-node runs talk over loopback; across nodes Gloo binds the address of this host.
-      backend_ = make_gloo_backend(prefixed, rank_, world_size_, timeout_, is_loopback(env.master_addr) ? "127.0.0.1" : "");
+      backend_ = make_gloo_backend(prefixed, rank_, world_size_, timeout_, bind_host_);
     }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     throw DistError("cannot create the " + backend + " process group (rank " + std::to_string(rank_) + " of " +
                     std::to_string(world_size_) + "): " + error_text(e));
+  }
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks, const std::string& name) {
+  // make_shared cannot reach the private constructor.
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(SubgroupTag{}, *this, ranks, name));
+}
+
+ProcessGroup::ProcessGroup(SubgroupTag, ProcessGroup& parent, std::vector<int> members, const std::string& name)
+    : rank_(-1),
+      world_size_(static_cast<int>(members.size())),
+      device_(parent.device_),
+      backend_name_(parent.backend_name_),
+      master_(parent.master_),
+      bind_host_(parent.bind_host_),
+      parent_(&parent),
+      timeout_(parent.timeout_),
+      completed_(parent.completed_) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] < 0 || members[i] >= parent.world_size_ || (i > 0 && members[i] <= members[i - 1])) {
+      throw ConfigError("process group '" + name + "': its ranks must be ascending ranks of the " +
+                        std::to_string(parent.world_size_) + "-rank group");
+    }
+    members_.push_back(parent.world_rank(members[i]));
+    if (members[i] == parent.rank_) rank_ = static_cast<int>(i);
+  }
+  if (rank_ < 0) throw ConfigError("process group '" + name + "': this rank is not one of its members");
+  store_ = c10::make_intrusive<c10d::PrefixStore>("sub/" + name, parent.store_);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg/" + backend_name_, store_);
+  try {
+    if (backend_name_ == "nccl") {
+      backend_ = make_nccl_backend(prefixed, rank_, world_size_, timeout_, device_.index() < 0 ? 0 : device_.index());
+    } else {
+      backend_ = make_gloo_backend(prefixed, rank_, world_size_, timeout_, bind_host_);
+    }
+  } catch (const std::exception& e) {
+    parent.failed_ = true;
+    throw DistError("cannot create the " + backend_name_ + " process group '" + name + "' (rank " +
+                    std::to_string(parent.rank_) + "): " + error_text(e) + "; " + parent.blame());
   }
 }
 
@@ -168,12 +208,12 @@ void ProcessGroup::wait(const WorkPtr& work, const std::string& what) {
 
 void ProcessGroup::send(torch::Tensor& tensor, int dst, int tag) {
   std::vector<torch::Tensor> tensors{tensor};
-  wait(backend_->send(tensors, dst, tag), "sending to rank " + std::to_string(dst));
+  wait(backend_->send(tensors, dst, tag), "sending to rank " + std::to_string(world_rank(dst)));
 }
 
 void ProcessGroup::recv(torch::Tensor& tensor, int src, int tag) {
   std::vector<torch::Tensor> tensors{tensor};
-  wait(backend_->recv(tensors, src, tag), "receiving from rank " + std::to_string(src));
+  wait(backend_->recv(tensors, src, tag), "receiving from rank " + std::to_string(world_rank(src)));
 }
 
 void ProcessGroup::barrier(const std::string& what) {
@@ -186,10 +226,15 @@ void ProcessGroup::barrier(const std::string& what) {
 void ProcessGroup::fail(const std::string& what, const std::string& error) {
   failed_ = true;
   if (heartbeat_) heartbeat_->set_state("failed");
-  throw DistError(what + " failed on rank " + std::to_string(rank_) + ": " + error + "; " + blame());
+  if (parent_) {
+    parent_->failed_ = true;
+    if (parent_->heartbeat_) parent_->heartbeat_->set_state("failed");
+  }
+  throw DistError(what + " failed on rank " + std::to_string(world_rank(rank_)) + ": " + error + "; " + blame());
 }
 
 std::string ProcessGroup::blame() {
+  if (parent_) return parent_->blame();
   if (!heartbeat_) return "no heartbeat information";
   const double interval = std::chrono::duration<double>(heartbeat_->interval()).count();
   // A peer that just died still has a fresh last beat: give the evidence a few intervals.

@@ -88,10 +88,22 @@ class ProcessGroup {
   // seen as stale only a few heartbeat intervals after it died): "rank 1 stopped responding ...".
   std::string blame();
 
+  // A group of some of this group's ranks (`ranks`: ascending ranks of this group, this rank among
+  // them) with its own backend over this group's store, its keys under "sub/<name>/": a mesh's
+  // tensor-, pipeline- or data-parallel group (dist/device_mesh.h). Every member creates it with the
+  // same name and ranks (one Gloo connection per pair of members, no collective over the others). Its
+  // rank() and world_size() count its members; its waits are bounded by the same timeout and blame a
+  // failure through this group's heartbeats. This group must outlive it.
+  std::shared_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
+  // This group's rank `rank` in the world (the group created from the environment).
+  int world_rank(int rank) const { return members_.empty() ? rank : members_.at(static_cast<size_t>(rank)); }
+
   c10d::Store& store() { return *store_; }  // hwtrain's own keys live under "hwt/"
   c10d::Backend& backend() { return *backend_; }
 
  private:
+  struct SubgroupTag {};
+  ProcessGroup(SubgroupTag, ProcessGroup& parent, std::vector<int> members, const std::string& name);
   void await_ranks(const std::string& master);
   void create_backend(const DistEnv& env, const std::string& backend);
   [[noreturn]] void fail(const std::string& what, const std::string& error);
@@ -100,6 +112,9 @@ class ProcessGroup {
   torch::Device device_;
   std::string backend_name_;
   std::string master_;  // "addr:port", for messages
+  std::string bind_host_;  // Gloo's address for this rank: loopback on one node, else empty (Gloo's choice)
+  ProcessGroup* parent_ = nullptr;  // a subgroup's world group (heartbeats, blame)
+  std::vector<int> members_;        // a subgroup's members as world ranks; empty for the world group
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> backend_;

@@ -63,20 +63,22 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const CausalSelfAttentionOption
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "CausalSelfAttention expects (B, T, C), got ", x_BTC.sizes());
-  const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
-  const int64_t H = options_.n_head, D = C / H;
+  const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
+  // This rank's width: all of n_embd, or its heads' share under tensor parallelism.
+  const int64_t C = c_attn->weight.size(0) / 3, D = options_.n_embd / options_.n_head, H = C / D;
 
-  auto qkv = linear(c_attn, x_BTC).split(C, /*dim=*/2);
+  auto qkv = linear(c_attn, tp_enter(x_BTC, tp_.get())).split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   auto k_BHTD = qkv[1].view({B, T, H, D}).transpose(1, 2);
   auto v_BHTD = qkv[2].view({B, T, H, D}).transpose(1, 2);
 
   auto y_BHTD = attend(q_BHTD, k_BHTD, v_BHTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout_(linear(c_proj, y_BTC));
+  return resid_dropout_(tp_ ? row_parallel_linear(c_proj, y_BTC, *tp_) : linear(c_proj, y_BTC));
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv) {
+  TORCH_CHECK(!tp_, "incremental decoding is not implemented for a tensor-parallel model");
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
   const int64_t H = options_.n_head, D = C / H;
   auto qkv = linear(c_attn, x_BTC).split(C, /*dim=*/2);

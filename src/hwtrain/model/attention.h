@@ -18,6 +18,7 @@
 
 #include "hwtrain/model/attention_kernel.h"
 #include "hwtrain/model/kv_cache.h"
+#include "hwtrain/model/tensor_parallel.h"
 
 namespace hwt {
 
@@ -53,6 +54,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x_BTC);
   // The new positions of x after those in `kv` (eval): their keys and values are appended.
   torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv);
+  // Tensor parallel (model/tensor_parallel.h): c_attn holds this rank's heads (column-parallel),
+  // c_proj their input columns (row-parallel).
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) { tp_ = std::move(comm); }
   // The heads' causal attention with the chosen kernel, without the projections around it:
   // q, k, v of shape (B, H, T, D), any strides -> (B, H, T, D).
   torch::Tensor attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD, const torch::Tensor& v_BHTD);
@@ -69,6 +73,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
                                const torch::Tensor& v_BHTD);
 
   CausalSelfAttentionOptions options_;
+  std::shared_ptr<TensorParallelComm> tp_;
   std::shared_ptr<CausalMaskCache> mask_cache_;
   AttentionKernel kernel_;
   torch::nn::Dropout attn_dropout_{nullptr};

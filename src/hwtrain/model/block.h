@@ -33,6 +33,8 @@ class MLPImpl : public torch::nn::Module {
   // tanh_gelu: GELU's tanh approximation (GPT-2's "gelu_new") instead of the exact erf form.
   MLPImpl(int64_t n_embd, double dropout, bool bias, bool tanh_gelu = false);
   torch::Tensor forward(const torch::Tensor& x_BTC);
+  // Tensor parallel: c_fc holds this rank's columns, c_proj the matching rows of its input.
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) { tp_ = std::move(comm); }
 
   torch::nn::Linear c_fc{nullptr};    // C -> 4C
   torch::nn::Linear c_proj{nullptr};  // 4C -> C, a residual branch
@@ -40,6 +42,7 @@ class MLPImpl : public torch::nn::Module {
  private:
   torch::nn::Dropout dropout_{nullptr};
   bool tanh_gelu_ = false;
+  std::shared_ptr<TensorParallelComm> tp_;
 };
 TORCH_MODULE(MLP);
 
@@ -58,6 +61,10 @@ class BlockImpl : public DecoderBlockImpl {
   torch::Tensor forward(const torch::Tensor& x_BTC) override;
   void set_kernel(AttentionKernel kernel) override { attn->set_kernel(kernel); }
   torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) override;
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) override {
+    attn->set_tensor_parallel(comm);
+    mlp->set_tensor_parallel(std::move(comm));
+  }
 
   LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};

@@ -7,6 +7,7 @@
 
 #include "hwtrain/model/attention_kernel.h"
 #include "hwtrain/model/kv_cache.h"
+#include "hwtrain/model/tensor_parallel.h"
 
 namespace hwt {
 
@@ -17,6 +18,9 @@ class DecoderBlockImpl : public torch::nn::Module {
   // Incremental decoding (eval, no grad): x holds the positions pos, pos + 1, ... after those in
   // `kv`, whose keys and values are appended.
   virtual torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) = 0;
+  // Tensor parallel: the layer's weights are already cut to this rank's shard (GPT::set_tensor_parallel);
+  // from now on it runs its heads and MLP columns and sums the partial outputs over `comm`.
+  virtual void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) = 0;
 };
 
 }  // namespace hwt

@@ -95,11 +95,13 @@ void GPTImpl::init_weights() {
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
+  if (tp_) return tensor_parallel_forward(hidden_states(idx_BT));
   return torch::linear(hidden_states(idx_BT), head_weight());
 }
 
 torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
   auto x_BTC = hidden_states(idx_BT);
+  if (tp_) return tensor_parallel_loss(x_BTC, targets_BT);
   if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
   return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
 }
@@ -114,7 +116,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
 
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
   if (hooks) hooks->before_forward(0);
-  auto x_BTC = wte(idx_BT);
+  auto x_BTC = tp_ ? vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_) : wte(idx_BT);
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
   x_BTC = drop_(x_BTC);
   if (hooks && !cfg_.tied_head()) x_BTC = hooks->after_forward(0, x_BTC);  // tied: the head uses it last

@@ -12,7 +12,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "hwtrain/model/llama_block.h"
 #include "hwtrain/model/model_config.h"
 #include "hwtrain/model/parameter_units.h"
+#include "hwtrain/model/tensor_parallel.h"
 
 namespace hwt {
 
@@ -89,6 +92,21 @@ class GPTImpl : public torch::nn::Module {
   void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) { unit_hooks_ = std::move(hooks); }
   UnitHooks* unit_hooks() const { return unit_hooks_.get(); }
 
+  // Tensor parallelism (model/tensor_parallel.h, Megatron-LM's layout): cuts every weight to this
+  // rank's shard in place (tensor_parallel_spec) and from then on runs on the shards over `comm`:
+  // vocabulary-parallel embedding, head and loss; column-parallel q/k/v and MLP inputs; row-parallel
+  // outputs; norms and position embeddings whole on every rank. Call once, on a model built from the
+  // same seed on every rank, before an optimizer holds its parameters. ConfigError when the heads,
+  // key/value heads or MLP width do not divide by the group's size or the vocabulary is smaller.
+  // forward() then returns the whole logits, gathered without gradient (evaluation, sampling);
+  // forward_loss never builds them (the fused LM-head loss is not used: the slices are its saving).
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm);
+  TensorParallelComm* tensor_parallel() const { return tp_.get(); }
+  // How parameter `name`, or its optimizer state "exp_avg.<name>" / "exp_avg_sq.<name>", is cut.
+  ShardSpec tensor_parallel_spec(const std::string& name) const;
+  // The whole tensor's length along its cut dimension, for a name tensor_parallel_spec cuts.
+  int64_t whole_rows(const std::string& name) const;
+
   void set_fused_lm_head_loss(bool on) { fused_lm_head_loss_ = on; }
   bool uses_fused_lm_head_loss() const { return fused_lm_head_loss_; }
 
@@ -109,6 +127,8 @@ class GPTImpl : public torch::nn::Module {
 
  private:
   void init_weights();
+  torch::Tensor tensor_parallel_forward(const torch::Tensor& x_BTC);
+  torch::Tensor tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);
 
   ModelConfig cfg_;
   int64_t vocab_size_;
@@ -121,6 +141,9 @@ class GPTImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<DecoderBlockImpl>> layers_;  // the modules of h, either family
   std::shared_ptr<RotaryCache> rotary_;  // llama
   std::shared_ptr<UnitHooks> unit_hooks_;
+  std::shared_ptr<TensorParallelComm> tp_;
+  RowRange vocab_rows_;                         // this rank's rows of the vocabulary under tensor parallelism
+  std::map<std::string, int64_t> whole_rows_;  // a cut parameter's whole length along its cut dimension
 };
 TORCH_MODULE(GPT);
 

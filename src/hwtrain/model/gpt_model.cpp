@@ -1,5 +1,7 @@
 #include "hwtrain/model/gpt_model.h"
 
+#include "hwtrain/core/error.h"
+
 namespace hwt {
 
 double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
@@ -7,8 +9,45 @@ double training_flops_per_token(const ModelConfig& m, int64_t num_params) {
          12.0 * static_cast<double>(m.n_layer * m.n_embd * m.block_size);
 }
 
+// Under tensor parallelism: this rank's share of the whole model's FLOPs (the MFU divides by one device).
 double GptModel::training_flops_per_row(int64_t row_elements) {
-  return training_flops_per_token(gpt_->config(), gpt_->num_parameters(false)) * static_cast<double>(row_elements);
+  TensorParallelComm* tp = gpt_->tensor_parallel();
+  if (!tp) return training_flops_per_token(gpt_->config(), gpt_->num_parameters(false)) * static_cast<double>(row_elements);
+  const int64_t whole = GPTImpl::count_parameters(gpt_->config(), gpt_->vocab_size(), /*exclude_position_embedding=*/false);
+  return training_flops_per_token(gpt_->config(), whole) * static_cast<double>(row_elements) / tp->size();
+}
+
+NamedParameters GptModel::whole_tensors(NamedParameters local) {
+  TensorParallelComm* tp = gpt_->tensor_parallel();
+  if (!tp) return local;
+  for (auto& [name, t] : local) {
+    const ShardSpec spec = gpt_->tensor_parallel_spec(name);
+    if (spec.sharded() && t.dim() > spec.dim) t = whole_of(t, spec, gpt_->whole_rows(name), *tp);
+  }
+  return local;
+}
+
+NamedParameters GptModel::local_tensors(NamedParameters whole) const {
+  TensorParallelComm* tp = gpt_->tensor_parallel();
+  if (!tp) return whole;
+  for (auto& [name, t] : whole) {
+    const ShardSpec spec = gpt_->tensor_parallel_spec(name);
+    if (!spec.sharded() || t.dim() <= spec.dim) continue;
+    if (t.size(spec.dim) != gpt_->whole_rows(name)) {
+      throw IoError("'" + name + "' has " + std::to_string(t.size(spec.dim)) + " rows along dimension " +
+                    std::to_string(spec.dim) + ", the model's whole tensor " + std::to_string(gpt_->whole_rows(name)));
+    }
+    t = shard_of(t, spec, tp->rank(), tp->size());
+  }
+  return whole;
+}
+
+std::vector<torch::Tensor> GptModel::replicated_parameters() {
+  std::vector<torch::Tensor> out;
+  for (const auto& item : gpt_->named_parameters()) {
+    if (!gpt_->tensor_parallel_spec(item.key()).sharded()) out.push_back(item.value());
+  }
+  return out;
 }
 
 }  // namespace hwt

@@ -31,6 +31,16 @@ class GptModel : public TrainableModel {
   // row_elements = T; the same figure as training_flops_per_token(config, parameters) x T.
   double training_flops_per_row(int64_t row_elements) override;
   std::string checkpoint_format() const override { return "hwtrain-gpt"; }
+  // Tensor parallel (GPT::set_tensor_parallel): checkpoints hold whole tensors; rank 0 of the
+  // tensor group writes them.
+  bool model_parallel() const override { return gpt_->tensor_parallel() != nullptr; }
+  NamedParameters whole_tensors(NamedParameters local) override;
+  NamedParameters local_tensors(NamedParameters whole) const override;
+  bool checkpoint_writer() const override { return !gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0; }
+  std::vector<torch::Tensor> replicated_parameters() override;
+  void model_parallel_sum(torch::Tensor& t) override {
+    if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
+  }
 
   GPT& gpt() { return gpt_; }
 

@@ -87,19 +87,27 @@ LlamaAttentionImpl::LlamaAttentionImpl(const ModelConfig& cfg, std::shared_ptr<R
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "LlamaAttention expects (B, T, C), got ", x_BTC.sizes());
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
-  auto q_BHTD = linear(q_proj, x_BTC).view({B, T, n_head_, head_dim_}).transpose(1, 2);
-  auto k_BKTD = linear(k_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
-  auto v_BKTD = linear(v_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
+  auto q_BHTD = linear(q_proj, x).view({B, T, n_head_, head_dim_}).transpose(1, 2);
+  auto k_BKTD = linear(k_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  auto v_BKTD = linear(v_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
   const auto [cos_TD, sin_TD] = rotary_->cos_sin(T, x_BTC.device());
   q_BHTD = apply_rotary(q_BHTD, cos_TD, sin_TD);
   k_BKTD = apply_rotary(k_BKTD, cos_TD, sin_TD);
   auto y_BHTD = attend(q_BHTD, k_BKTD, v_BKTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
-  return resid_dropout_(linear(o_proj, y_BTC));
+  return resid_dropout_(tp_ ? row_parallel_linear(o_proj, y_BTC, *tp_) : linear(o_proj, y_BTC));
+}
+
+void LlamaAttentionImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) {
+  n_head_ /= comm->size();  // the weights hold this rank's heads already
+  n_kv_head_ /= comm->size();
+  tp_ = std::move(comm);
 }
 
 torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) {
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
+  TORCH_CHECK(!tp_, "incremental decoding is not implemented for a tensor-parallel model");
   TORCH_CHECK(pos + T <= block_size_, "LlamaAttention: positions up to ", pos + T, " exceed block_size ", block_size_);
   auto q_BHTD = linear(q_proj, x_BTC).view({B, T, n_head_, head_dim_}).transpose(1, 2);
   auto k_BKTD = linear(k_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
@@ -144,7 +152,9 @@ SwiGLUImpl::SwiGLUImpl(int64_t n_embd, int64_t intermediate, double dropout) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x_BTC) {
-  return dropout_(linear(down_proj, torch::silu(linear(gate_proj, x_BTC)) * linear(up_proj, x_BTC)));
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
+  const torch::Tensor h = torch::silu(linear(gate_proj, x)) * linear(up_proj, x);
+  return dropout_(tp_ ? row_parallel_linear(down_proj, h, *tp_) : linear(down_proj, h));
 }
 
 LlamaBlockImpl::LlamaBlockImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCache> rotary,

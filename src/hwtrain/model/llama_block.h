@@ -61,6 +61,8 @@ class LlamaAttentionImpl : public torch::nn::Module {
   // Positions pos.. of x after those in `kv` (eval): rotated by their positions, appended to kv.
   torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos);
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
+  // Tensor parallel: q/k/v_proj hold this rank's query and key/value heads, o_proj their input columns.
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm);
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
@@ -73,6 +75,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
   std::shared_ptr<CausalMaskCache> mask_cache_;
   AttentionKernel kernel_;
   torch::nn::Dropout resid_dropout_{nullptr};
+  std::shared_ptr<TensorParallelComm> tp_;
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -80,10 +83,12 @@ class SwiGLUImpl : public torch::nn::Module {
  public:
   SwiGLUImpl(int64_t n_embd, int64_t intermediate, double dropout);
   torch::Tensor forward(const torch::Tensor& x_BTC);
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) { tp_ = std::move(comm); }
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
   torch::nn::Dropout dropout_{nullptr};
+  std::shared_ptr<TensorParallelComm> tp_;
 };
 TORCH_MODULE(SwiGLU);
 
@@ -94,6 +99,10 @@ class LlamaBlockImpl : public DecoderBlockImpl {
   torch::Tensor forward(const torch::Tensor& x_BTC) override;
   void set_kernel(AttentionKernel kernel) override { self_attn->set_kernel(kernel); }
   torch::Tensor forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) override;
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) override {
+    self_attn->set_tensor_parallel(comm);
+    mlp->set_tensor_parallel(std::move(comm));
+  }
 
   RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   LlamaAttention self_attn{nullptr};

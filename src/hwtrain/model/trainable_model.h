@@ -63,6 +63,21 @@ class TrainableModel {
   // The format tag of its checkpoints' weights file ("hwtrain-gpt"; "hwtrain-module" otherwise).
   virtual std::string checkpoint_format() const { return "hwtrain-module"; }
 
+  // Model parallelism (a tensor-parallel GPT): this rank holds shards, checkpoints hold whole
+  // tensors, so that a run resumes on any layout. whole_tensors joins this rank's shards of
+  // parameters, buffers or their optimizer state ("exp_avg.<name>", ...) into whole tensors
+  // (collective: every rank of the model-parallel group calls it with the same names);
+  // local_tensors cuts whole ones to this rank's shards. checkpoint_writer: whether this rank's
+  // copy is written (one rank per model replica). replicated_parameters: those every rank of the
+  // group holds whole (counted once in the gradient norm); model_parallel_sum: a tensor summed over
+  // the group (in place). The defaults: every rank holds the whole model.
+  virtual bool model_parallel() const { return false; }
+  virtual NamedParameters whole_tensors(NamedParameters local) { return local; }
+  virtual NamedParameters local_tensors(NamedParameters whole) const { return whole; }
+  virtual bool checkpoint_writer() const { return true; }
+  virtual std::vector<torch::Tensor> replicated_parameters() { return {}; }
+  virtual void model_parallel_sum(torch::Tensor& /*t*/) {}
+
   int64_t num_parameters();
 };
 

@@ -50,7 +50,7 @@ void decide_threads(Plan& p, const PlanInputs& in) {
     p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
     return;
   }
-  const int64_t local_ranks = p.on_gpu() ? 1 : std::max<int64_t>(1, in.ctx.world_size);
+  const int64_t local_ranks = p.on_gpu() ? 1 : std::max<int64_t>(1, in.ctx.world_size * in.ctx.model_parallel);
   p.intra_op_threads = std::max<int64_t>(1, cores / local_ranks);
   p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
            std::to_string(cores) + " physical cores usable by this process" +

@@ -14,6 +14,7 @@ struct PlanContext {
   int64_t world_size = 1;  // data-parallel ranks
   int64_t local_rank = 0;  // picks the GPU
   bool paper = false;      // planning for a described machine, not this process
+  int64_t model_parallel = 1;  // ranks per model replica (tensor x pipeline parallel), sharing the cores too
 };
 
 // `intent.model.vocab_size` must be resolved (non-zero). Throws HardwareError when the model

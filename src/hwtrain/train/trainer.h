@@ -134,6 +134,7 @@ class Trainer : public TrainerControl {
   std::filesystem::path store_checkpoint(const TrainingCheckpoint& ckpt,
                                          const std::function<void(const std::filesystem::path&)>& also);
   std::filesystem::path save_sharded_checkpoint();
+  void use_model_parallel_norm();
 
   TrainerOptions options_;
   Plan plan_;

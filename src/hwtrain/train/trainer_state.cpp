@@ -94,9 +94,12 @@ fs::path Trainer::save_checkpoint() {
   if (parts_.sharding.local_weights) return save_sharded_checkpoint();
   NamedTensors optimizer_state = optimizer_->state();
   if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
-  if (rank_ != 0) return {};
+  // Tensor parallel: whole tensors from the shards, collective over the model's group.
+  optimizer_state = model_->whole_tensors(std::move(optimizer_state));
+  NamedTensors weights = model_->whole_tensors(snapshot_weights());
+  if (rank_ != 0 || !model_->checkpoint_writer()) return {};
   TrainingCheckpoint ckpt = checkpoint_contents(std::move(optimizer_state));
-  ckpt.model = snapshot_weights();
+  ckpt.model = std::move(weights);
   return store_checkpoint(ckpt, {});
 }
 
@@ -147,7 +150,7 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   if (s.dataset_fingerprint != data.fingerprint) {
     warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
   }
-  restore_weights(ckpt.model);
+  restore_weights(model_->local_tensors(ckpt.model));  // tensor parallel: this rank's shards
   NamedTensors opt, scaler;
   RngState rng;  // a CUDA run's "rng.cuda" applies only when this run trains on CUDA too
   for (const auto& [name, t] : ckpt.optimizer) {
@@ -156,7 +159,7 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     else if (name == "rng.cuda") rng.cuda = t;
     else opt.emplace_back(name, t);
   }
-  optimizer_->load_state(opt);
+  optimizer_->load_state(model_->local_tensors(std::move(opt)));
   if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);
   precision_->scaler().load_state(scaler);
   set_rng_state(rng, device_);

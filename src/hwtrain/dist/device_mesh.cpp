@@ -1,0 +1,101 @@
+#include "hwtrain/dist/device_mesh.h"
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
+
+namespace hwt {
+namespace {
+
+std::string list_text(const std::vector<int64_t>& values) {
+  std::vector<std::string> parts;
+  for (int64_t v : values) parts.push_back(std::to_string(v));
+  return join(parts, ", ");
+}
+
+}  // namespace
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+DeviceMesh::DeviceMesh(int world_size, int64_t tensor_parallel, int64_t pipeline_parallel) {
+  if (tensor_parallel < 1 || pipeline_parallel < 1) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tensor_parallel) + " and dist.pipeline_parallel = " +
+                      std::to_string(pipeline_parallel) + " must be at least 1");
+  }
+  const int64_t model_ranks = tensor_parallel * pipeline_parallel;
+  if (world_size % model_ranks != 0) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tensor_parallel) + " x dist.pipeline_parallel = " +
+                      std::to_string(pipeline_parallel) + " = " + std::to_string(model_ranks) +
+                      " does not divide the world size " + std::to_string(world_size) +
+                      "; their product must be one of " + list_text(divisors(world_size)));
+  }
+  tensor_ = static_cast<int>(tensor_parallel);
+  pipeline_ = static_cast<int>(pipeline_parallel);
+  data_ = static_cast<int>(world_size / model_ranks);
+}
+
+MeshCoordinates DeviceMesh::coordinates(int rank) const {
+  MeshCoordinates c;
+  c.tensor = rank % tensor_;
+  c.pipeline = (rank / tensor_) % pipeline_;
+  c.data = rank / (tensor_ * pipeline_);
+  return c;
+}
+
+int DeviceMesh::rank_of(const MeshCoordinates& c) const { return (c.data * pipeline_ + c.pipeline) * tensor_ + c.tensor; }
+
+std::vector<int> DeviceMesh::tensor_group(int rank) const {
+  MeshCoordinates c = coordinates(rank);
+  std::vector<int> out;
+  for (c.tensor = 0; c.tensor < tensor_; ++c.tensor) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> DeviceMesh::pipeline_group(int rank) const {
+  MeshCoordinates c = coordinates(rank);
+  std::vector<int> out;
+  for (c.pipeline = 0; c.pipeline < pipeline_; ++c.pipeline) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> DeviceMesh::data_group(int rank) const {
+  MeshCoordinates c = coordinates(rank);
+  std::vector<int> out;
+  for (c.data = 0; c.data < data_; ++c.data) out.push_back(rank_of(c));
+  return out;
+}
+
+std::string DeviceMesh::describe() const {
+  return std::to_string(data_) + " data x " + std::to_string(pipeline_) + " pipeline x " + std::to_string(tensor_) +
+         " tensor";
+}
+
+void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model) {
+  const int64_t tp = mesh.tensor_parallel();
+  if (model.n_head % tp != 0) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide model.n_head = " +
+                      std::to_string(model.n_head) + "; valid: " + list_text(divisors(model.n_head)));
+  }
+  if (model.kv_heads() % tp != 0) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide model.n_kv_head = " +
+                      std::to_string(model.kv_heads()) + " (the key/value heads); valid: " +
+                      list_text(divisors(model.kv_heads())));
+  }
+  if (model.mlp_width() % tp != 0) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide the MLP width " +
+                      std::to_string(model.mlp_width()) + " (model.intermediate_size, or 4 x model.n_embd); valid: " +
+                      list_text(divisors(model.mlp_width())));
+  }
+  if (mesh.pipeline_parallel() > model.n_layer) {
+    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
+                      " is more stages than model.n_layer = " + std::to_string(model.n_layer) +
+                      " blocks; valid: 1 to " + std::to_string(model.n_layer));
+  }
+}
+
+}  // namespace hwt

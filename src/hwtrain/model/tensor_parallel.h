@@ -1,0 +1,68 @@
+// Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) for the built-in decoder: the pieces a
+// layer needs to run on its shard of the weights.
+// - TensorParallelComm: the tensor-parallel group as the model sees it (dist/tensor_parallel_group.h
+//   implements it over a c10d group; the model area does not depend on dist).
+// - tp_copy / tp_reduce: Megatron's conjugate operators f and g. tp_copy is the identity forward and
+//   sums the gradients over the group backward (in front of a column-parallel layer); tp_reduce sums
+//   the partial outputs forward (after a row-parallel layer) and is the identity backward.
+// - Vocabulary-parallel embedding and cross-entropy: each rank holds a slice of the vocabulary's
+//   rows; the logits stay sliced (each rank's (N, V/t)), the loss comes from the ranks' log-sum-exps
+//   and target logits, never from the whole logits.
+// - ShardSpec and shard_of / whole_of: how a whole tensor is cut into the ranks' shards and joined
+//   back (checkpoints hold whole tensors, so a run resumes on any tensor-parallel size).
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace hwt {
+
+class TensorParallelComm {
+ public:
+  virtual ~TensorParallelComm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void all_reduce_sum(torch::Tensor& t) = 0;           // in place; blocking
+  virtual torch::Tensor all_gather(const torch::Tensor& t) = 0;  // (size, t's shape), rank order; blocking
+};
+
+torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm);
+torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm);
+// The input of a column-parallel layer: tp_copy(x), or x itself without a group.
+inline torch::Tensor tp_enter(const torch::Tensor& x, TensorParallelComm* comm) { return comm ? tp_copy(x, *comm) : x; }
+// A row-parallel linear layer (its weight cut along the input dimension): the ranks' partial
+// products summed, then the bias, which every rank holds whole and adds once.
+torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm);
+
+// How a tensor is cut over the ranks: along `dim` (-1: every rank holds it whole, "replicated"),
+// as `blocks` equal consecutive blocks (GPT-2's fused c_attn rows are q | k | v: 3), each block
+// split into `size` contiguous pieces of ceil(block / size) rows, the last ones shorter where the
+// block does not divide (a vocabulary of 50257 rows). Rank r holds piece r of every block.
+struct ShardSpec {
+  int64_t dim = -1;
+  int64_t blocks = 1;
+  bool sharded() const { return dim >= 0; }
+};
+
+// Rank `rank`'s rows [start, end) of piece-split `n`: the vocabulary slice of a rank.
+struct RowRange {
+  int64_t start = 0, end = 0;
+};
+RowRange piece_range(int64_t n, int rank, int size);
+
+// This rank's shard of `whole` (a view-free copy), and the whole tensor back from every rank's
+// shard (`whole_rows`: the whole tensor's length along spec.dim; collective over `comm`).
+torch::Tensor shard_of(const torch::Tensor& whole, const ShardSpec& spec, int rank, int size);
+torch::Tensor whole_of(const torch::Tensor& local, const ShardSpec& spec, int64_t whole_rows, TensorParallelComm& comm);
+
+// idx (any shape) looked up in this rank's rows `range` of the embedding (`weight_local`), the
+// other ranks' rows summed in: the whole embedding's output on every rank.
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight_local, RowRange range,
+                                       TensorParallelComm& comm);
+// Mean cross-entropy (fp32) over targets != -1 of logits sliced by vocabulary: logits_NV holds this
+// rank's columns `range` of each row's logits. Equal to cross_entropy of the whole logits.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N,
+                                           RowRange range, TensorParallelComm& comm);
+
+}  // namespace hwt
