@@ -14,12 +14,35 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // A CUDA context plus cuBLAS/NCCL workspaces take about this much of each GPU before training.
 constexpr double kContextGiB = 0.5;
 
+// Per-GPU bandwidth to other nodes, GB/s per direction, by preset: the node's NICs (gpu_specs.cpp's
+// inter_node_link) divided by its GPUs. DGX A100: 8 HDR InfiniBand 200 Gb/s adapters, one per GPU
+// (NVIDIA DGX A100 user guide) -> 25 GB/s; DGX H100 / HGX H200: 8 NDR 400 Gb/s ConnectX-7, one per
+// GPU (DGX H100 user guide) -> 50 GB/s; DGX-1V: 4 EDR 100 Gb/s for 8 GPUs -> 6.25 GB/s; the PCIe
+// and workstation presets: one Ethernet NIC per node shared by its GPUs.
+struct InterNodeFigure {
+  const char* preset;
+  double gbs_per_gpu;
+};
+constexpr InterNodeFigure kInterNode[] = {
+    {"a100-40gb", 25.0}, {"a100-80gb", 25.0},       {"h100-80gb", 50.0},          {"h200", 50.0},
+    {"h100-pcie", 25.0 / 8}, {"l4", 12.5 / 8}, {"rtx4090", 3.125 / 4}, {"v100-32gb", 4 * 12.5 / 8},
+};
+
 }  // namespace
 
 std::vector<std::string> hardware_preset_names() {
   std::vector<std::string> names;
   for (const GpuSpec& s : gpu_specs()) names.push_back(s.preset);
   return names;
+}
+
+double inter_node_gbs_per_gpu(const HardwareProfile& hw) {
+  if (hw.num_nodes <= 1 || hw.gpus.empty()) return 0.0;
+  const GpuSpec* spec = find_gpu_spec(hw.gpus.front().name, hw.gpus.front().total_memory_bytes);
+  if (spec == nullptr) return 0.0;
+  for (const InterNodeFigure& f : kInterNode)
+    if (spec->preset == f.preset) return f.gbs_per_gpu;
+  return 0.0;
 }
 
 std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus) {

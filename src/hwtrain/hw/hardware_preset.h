@@ -1,5 +1,7 @@
 // Named hardware presets for planning on paper: "h100-80gb" with 64 GPUs describes 8 nodes of
-// 8 H100s (host CPU and memory of a DGX node) without having one. Figures come from gpu_specs.h.
+// 8 H100s (host CPU and memory of a DGX node) without having one. Figures come from gpu_specs.h,
+// and the network each GPU has to other nodes (which the spec table names but does not quantify)
+// from inter_node_gbs_per_gpu below.
 #pragma once
 #include <optional>
 #include <string>
@@ -15,5 +17,10 @@ std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_
 
 // The preset names, for messages and `--help`: "a100-40gb", "a100-80gb", "h100-80gb", ...
 std::vector<std::string> hardware_preset_names();
+
+// GB/s per direction that one GPU can send to other nodes (its share of the node's NICs), for the
+// standard server of the profile's GPU model (gpu_specs.h); 0 when the profile has one node or a
+// GPU model the table does not know. The planner's data-parallel and pipeline costs use it.
+double inter_node_gbs_per_gpu(const HardwareProfile& hw);
 
 }  // namespace hwt

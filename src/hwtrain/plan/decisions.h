@@ -39,6 +39,14 @@ void decide_weights(Plan& p, const PlanInputs& in);
 
 // memory_decisions.cpp
 void decide_memory_budget(Plan& p, const PlanInputs& in);  // no decision line; the memory line says it
+// layout_decision.cpp: the (data x pipeline x tensor) layout of a multi-GPU plan (plan/parallel_layout.h).
+void decide_parallel_layout(Plan& p, const PlanInputs& in);  // sets p.layout; none on one device or the CPU
+bool plan_splits_model(const Plan& p);                        // the layout has tensor or pipeline parallelism
+// For such a layout: its sharding, attention, head, recomputation, batch and memory lines, instead of
+// the whole-model decisions below.
+void apply_parallel_layout(Plan& p, const PlanInputs& in);
+// For a data-parallel layout, after the decisions below: the layout takes their values and predictions.
+void match_data_parallel_layout(Plan& p, const PlanInputs& in);
 // sharding_decision.cpp: what the data-parallel ranks shard (dist.sharding, or the least that fits).
 void decide_sharding(Plan& p, const PlanInputs& in);
 void decide_attention(Plan& p, const PlanInputs& in);

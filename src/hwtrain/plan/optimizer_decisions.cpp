@@ -51,7 +51,7 @@ void decide_state_device(Plan& p, const PlanInputs& in) {
   const bool int8 = p.optimizer_state_dtype == StateDtype::Int8;
   const std::string dtype = int8 ? "8-bit block-wise moments, " : "fp32 moments, ";
   p.decide("optimizer_state",
-           dtype + (sharded ? "sharded over " + std::to_string(in.ctx.world_size) + " ranks (" +
+           dtype + (sharded ? "sharded over " + std::to_string(p.world_size) + " ranks (" +
                                   sharding_name(p.sharding) + ")"
                             : std::string(p.on_gpu() ? "on the GPU" : "in host memory")),
            std::string(in.want.optimizer_state_dtype ? "optimization.optimizer_state_dtype set by user"

@@ -32,6 +32,51 @@ const char* sharding_name(Sharding s) { return enum_name(s); }
 
 Sharding sharding_from_name(const std::string& s) { return plan_mode<Sharding>(s, "sharding"); }
 
+std::string ParallelLayout::name() const {
+  return "tp" + std::to_string(tensor_parallel) + " x pp" + std::to_string(pipeline_parallel) + " x dp" +
+         std::to_string(data_parallel);
+}
+
+std::string ParallelLayout::summary() const {
+  return name() + ", " + sharding_name(sharding) + ", micro-batch " + std::to_string(micro_batch_size) + " x " +
+         std::to_string(num_micro_batches) +
+         (checkpoint_every == 0   ? std::string(", no recomputation")
+          : checkpoint_every == 1 ? std::string(", recompute every block")
+                                  : ", recompute every " + std::to_string(checkpoint_every) + " blocks");
+}
+
+namespace {
+
+nlohmann::ordered_json layout_to_json(const ParallelLayout& l) {
+  return {{"tensor_parallel", l.tensor_parallel},
+          {"pipeline_parallel", l.pipeline_parallel},
+          {"data_parallel", l.data_parallel},
+          {"sharding", sharding_name(l.sharding)},
+          {"micro_batch_size", l.micro_batch_size},
+          {"num_micro_batches", l.num_micro_batches},
+          {"checkpoint_every", l.checkpoint_every},
+          {"predicted_peak_bytes", l.predicted_peak_bytes},
+          {"predicted_step_seconds", l.predicted_step_seconds},
+          {"predicted_mfu", l.predicted_mfu}};
+}
+
+ParallelLayout layout_from_json(const nlohmann::json& j) {
+  ParallelLayout l;
+  l.tensor_parallel = j.at("tensor_parallel");
+  l.pipeline_parallel = j.at("pipeline_parallel");
+  l.data_parallel = j.at("data_parallel");
+  l.sharding = sharding_from_name(j.at("sharding"));
+  l.micro_batch_size = j.at("micro_batch_size");
+  l.num_micro_batches = j.at("num_micro_batches");
+  l.checkpoint_every = j.at("checkpoint_every");
+  l.predicted_peak_bytes = j.value("predicted_peak_bytes", 0.0);
+  l.predicted_step_seconds = j.value("predicted_step_seconds", 0.0);
+  l.predicted_mfu = j.value("predicted_mfu", 0.0);
+  return l;
+}
+
+}  // namespace
+
 std::string Plan::to_text() const {
   size_t name_width = 0, value_width = 0;
   for (const auto& d : decisions) {
@@ -74,6 +119,7 @@ std::string Plan::to_json() const {
   j["hardware_fp16"] = hardware_fp16;
   j["cuda_graphs"] = cuda_graphs;
   j["sharding"] = sharding_name(sharding);
+  if (layout) j["parallel_layout"] = layout_to_json(*layout);  // multi-GPU plans only
   j["auto_batch_size"] = auto_batch_size;
   j["optimizer_state_device"] = state_device_name(optimizer_state_device);
   j["optimizer_state_dtype"] = enum_name(optimizer_state_dtype);
@@ -126,6 +172,7 @@ Plan Plan::from_json(const std::string& text) {
     p.sharding = j.contains("sharding") ? sharding_from_name(j.value("sharding", "none"))
                  : j.value("zero1", false)   ? Sharding::Zero1  // plan.json before dist.sharding
                                              : Sharding::None;
+    if (j.contains("parallel_layout")) p.layout = layout_from_json(j.at("parallel_layout"));
     p.auto_batch_size = j.value("auto_batch_size", false);
     p.optimizer_state_device = state_device_from_name(j.value("optimizer_state_device", "device"));
     const std::string dtype = j.value("optimizer_state_dtype", "fp32");

@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,31 @@ struct AutocastSwitches {
   bool cache = true;
 };
 
+// The (data x pipeline x tensor) layout of a multi-GPU run, as plan/parallel_layout.h chose it:
+// tensor_parallel x pipeline_parallel x data_parallel = the GPUs; what the data-parallel ranks shard,
+// the micro-batch and how many of them a pipeline runs per step, recomputation, and the predictions.
+struct ParallelLayout {
+  int64_t tensor_parallel = 1;      // ranks splitting each layer (on one node)
+  int64_t pipeline_parallel = 1;    // stages the blocks are cut into
+  int64_t data_parallel = 1;        // model replicas: the GPUs / (tensor x pipeline)
+  Sharding sharding = Sharding::None;  // over the data-parallel ranks
+  int64_t micro_batch_size = 1;     // sequences per micro-batch
+  int64_t num_micro_batches = 1;    // per step and replica (the pipeline's m; accumulation without one)
+  int64_t checkpoint_every = 0;     // activation recomputation: 0 = none, k = every k-th block
+  double predicted_peak_bytes = 0;  // per GPU, on the stage that needs the most
+  double predicted_step_seconds = 0;
+  double predicted_mfu = 0;         // model FLOPs (no recomputation) / (GPUs x peak x step time)
+  std::string name() const;         // "tp8 x pp8 x dp24"
+  std::string summary() const;      // "tp8 x pp8 x dp24, zero1, micro-batch 1 x 96, recompute every block"
+};
+
+// A layout the search weighed: why it won or lost ("1.23x slower (bubble 18%)", "does not fit: ...").
+struct LayoutOption {
+  ParallelLayout layout;
+  bool fits = true;
+  std::string verdict;
+};
+
 struct Decision {
   std::string name;    // "precision"
   std::string value;   // "bf16 autocast"
@@ -113,6 +139,11 @@ struct Plan {
   double memory_budget_bytes = 0;     // memory_threshold x available memory
   double predicted_peak_bytes = 0;    // memory model's estimate for the chosen settings
   double peak_flops = 0;              // hardware peak at the chosen precision (for MFU)
+  // Multi-GPU plans: the chosen parallel layout (plan.json "parallel_layout"), and the layouts the
+  // search weighed, best first, then one of each other reason for losing (printed by `hwtrain plan`;
+  // not saved).
+  std::optional<ParallelLayout> layout;
+  std::vector<LayoutOption> layouts_considered;
   std::vector<Decision> decisions;    // in the order they were made
   std::vector<std::string> warnings;  // user settings overridden or impossible, with the fallback
 

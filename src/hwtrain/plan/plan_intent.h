@@ -46,6 +46,8 @@ struct PlanIntent {
   std::optional<bool> fused_optimizer;
   std::optional<StateDevice> optimizer_state_device;
   std::optional<Sharding> sharding;
+  std::optional<int64_t> tensor_parallel;    // dist.tensor_parallel when set: the layout search keeps it
+  std::optional<int64_t> pipeline_parallel;  // dist.pipeline_parallel when set
   std::optional<StateDtype> optimizer_state_dtype;  // empty = auto
   bool snapshots_weights = false;  // early_stopping.restore_best_weights: whole weights copied mid-run  // dist.sharding; empty = auto (the planner's choice)
   std::optional<int64_t> num_workers;

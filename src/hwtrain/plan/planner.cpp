@@ -30,10 +30,12 @@ c10::Device plan_device(const HardwareProfile& hw, const PlanIntent& intent, con
 //   2. precision (and loss scaling), then bf16 weights: the memory terms and the kernels depend on it
 //   3. the optimizer placements that the launch and the precision rule out, refused before any work
 //   4. threads
-//   5. the memory budget, then what must fit it, cheapest saving first: the attention kernel, the
-//      LM head, then micro-batch with recomputation and accumulation, and the predicted peak
-//   6. the optimizer (kernel, step placement, state device), which the memory terms assumed
-//   7. the loader, the GPU's process settings, and the peak FLOP/s that MFU is measured against
+//   5. the memory budget; on several GPUs the parallel layout (tensor x pipeline x data), which when
+//      it splits the model also decides what follows in 6 from its per-stage memory
+//   6. what must fit the budget, cheapest saving first: the sharding, the attention kernel, the LM
+//      head, then micro-batch with recomputation and accumulation, and the predicted peak
+//   7. the optimizer (kernel, step placement, state device), which the memory terms assumed
+//   8. the loader, the GPU's process settings, and the peak FLOP/s that MFU is measured against
 Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanContext& context) {
   const PlanInputs in{hw, intent, context};
   Plan p;
@@ -44,11 +46,17 @@ Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanCo
   decide_weights(p, in);
   decide_threads(p, in);
   decide_memory_budget(p, in);
-  decide_sharding(p, in);
-  decide_attention(p, in);
-  decide_lm_head(p, in);
-  decide_batch_and_checkpointing(p, in);
-  decide_memory(p, in);
+  decide_parallel_layout(p, in);
+  if (plan_splits_model(p)) {
+    apply_parallel_layout(p, in);
+  } else {
+    decide_sharding(p, in);
+    decide_attention(p, in);
+    decide_lm_head(p, in);
+    decide_batch_and_checkpointing(p, in);
+    decide_memory(p, in);
+    match_data_parallel_layout(p, in);
+  }
   decide_optimizer(p, in);
   decide_loader(p, in);
   decide_gpu_settings(p, in);

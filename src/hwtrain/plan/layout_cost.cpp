@@ -1,0 +1,215 @@
+// The cost model of one parallel layout (see layout_cost.h).
+//
+// Letters: L blocks, C the model width, T the sequence length, V the vocabulary, P_b the parameters
+// of one block, t / p / d the tensor, pipeline and data-parallel sizes, b the micro-batch and m the
+// micro-batches per step and replica.
+#include "hwtrain/plan/layout_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace hwt {
+
+namespace {
+
+// The share of the dense peak that a large transformer's GEMMs reach in training. Calibrated on
+// Megatron-LM's Table 1 (Narayanan et al. 2021; tests/run/parallel_layout_test.cpp): with the bubble
+// and communication below counted, 0.6 reproduces their 145B-1T rows on A100s within 10%. Eager
+// LibTorch on smaller models reaches less (torchtitan's Llama 3 8B: 33-39% MFU on H100s), so the
+// absolute step times are optimistic there; the ranking of layouts is what the planner uses.
+constexpr double kGemmEfficiency = 0.6;
+// NCCL ring collectives reach about this share of a link's data-sheet bandwidth (bus bandwidth of
+// all-reduce in nccl-tests on DGX nodes); assumed, not measured here.
+constexpr double kLinkEfficiency = 0.8;
+// Each collective or send costs at least this, whatever its size: the small-message latency of NCCL
+// on DGX-class nodes is about 10-30 us (nccl-tests); assumed, not measured. It keeps tensor
+// parallelism (4 collectives a block) from winning on models too small to need it.
+constexpr double kCollectiveLatency = 20e-6;
+// Gradients are reduced in buckets of this size (dist.bucket_size_mb's default), one collective each.
+constexpr double kBucketBytes = 25e6;
+// Gradients are reduced in fp32 (the trainer keeps fp32 gradients; dist/ddp.h, dist/zero1.h).
+constexpr double kGradientBytes = 4.0;
+
+// One stage of the pipeline: its blocks, whether it holds the embedding and the LM head, and how many
+// micro-batches' activations it holds at once under 1F1B (stage s of p: min(p - s, m)).
+struct Stage {
+  int64_t blocks = 0;
+  bool head = false;
+  int64_t in_flight = 1;
+  double parameters = 0;  // whole, before the tensor split
+};
+
+struct ModelCounts {
+  double block = 0;       // P_b
+  double total = 0;
+  double embedding = 0;   // token (and gpt2's position) embedding
+  double head = 0;        // V x C: the head, or on a last stage the tied embedding's copy
+  double head_own = 0;    // untied head's parameters in `total`
+  double rest = 0;        // final norm
+};
+
+ModelCounts count(const ModelConfig& m) {
+  ModelConfig one = m, none = m;
+  one.n_layer = 1;
+  none.n_layer = 0;
+  ModelCounts c;
+  c.block = static_cast<double>(gpt_num_parameters(one) - gpt_num_parameters(none));
+  c.total = static_cast<double>(gpt_num_parameters(m));
+  c.head = static_cast<double>(m.vocab_size * m.n_embd);
+  c.embedding = c.head + (m.is_llama() ? 0.0 : static_cast<double>(m.block_size * m.n_embd));
+  c.head_own = m.tied_head() ? 0.0 : c.head;
+  c.rest = c.total - static_cast<double>(m.n_layer) * c.block - c.embedding - c.head_own;
+  return c;
+}
+
+// The first stage (which is the whole model when p = 1) and the last one: the two that can need the
+// most memory (the first holds the most micro-batches, the last the head and logits) and time.
+std::vector<Stage> stages(const ModelConfig& m, const ParallelLayout& l) {
+  const ModelCounts c = count(m);
+  const int64_t p = l.pipeline_parallel, layers = m.n_layer;
+  Stage first;
+  first.blocks = (layers + p - 1) / p;  // the first L mod p stages take one block more
+  first.in_flight = std::min(p, l.num_micro_batches);
+  first.head = p == 1;
+  first.parameters = static_cast<double>(first.blocks) * c.block + c.embedding + (p == 1 ? c.head_own + c.rest : 0.0);
+  if (p == 1) return {first};
+  Stage last;
+  last.blocks = layers / p;
+  last.head = true;
+  last.parameters = static_cast<double>(last.blocks) * c.block + c.head + c.rest;
+  return {first, last};
+}
+
+bool low_precision(const MemoryQuery& q) { return q.precision != Precision::Fp32; }
+
+// Autocast's 16-bit weight copies, which the memory model counts with the activations (2 bytes a
+// parameter in bf16/fp16 unless ZeRO-2/3 already computes in 16-bit weights).
+double weight_copy_bytes(const MemoryQuery& q, double parameters) {
+  const bool sixteen_bit_weights = q.sharding == Sharding::Zero2 || q.sharding == Sharding::Zero3;
+  return low_precision(q) && !sixteen_bit_weights ? 2.0 * parameters : 0.0;
+}
+
+// The memory model's terms for the stage's blocks (the model states) and for its blocks times the
+// micro-batches in flight (the activations), scaled to one tensor-parallel rank: model states by its
+// share of the parameters, activations, attention and logits by 1/t (sequence parallelism splits
+// what the norms keep; the head and cross-entropy are vocabulary-parallel).
+MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
+  MemoryQuery q = problem.base;
+  q.micro_batch_size = l.micro_batch_size;
+  q.checkpoint_every = l.checkpoint_every;
+  q.sharding = l.sharding;
+  q.world_size = l.data_parallel;
+  const double t = static_cast<double>(l.tensor_parallel), rank_params = s.parameters / t;
+  q.model.n_layer = s.blocks;
+  const MemoryEstimate states = estimate_memory(q);
+  const double share = rank_params / static_cast<double>(gpt_num_parameters(q.model));
+  q.model.n_layer = s.blocks * s.in_flight;
+  const MemoryEstimate held = estimate_memory(q);
+  MemoryEstimate e;
+  e.parameters = states.parameters * share;
+  e.gradients = states.gradients * share;
+  e.optimizer = states.optimizer * share;
+  e.buffers = states.buffers * share;
+  const double copies = weight_copy_bytes(q, static_cast<double>(gpt_num_parameters(q.model)));
+  e.activations = (held.activations - copies) / t + weight_copy_bytes(q, rank_params);
+  e.attention = held.attention / t;
+  e.logits = s.head ? held.logits / t : 0.0;
+  e.overhead = held.overhead;
+  return e;
+}
+
+double bytes_per_second(double gbs) { return std::max(gbs, 1e-3) * 1e9 * kLinkEfficiency; }
+
+// Ring all-reduce moves 2(n-1)/n of the buffer through each GPU's link.
+double ring_all_reduce(double n) { return n > 1 ? 2.0 * (n - 1.0) / n : 0.0; }
+
+// One micro-batch through one stage on one GPU: forward and backward, recomputation, its tensor-
+// parallel collectives (2 in forward, 2 in backward per block, 2 more per recomputed block) and its
+// sends to the neighbouring stages.
+LayoutTime stage_step(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
+  const ModelConfig& m = problem.base.model;
+  const LayoutMachine& hw = problem.machine;
+  const double t = static_cast<double>(l.tensor_parallel);
+  const double tokens = static_cast<double>(l.micro_batch_size * m.block_size);
+  const double c = static_cast<double>(m.n_embd);
+  const double block_forward = 2.0 * count(m).block + 4.0 * static_cast<double>(m.block_size) * c;  // per token
+  const double head_forward = s.head ? 2.0 * static_cast<double>(m.vocab_size) * c : 0.0;
+  const double rate = hw.peak_flops * kGemmEfficiency * t;
+  const int64_t recomputed = l.checkpoint_every > 0 ? (s.blocks + l.checkpoint_every - 1) / l.checkpoint_every : 0;
+  LayoutTime step;
+  step.compute = 3.0 * (static_cast<double>(s.blocks) * block_forward + head_forward) * tokens / rate;
+  step.recompute = static_cast<double>(recomputed) * block_forward * tokens / rate;
+  const double activation_bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0);
+  const double collectives = 4.0 * static_cast<double>(s.blocks) + 2.0 * static_cast<double>(recomputed);
+  if (l.tensor_parallel > 1) {
+    step.tensor_comm = collectives * (kCollectiveLatency + ring_all_reduce(t) * activation_bytes / bytes_per_second(hw.nvlink_gbs));
+  }
+  if (l.pipeline_parallel > 1) {  // stages cross nodes once tensor x pipeline ranks exceed a node
+    const bool across_nodes = l.tensor_parallel * l.pipeline_parallel > hw.gpus_per_node;
+    step.pipeline_comm =
+        2.0 * (kCollectiveLatency + activation_bytes / t / bytes_per_second(across_nodes ? hw.inter_node_gbs : hw.nvlink_gbs));
+  }
+  return step;
+}
+
+// The data-parallel gradient reduce after the step (not overlapped with backward), over the
+// inter-node links once the job spans nodes; ZeRO-1/2 reduce-scatter the gradients and all-gather
+// the parameters, the same volume. ZeRO-3 also gathers each micro-batch's parameters twice (forward
+// and backward), prefetched behind compute: only what exceeds the pipeline's time shows.
+double data_parallel_seconds(const LayoutProblem& problem, const ParallelLayout& l, double rank_params,
+                             double pipeline_seconds) {
+  const double d = static_cast<double>(l.data_parallel);
+  if (l.data_parallel <= 1) return 0.0;
+  const LayoutMachine& hw = problem.machine;
+  const double bandwidth = bytes_per_second(hw.num_gpus > hw.gpus_per_node ? hw.inter_node_gbs : hw.nvlink_gbs);
+  const double buckets = std::ceil(rank_params * kGradientBytes / kBucketBytes);
+  double seconds = buckets * kCollectiveLatency + ring_all_reduce(d) * rank_params * kGradientBytes / bandwidth;
+  if (l.sharding == Sharding::Zero3) {
+    const double compute_bytes = low_precision(problem.base) ? 2.0 : 4.0;
+    const double gathers = 2.0 * static_cast<double>(l.num_micro_batches) * (d - 1.0) / d * rank_params *
+                           compute_bytes / bandwidth;
+    seconds += std::max(0.0, gathers - pipeline_seconds);
+  }
+  return seconds;
+}
+
+}  // namespace
+
+double layout_gemm_efficiency() { return kGemmEfficiency; }
+
+LayoutPrediction predict_layout(const LayoutProblem& problem, const ParallelLayout& l) {
+  LayoutPrediction out;
+  const std::vector<Stage> all = stages(problem.base.model, l);
+  LayoutTime slowest;
+  double most_params = 0;
+  for (const Stage& s : all) {
+    const MemoryEstimate e = stage_memory(problem, l, s);
+    if (e.total() > out.memory.total()) out.memory = e;
+    const LayoutTime step = stage_step(problem, l, s);
+    if (step.total() > slowest.total()) slowest = step;
+    most_params = std::max(most_params, s.parameters / static_cast<double>(l.tensor_parallel));
+  }
+  // 1F1B: m micro-batches through the slowest stage, plus p - 1 of its steps to fill and drain.
+  const double m = static_cast<double>(l.num_micro_batches);
+  LayoutTime& time = out.time;
+  time.compute = m * slowest.compute;
+  time.recompute = m * slowest.recompute;
+  time.tensor_comm = m * slowest.tensor_comm;
+  time.pipeline_comm = m * slowest.pipeline_comm;
+  time.bubble = static_cast<double>(l.pipeline_parallel - 1) * slowest.total();
+  time.data_comm = data_parallel_seconds(problem, l, most_params, time.total());
+  const ModelConfig& model = problem.base.model;
+  const double c = static_cast<double>(model.n_embd), tokens = static_cast<double>(problem.global_batch * model.block_size);
+  const double block_forward = 2.0 * count(model).block + 4.0 * static_cast<double>(model.block_size) * c;
+  const double forward = static_cast<double>(model.n_layer) * block_forward + 2.0 * static_cast<double>(model.vocab_size) * c;
+  out.model_flops = 3.0 * forward * tokens;
+  const int64_t every = l.checkpoint_every;
+  const double recomputed = every > 0 ? static_cast<double>((model.n_layer + every - 1) / every) : 0.0;
+  out.hardware_flops = out.model_flops + recomputed * block_forward * tokens;
+  const double capacity = static_cast<double>(problem.machine.num_gpus) * problem.machine.peak_flops * time.total();
+  out.mfu = capacity > 0 ? out.model_flops / capacity : 0.0;
+  return out;
+}
+
+}  // namespace hwt

@@ -1,0 +1,66 @@
+// The cost model of one (data x pipeline x tensor) layout: the per-GPU memory of the pipeline stage
+// that needs the most, and the predicted step time term by term (compute, recomputation, pipeline
+// bubble, tensor-, pipeline- and data-parallel communication). plan/parallel_layout.h searches
+// layouts with it. Memory reuses the memory model's calibrated terms (plan/memory_model.h), split
+// by tensor parallelism and cut by stage; time counts FLOPs at a calibrated share of the peak and
+// bytes over the links at ring cost. What it does not model: overlap of communication with compute
+// (none is assumed, as in Megatron-LM 2021), interleaved schedules, kernel efficiency changing with
+// the micro-batch or the TP-split GEMM width, the optimizer step, and the data loader.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "hwtrain/plan/memory_model.h"
+#include "hwtrain/plan/plan.h"
+
+namespace hwt {
+
+// The cluster as the cost model sees it.
+struct LayoutMachine {
+  int64_t num_gpus = 1;
+  int64_t gpus_per_node = 1;
+  double peak_flops = 0;           // per GPU, dense, at the plan's precision
+  double nvlink_gbs = 0;           // GB/s per direction between GPUs of a node
+  double inter_node_gbs = 0;       // GB/s per direction from one GPU to other nodes (unused on one node)
+  double memory_budget_bytes = 0;  // per GPU: optimization.memory_threshold x its memory
+};
+
+// What the search is asked: the model and the plan's settings as a memory query (its micro-batch,
+// checkpointing, sharding and world size are the layout's, set per candidate), the machine, the
+// global batch, and the values the user fixed (empty = the search chooses).
+struct LayoutProblem {
+  MemoryQuery base;
+  LayoutMachine machine;
+  int64_t global_batch = 1;     // sequences per optimizer step
+  int64_t max_micro_batch = 64;  // optimization.max_batch_size
+  std::optional<int64_t> tensor_parallel, pipeline_parallel, micro_batch_size, checkpoint_every;
+  std::optional<Sharding> sharding;
+};
+
+// Seconds per optimizer step, term by term, on the critical path (the slowest stage).
+struct LayoutTime {
+  double compute = 0;        // forward + backward of every micro-batch
+  double recompute = 0;      // the forward again where activations were not kept
+  double bubble = 0;         // pipeline fill and drain: (p - 1) stage steps, (p-1)/(m+p-1) of the pipeline
+  double tensor_comm = 0;    // TP all-reduces (or SP all-gather + reduce-scatter) over NVLink
+  double pipeline_comm = 0;  // activations and their gradients sent between stages
+  double data_comm = 0;      // gradient reduce over the data-parallel ranks (and ZeRO-3 gathers not hidden)
+  double total() const { return compute + recompute + bubble + tensor_comm + pipeline_comm + data_comm; }
+};
+
+struct LayoutPrediction {
+  MemoryEstimate memory;  // per GPU, of the stage that needs the most
+  LayoutTime time;
+  double model_flops = 0;     // per step, all GPUs: 3 x forward, no recomputation (as MFU counts)
+  double hardware_flops = 0;  // with the recomputed forward (as Megatron-LM's teraFLOP/s count)
+  double mfu = 0;             // model_flops / (GPUs x peak x step time)
+};
+
+// Memory and time of `layout` (its tensor, pipeline and data sizes, sharding, micro-batch and
+// checkpointing; its predictions are ignored). The layout must be valid for the problem.
+LayoutPrediction predict_layout(const LayoutProblem& problem, const ParallelLayout& layout);
+
+// The share of the peak the GEMMs reach (see layout_cost.cpp for its calibration).
+double layout_gemm_efficiency();
+
+}  // namespace hwt

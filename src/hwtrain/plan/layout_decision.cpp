@@ -1,0 +1,157 @@
+// The planner's parallel-layout decision (plan/decisions.h): on several GPUs, the (data x pipeline x
+// tensor) layout plan/parallel_layout.h finds fastest within the memory budget. A layout that splits
+// the model (tensor or pipeline parallel) also sets the sharding, micro-batch, recomputation and
+// memory lines, since the whole-model decisions cannot see its per-stage memory; a data-parallel
+// layout leaves them to those decisions and is then brought in line with what they chose.
+#include <algorithm>
+
+#include "hwtrain/core/strings.h"
+#include "hwtrain/hw/hardware_preset.h"
+#include "hwtrain/model/lm_head_loss.h"
+#include "hwtrain/plan/decisions.h"
+#include "hwtrain/plan/parallel_layout.h"
+
+namespace hwt {
+
+namespace {
+
+// Stand-ins where the hardware does not say: a PCIe 4.0 x16 link inside the node, and 100 Gb/s per
+// GPU between nodes (a common Ethernet/RoCE NIC); the decision's reason says when they were used.
+constexpr double kAssumedIntraNodeGbs = 32.0;
+constexpr double kAssumedInterNodeGbs = 12.5;
+
+int64_t gpus_per_node(const HardwareProfile& hw) {
+  return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
+}
+
+// Dense peak at the plan's precision: TF32 tensor cores run fp32 matmuls at half the bf16 rate on
+// A100/H100, which is what an fp32 plan gets on them.
+double peak_flops(const Plan& p, const GpuInfo& gpu) {
+  if (p.precision == Precision::Fp16) return gpu.peak_fp16_tflops * 1e12;
+  return gpu.peak_bf16_tflops * 1e12 * (p.precision == Precision::Fp32 ? 0.5 : 1.0);
+}
+
+LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
+  LayoutProblem problem;
+  problem.base = memory_query(p, in, 1, 0);
+  problem.base.attention = in.want.attention.value_or(AttentionKernel::Sdpa);  // decide_attention's GPU choice
+  problem.base.fused_lm_head_loss = in.want.fused_lm_head_loss.value_or(false);
+  problem.base.int8_moments = in.want.optimizer_state_dtype == StateDtype::Int8;
+  LayoutMachine& m = problem.machine;
+  m.num_gpus = in.ctx.world_size;
+  m.gpus_per_node = std::min(m.num_gpus, gpus_per_node(in.hw));
+  m.peak_flops = peak_flops(p, gpu);
+  m.nvlink_gbs = gpu.link_bandwidth_gbs;
+  m.inter_node_gbs = inter_node_gbs_per_gpu(in.hw);
+  m.memory_budget_bytes = p.memory_budget_bytes;
+  if (m.nvlink_gbs <= 0) {
+    m.nvlink_gbs = kAssumedIntraNodeGbs;
+    assumed += "; GPU link bandwidth unknown, " + format_number("%.0f", kAssumedIntraNodeGbs) + " GB/s assumed";
+  }
+  if (m.num_gpus > m.gpus_per_node && m.inter_node_gbs <= 0) {
+    m.inter_node_gbs = kAssumedInterNodeGbs;
+    assumed += "; inter-node bandwidth unknown, " + format_number("%.1f", kAssumedInterNodeGbs) + " GB/s per GPU assumed";
+  }
+  problem.global_batch = target_batch_size(in);
+  problem.max_micro_batch = in.want.max_batch_size;
+  problem.micro_batch_size = in.want.micro_batch_size;
+  problem.checkpoint_every = in.want.checkpoint_every;
+  problem.sharding = in.want.sharding;
+  problem.tensor_parallel = in.want.tensor_parallel;  // set by the user: the search keeps them
+  problem.pipeline_parallel = in.want.pipeline_parallel;
+  return problem;
+}
+
+std::string runner_up(const std::vector<LayoutOption>& table) {
+  for (size_t i = 1; i < table.size(); ++i) {
+    if (table[i].fits) return "; runner-up " + table[i].layout.name() + ": " + table[i].verdict;
+  }
+  return "";
+}
+
+// Settings that need the whole model on every rank (or one micro-batch per step, which leaves a
+// pipeline nothing to overlap): the whole-model decisions handle, or refuse, them.
+const char* whole_model_setting(const PlanInputs& in) {
+  if (in.want.auto_batch_size) return "optimization.auto_batch_size";
+  if (in.want.snapshots_weights) return "early_stopping.restore_best_weights";
+  if (in.want.optimizer_step == OptimizerStep::InBackward) return "optimization.optimizer_in_backward";
+  const bool sharded_grads = in.want.sharding == Sharding::Zero2 || in.want.sharding == Sharding::Zero3;
+  if (sharded_grads && in.want.optimizer_state_dtype == StateDtype::Int8) return "optimization.optimizer_state_dtype";
+  return nullptr;
+}
+
+bool splits_model(const ParallelLayout& l) { return l.tensor_parallel * l.pipeline_parallel > 1; }
+
+std::string checkpoint_text(int64_t every) {
+  return every == 0 ? "off" : every == 1 ? "every block" : "every " + std::to_string(every) + " blocks";
+}
+
+}  // namespace
+
+bool plan_splits_model(const Plan& p) { return p.layout && splits_model(*p.layout); }
+
+void decide_parallel_layout(Plan& p, const PlanInputs& in) {
+  const GpuInfo* gpu = plan_gpu(p, in);
+  // One device, the CPU, or a run whose mesh is already fixed (ranks of a model replica): nothing to search.
+  if (gpu == nullptr || in.ctx.world_size <= 1 || in.ctx.model_parallel > 1) return;
+  if (whole_model_setting(in) != nullptr) return;
+  std::string assumed;
+  const LayoutSearch search = search_parallel_layouts(layout_problem(p, in, *gpu, assumed));
+  p.layouts_considered = search.table;
+  if (!search.chosen) return;  // nothing fits: the memory decisions refuse the model with what would fit
+  p.layout = search.chosen->layout;
+  p.decide("parallel_layout", p.layout->name(),
+           search.chosen->verdict + runner_up(search.table) + "; searched " + search.searched + assumed);
+}
+
+void apply_parallel_layout(Plan& p, const PlanInputs& in) {
+  const ParallelLayout& l = *p.layout;
+  p.world_size = l.data_parallel;  // the plan's batch arithmetic counts model replicas
+  p.sharding = l.sharding;
+  p.optimizer_state_dtype = in.want.optimizer_state_dtype.value_or(StateDtype::Fp32);
+  p.decide("sharding", sharding_name(p.sharding),
+           std::string(in.want.sharding ? "dist.sharding set by user" : "the parallel layout's") + ", over its " +
+               std::to_string(l.data_parallel) + " data-parallel ranks");
+  decide_attention(p, in);
+  p.fused_lm_head_loss = in.want.fused_lm_head_loss.value_or(false);
+  const int64_t vocab = in.want.model.vocab_size;
+  p.decide("lm_head_loss",
+           p.fused_lm_head_loss ? "fused, chunks of " + std::to_string(lm_head_loss_chunk_tokens(vocab)) + " tokens"
+                                : std::string("linear + cross_entropy"),
+           l.tensor_parallel > 1 ? "vocabulary-parallel over the tensor group: each rank holds " +
+                                       std::to_string(vocab / l.tensor_parallel) + " of the logits' columns"
+                                 : std::string("the parallel layout's memory prediction assumed it"));
+  p.checkpoint_every = l.checkpoint_every;
+  p.decide("activation_checkpointing", checkpoint_text(l.checkpoint_every), "the parallel layout's");
+  p.micro_batch_size = l.micro_batch_size;
+  p.grad_accum_steps = l.num_micro_batches;
+  p.decide("micro_batch_size", std::to_string(l.micro_batch_size), "the parallel layout's");
+  p.decide("grad_accum_steps", std::to_string(l.num_micro_batches),
+           "global batch " + std::to_string(p.global_batch_size()) + " sequences = " +
+               std::to_string(l.micro_batch_size) + " x " + std::to_string(l.num_micro_batches) + " micro-batches x " +
+               std::to_string(l.data_parallel) + " replicas" +
+               (l.pipeline_parallel > 1 ? " (the pipeline's m)" : std::string()));
+  p.predicted_peak_bytes = l.predicted_peak_bytes;
+  p.decide("memory", format_bytes(l.predicted_peak_bytes) + " predicted peak",
+           "per GPU on the stage that needs the most, budget " + format_bytes(p.memory_budget_bytes) +
+               "; the memory model's terms split by tensor parallelism (sequence parallel) and cut by stage");
+}
+
+void match_data_parallel_layout(Plan& p, const PlanInputs& in) {
+  if (!p.layout) return;
+  ParallelLayout& l = *p.layout;
+  l.sharding = p.sharding;
+  l.micro_batch_size = p.micro_batch_size;
+  l.num_micro_batches = p.grad_accum_steps;
+  l.checkpoint_every = p.checkpoint_every;
+  std::string assumed;
+  LayoutProblem problem = layout_problem(p, in, *plan_gpu(p, in), assumed);
+  problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
+  problem.global_batch = p.global_batch_size();
+  const LayoutPrediction prediction = predict_layout(problem, l);
+  l.predicted_peak_bytes = prediction.memory.total();
+  l.predicted_step_seconds = prediction.time.total();
+  l.predicted_mfu = prediction.mfu;
+}
+
+}  // namespace hwt
