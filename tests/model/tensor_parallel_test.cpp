@@ -1,5 +1,5 @@
 // Tensor parallelism checked against the whole model in one process: threads play the ranks of a
-// group (ThreadComm), each runs forward and backward on its shards, and the loss, the gradients
+// group (support/thread_comm.h), each runs forward and backward on its shards, and the loss, the gradients
 // (cut to each rank's shard) and the whole logits must equal the whole model's within 1e-5 (fp32),
 // for GPT-2 (fused q|k|v, tied head, biases) and Llama (GQA, untied head, Qwen2-style q/k/v
 // biases), with activation checkpointing, on a vocabulary that does not divide by the ranks.
@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "hwtrain/core/error.h"
@@ -17,53 +15,13 @@
 #include "hwtrain/model/gpt_model.h"
 #include "hwtrain/model/tensor_parallel.h"
 #include "model/model_test_util.h"
+#include "support/thread_comm.h"
 
 namespace hwt {
 namespace {
 
-// The ranks of a group as threads: exchange() returns every rank's tensor, stacked in rank order,
-// once all have arrived.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<size_t>(size)) {}
-  int size() const { return size_; }
-  torch::Tensor exchange(int rank, const torch::Tensor& t) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    slots_[static_cast<size_t>(rank)] = t.detach().clone();
-    const int64_t generation = generation_;
-    if (++arrived_ == size_) {
-      result_ = torch::stack(slots_);
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation; });
-    }
-    return result_;
-  }
-
- private:
-  int size_;
-  std::vector<torch::Tensor> slots_;
-  torch::Tensor result_;
-  int arrived_ = 0;
-  int64_t generation_ = 0;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-};
-
-class ThreadComm : public TensorParallelComm {
- public:
-  ThreadComm(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return group_.size(); }
-  void all_reduce_sum(torch::Tensor& t) override { t.copy_(group_.exchange(rank_, t).sum(0)); }
-  torch::Tensor all_gather(const torch::Tensor& t) override { return group_.exchange(rank_, t); }
-
- private:
-  ThreadGroup& group_;
-  int rank_;
-};
+using testing::ThreadComm;
+using testing::ThreadGroup;
 
 ModelConfig config_for(const std::string& family) {
   ModelConfig cfg = test::tiny_config(/*n_layer=*/2);

@@ -84,8 +84,9 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
     for (const auto& [n, p] : parts[1].params) one_block += p.numel() * 4;
     EXPECT_LE(st.engine->stats().peak_gathered_bytes, edge + 2 * one_block + 64);  // + padding
   }
+  const auto plain_params = plain->named_parameters();  // find() points into it: it must outlive the loop
   for (const auto& [name, w] : st.engine->full_parameters()) {
-    auto* p = plain->named_parameters().find(name);
+    auto* p = plain_params.find(name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_TRUE(torch::allclose(w, *p, 1e-5, 1e-6)) << name;
   }

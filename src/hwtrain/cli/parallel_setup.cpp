@@ -3,26 +3,28 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/plan/stage_split.h"
 
 namespace hwt::cli {
 
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size) {
   DeviceMesh mesh = DeviceMesh::from_config(config.dist, world_size);
   check_mesh_fits_model(mesh, config.model);
-  if (mesh.pipeline_parallel() > 1) {
-    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
-                      ": pipeline-parallel training is not implemented yet; valid: 1 (use dist.tensor_parallel "
-                      "and data parallelism)");
+  if (mesh.pipeline_parallel() > 1 && mesh.tensor_parallel() > 1) {
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel()) + " with dist.pipeline_parallel = " +
+                      std::to_string(mesh.pipeline_parallel()) + ": tensor and pipeline parallelism together are not "
+                      "implemented yet; set one of them to 1");
   }
   return mesh;
 }
 
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
-  if (mesh.tensor_parallel() == 1) return;
-  const std::string tp = "dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel());
+  if (mesh.tensor_parallel() * mesh.pipeline_parallel() == 1) return;
+  const std::string tp = mesh.tensor_parallel() > 1 ? "dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel())
+                                                    : "dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel());
   if (plan.sharding != Sharding::None) {
     throw ConfigError(tp + " cannot run with dist.sharding = " + std::string(sharding_name(plan.sharding)) +
-                      " yet (ZeRO over the tensor-parallel shards is not implemented); set dist.sharding = none");
+                      " yet (ZeRO over a model-parallel rank's weights is not implemented); set dist.sharding = none");
   }
   if (plan.auto_batch_size) {
     throw ConfigError(tp + " cannot run with optimization.auto_batch_size = true (the probe's out-of-memory "
@@ -30,13 +32,37 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
   }
   if (plan.optimizer_state_dtype == StateDtype::Int8) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_state_dtype = int8 yet (its block-wise codes "
-                      "are not cut by the tensor-parallel layout); set it fp32");
+                      "are not cut by the model-parallel layout); set it fp32");
   }
   if (plan.optimizer_in_backward()) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_in_backward = true (the gradient norm spans "
                       "the ranks); set it false");
   }
 }
+
+namespace {
+
+// This rank's stage: the blocks balanced over the stages, the pipeline group, and for a tied head the
+// group of the first and last stages, which both hold the embedding.
+std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinates& at, ProcessGroup& world, GPT& model,
+                                     std::shared_ptr<ProcessGroupComm>& stages) {
+  const int rank = world.rank();
+  const std::vector<int> line = mesh.pipeline_group(rank);
+  stages = std::make_shared<ProcessGroupComm>(world.subgroup(line, "pipeline-" + std::to_string(line.front())));
+  std::shared_ptr<TensorParallelComm> shared;
+  if (model->config().tied_head() && (at.pipeline == 0 || at.pipeline == mesh.pipeline_parallel() - 1)) {
+    const std::vector<int> ends{line.front(), line.back()};
+    shared = std::make_shared<ProcessGroupComm>(world.subgroup(ends, "embedding-" + std::to_string(line.front())));
+  }
+  const std::vector<StageRange> cut = split_decoder(model->config(), model->vocab_size(), mesh.pipeline_parallel());
+  const StageRange mine = cut[static_cast<size_t>(at.pipeline)];
+  log_info("pipeline: {} ({} blocks per stage at most, balanced with the LM head on the last)", describe_stages(cut),
+           mine.end - mine.begin);
+  return std::make_shared<GptStage>(model, StagePlace{at.pipeline, mesh.pipeline_parallel(), mine.begin, mine.end},
+                                    stages, std::move(shared));
+}
+
+}  // namespace
 
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model) {
   RunMesh run{mesh, mesh.coordinates(world ? world->rank() : 0), nullptr, nullptr};
@@ -50,12 +76,26 @@ RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& w
   const std::vector<int> tensor = mesh.tensor_group(rank), data = mesh.data_group(rank);
   if (mesh.tensor_parallel() > 1) {
     run.tensor = world->subgroup(tensor, "tensor-" + std::to_string(tensor.front()));
-    model->set_tensor_parallel(std::make_shared<ProcessGroupComm>(run.tensor));
+    run.tensor_comm = std::make_shared<ProcessGroupComm>(run.tensor);
+    model->set_tensor_parallel(run.tensor_comm);
   }
+  if (mesh.pipeline_parallel() > 1) run.stage = make_stage(mesh, run.at, *world, model, run.pipeline_comm);
   if (mesh.data_parallel() > 1) run.data = world->subgroup(data, "data-" + std::to_string(data.front()));
   log_info("parallel layout: {}; this rank is tensor rank {} of data-parallel replica {}", mesh.describe(),
            run.at.tensor, run.at.data);
   return run;
+}
+
+void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {
+  auto line = [&](const char* what, const ProcessGroupComm* comm) {
+    if (!comm) return;
+    const ProcessGroupComm::Stats& s = comm->stats();
+    log_info("{}: {} collectives and {} sends ({:.1f} MiB); {:.2f} s blocked in them ({:.0f}% of the {:.0f} s run)", what,
+             s.collectives, s.sends, static_cast<double>(s.bytes) / (1 << 20), s.seconds,
+             run_seconds > 0 ? 100.0 * s.seconds / run_seconds : 0.0, run_seconds);
+  };
+  line("tensor parallel", mesh.tensor_comm.get());
+  line("pipeline parallel", mesh.pipeline_comm.get());
 }
 
 }  // namespace hwt::cli

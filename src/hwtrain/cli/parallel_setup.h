@@ -9,7 +9,9 @@
 #include "hwtrain/dist/device_mesh.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/model/gpt.h"
+#include "hwtrain/model/gpt_stage.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/run/run_config.h"
 
@@ -20,6 +22,8 @@ struct RunMesh {
   MeshCoordinates at;                      // this rank's place in it
   std::shared_ptr<ProcessGroup> data;      // the data-parallel group (null: one replica)
   std::shared_ptr<ProcessGroup> tensor;    // the tensor-parallel group (null: no tensor parallelism)
+  std::shared_ptr<GptStage> stage;         // this rank's pipeline stage (null: no pipeline parallelism)
+  std::shared_ptr<ProcessGroupComm> tensor_comm, pipeline_comm;  // the model's view of those groups
 
   bool model_parallel() const { return mesh.tensor_parallel() * mesh.pipeline_parallel() > 1; }
   int data_rank() const { return at.data; }
@@ -27,16 +31,20 @@ struct RunMesh {
 };
 
 // The mesh alone, before any group exists (it decides the planner's data-parallel world size).
-// ConfigError for a mesh that does not divide the world size or cut the model, and for pipeline
-// parallelism, which `train` does not run yet.
+// ConfigError for a mesh that does not divide the world size or cut the model, and for tensor and
+// pipeline parallelism together, which `train` does not run yet.
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size);
 
 // What tensor parallelism cannot run with, refused with the key named: sharding (ZeRO) of the
 // model's shards, the batch-size probe (its OOM retries are per rank), the optimizer in backward.
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan);
 
-// The groups this rank belongs to (collective: every rank calls it), and the model's layers cut to
-// this rank's tensor-parallel shard when the mesh has one.
+// The groups this rank belongs to (collective: every rank calls it), the model's layers cut to this
+// rank's tensor-parallel shard when the mesh has one, and this rank's pipeline stage when it has
+// stages (the blocks cut by plan/stage_split.h).
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model);
+
+// "tensor parallel: 1204 collectives (18.4 MiB), 0.84 s blocked (7% of the 12 s run)", a line per group.
+void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds);
 
 }  // namespace hwt::cli

@@ -18,6 +18,8 @@
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/interop/hf_directory.h"
 #include "hwtrain/interop/hf_weights.h"
+#include "hwtrain/model/gpt_model.h"
+#include "hwtrain/train/training_data.h"
 #include "hwtrain/run/run_bindings.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
@@ -149,7 +151,7 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   }
   DataParallelOptions ddp;
   ddp.bucket_size_mb = dist.bucket_size_mb;
-  parts.ddp = std::make_shared<DataParallel>(group, model->parameters(), ddp);
+  parts.ddp = std::make_shared<DataParallel>(group, trainer.model().module().parameters(), ddp);
   trainer.set_gradient_sync(parts.ddp);
   if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, env));
   return parts;
@@ -274,7 +276,10 @@ int run_train(const TrainArgs& a) {
 
   GPT model = build_run_model(optimizer, a.init_from);
   const RunMesh mesh = join_mesh(mesh_shape, group, model);  // tensor parallel: the layers cut to this rank's shard
-  Trainer trainer(trainer_options(config), optimizer.plan(), model, data, run_dir, mesh.data_rank(), mesh.data_size());
+  std::shared_ptr<TrainableModel> trained = mesh.stage;  // a pipeline stage, or the whole (or TP-cut) model
+  if (!trained) trained = std::make_shared<GptModel>(model);
+  auto windows = std::make_shared<TokenWindows>(data, config.model.block_size, static_cast<uint64_t>(config.train.seed) + 1);
+  Trainer trainer(trainer_options(config), optimizer.plan(), trained, windows, run_dir, mesh.data_rank(), mesh.data_size());
   auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
                                                         config.train.log_interval, rank0, checkpoint.has_value());
   trainer.add_callback(metrics_logger);
@@ -302,12 +307,13 @@ int run_train(const TrainArgs& a) {
     result = trainer.fit();
   }
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
+  log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
   if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
   if (group) group->shutdown();
-  if (sample && mesh.tensor) {
-    log_info("train.sample_tokens: no sample after a tensor-parallel run (decoding needs the whole model); "
-             "sample from its checkpoint with `hwtrain generate`");
+  if (sample && mesh.model_parallel()) {
+    log_info("train.sample_tokens: no sample after a tensor- or pipeline-parallel run (decoding needs the whole "
+             "model); sample from its checkpoint with `hwtrain generate`");
   } else if (sample && rank0) {
     log_sample(model, config, trainer, *data, optimizer.device());
   }

@@ -211,6 +211,11 @@ void ProcessGroup::send(torch::Tensor& tensor, int dst, int tag) {
   wait(backend_->send(tensors, dst, tag), "sending to rank " + std::to_string(world_rank(dst)));
 }
 
+ProcessGroup::WorkPtr ProcessGroup::send_async(torch::Tensor& tensor, int dst, int tag) {
+  std::vector<torch::Tensor> tensors{tensor};
+  return backend_->send(tensors, dst, tag);
+}
+
 void ProcessGroup::recv(torch::Tensor& tensor, int src, int tag) {
   std::vector<torch::Tensor> tensors{tensor};
   wait(backend_->recv(tensors, src, tag), "receiving from rank " + std::to_string(world_rank(src)));

@@ -59,6 +59,9 @@ class ProcessGroup {
   void wait(const WorkPtr& work, const std::string& what);
   // Blocking point-to-point transfers (gathering sharded state on rank 0).
   void send(torch::Tensor& tensor, int dst, int tag);
+  // The same send, finished later with wait() (pipeline stages: a stage must not wait for its own
+  // send before it receives, or two neighbours sending to each other wait forever).
+  WorkPtr send_async(torch::Tensor& tensor, int dst, int tag);
   void recv(torch::Tensor& tensor, int src, int tag);
   void barrier(const std::string& what);
 

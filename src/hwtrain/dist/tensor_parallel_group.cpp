@@ -1,22 +1,48 @@
 #include "hwtrain/dist/tensor_parallel_group.h"
 
+#include "hwtrain/core/clock.h"
+
 namespace hwt {
 
 void ProcessGroupComm::all_reduce_sum(torch::Tensor& t) {
+  const auto start = Clock::now();
   // c10d reduces contiguous tensors in place; a view would be left untouched.
   torch::Tensor buffer = t.is_contiguous() ? t : t.contiguous();
   group_->wait(group_->all_reduce_sum(buffer), "a tensor-parallel all-reduce");
   if (!buffer.is_same(t)) t.copy_(buffer);
+  ++stats_.collectives;
+  stats_.bytes += static_cast<int64_t>(t.nbytes());
+  stats_.seconds += seconds_since(start);
 }
 
 torch::Tensor ProcessGroupComm::all_gather(const torch::Tensor& t) {
+  const auto start = Clock::now();
   torch::Tensor input = t.contiguous().view({-1});  // the group gathers flat tensors
   std::vector<int64_t> shape{group_->world_size()};
   for (int64_t d : t.sizes()) shape.push_back(d);
   if (t.numel() == 0) return torch::empty(shape, t.options());
   torch::Tensor output = torch::empty({group_->world_size() * input.numel()}, input.options());
   group_->wait(group_->all_gather_into(output, input), "a tensor-parallel all-gather");
+  ++stats_.collectives;
+  stats_.bytes += static_cast<int64_t>(output.nbytes());
+  stats_.seconds += seconds_since(start);
   return output.view(shape);
+}
+
+std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer) {
+  auto tensor = std::make_shared<torch::Tensor>(t.contiguous());
+  ++stats_.sends;
+  stats_.bytes += static_cast<int64_t>(tensor->nbytes());
+  auto work = group_->send_async(*tensor, peer, /*tag=*/0);
+  std::shared_ptr<ProcessGroup> group = group_;
+  return [group, work, tensor, peer] { group->wait(work, "sending to rank " + std::to_string(group->world_rank(peer))); };
+}
+
+void ProcessGroupComm::recv(torch::Tensor& t, int peer) {
+  TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::recv needs a contiguous tensor");
+  const auto start = Clock::now();
+  group_->recv(t, peer, /*tag=*/0);
+  stats_.seconds += seconds_since(start);
 }
 
 }  // namespace hwt

@@ -16,10 +16,20 @@ class ProcessGroupComm : public TensorParallelComm {
   int size() const override { return group_->world_size(); }
   void all_reduce_sum(torch::Tensor& t) override;
   torch::Tensor all_gather(const torch::Tensor& t) override;
+  std::function<void()> send_async(const torch::Tensor& t, int peer) override;
+  void recv(torch::Tensor& t, int peer) override;
   ProcessGroup& group() { return *group_; }
+
+  // What the group has carried so far (this rank's view; blocking time includes waiting for peers).
+  struct Stats {
+    int64_t collectives = 0, sends = 0, bytes = 0;
+    double seconds = 0;  // in all-reduces, all-gathers and receives
+  };
+  const Stats& stats() const { return stats_; }
 
  private:
   std::shared_ptr<ProcessGroup> group_;
+  Stats stats_;
 };
 
 }  // namespace hwt

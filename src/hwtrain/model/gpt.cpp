@@ -100,13 +100,29 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
 }
 
 torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
-  auto x_BTC = hidden_states(idx_BT);
+  return head_loss(hidden_states(idx_BT), targets_BT);
+}
+
+torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
   if (tp_) return tensor_parallel_loss(x_BTC, targets_BT);
   if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
   return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
 }
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
+  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
+  auto x_BTC = embed(idx_BT);
+  if (hooks && !cfg_.tied_head()) x_BTC = hooks->after_forward(0, x_BTC);  // tied: the head uses it last
+  x_BTC = run_blocks(x_BTC, 0, cfg_.n_layer);
+  return final_norm(x_BTC);
+}
+
+torch::Tensor GPTImpl::final_norm(const torch::Tensor& x_BTC) {
+  if (unit_hooks_ && !cfg_.tied_head()) unit_hooks_->before_forward(layers_.size() + 1);  // the final norm and head
+  return norm ? norm(x_BTC) : ln_f(x_BTC);
+}
+
+torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {
   TORCH_CHECK(idx_BT.dim() == 2, "GPT::forward expects token ids (B, T), got ", idx_BT.sizes());
   TORCH_CHECK(idx_BT.scalar_type() == torch::kLong, "GPT::forward expects int64 token ids, got ",
               idx_BT.scalar_type());
@@ -114,14 +130,16 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   TORCH_CHECK(T <= cfg_.block_size, "GPT::forward: sequence length ", T,
               " exceeds model.block_size = ", cfg_.block_size);
 
-  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
-  if (hooks) hooks->before_forward(0);
+  if (unit_hooks_) unit_hooks_->before_forward(0);
   auto x_BTC = tp_ ? vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_) : wte(idx_BT);
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
-  x_BTC = drop_(x_BTC);
-  if (hooks && !cfg_.tied_head()) x_BTC = hooks->after_forward(0, x_BTC);  // tied: the head uses it last
+  return drop_(x_BTC);
+}
+
+torch::Tensor GPTImpl::run_blocks(torch::Tensor x_BTC, int64_t begin, int64_t end) {
+  const std::shared_ptr<UnitHooks> hooks = unit_hooks_;
   const bool checkpoint = checkpoint_every_ > 0 && is_training() && torch::GradMode::is_enabled();
-  for (int64_t i = 0; i < static_cast<int64_t>(layers_.size()); ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     const std::shared_ptr<DecoderBlockImpl>& impl = layers_[i];
     const size_t unit = static_cast<size_t>(i) + 1;
     if (hooks) hooks->before_forward(unit);
@@ -136,8 +154,7 @@ torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
     }
     if (hooks) x_BTC = hooks->after_forward(unit, x_BTC);
   }
-  if (hooks && !cfg_.tied_head()) hooks->before_forward(layers_.size() + 1);  // the final norm and head
-  return norm ? norm(x_BTC) : ln_f(x_BTC);
+  return x_BTC;
 }
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,

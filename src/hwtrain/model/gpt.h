@@ -45,6 +45,13 @@ class GPTImpl : public torch::nn::Module {
   torch::Tensor forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT);
   // The final LayerNorm's output (B, T, C): what the LM head reads.
   torch::Tensor hidden_states(const torch::Tensor& idx_BT);
+  // hidden_states and forward_loss in pieces, for pipeline stages (model/gpt_stage.h): the token
+  // (and position) embeddings; blocks [begin, end) with their activation checkpointing; the final
+  // norm; the head and loss on the final norm's output.
+  torch::Tensor embed(const torch::Tensor& idx_BT);
+  torch::Tensor run_blocks(torch::Tensor x_BTC, int64_t begin, int64_t end);
+  torch::Tensor final_norm(const torch::Tensor& x_BTC);
+  torch::Tensor head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);
 
   // Parameters (the tied head counted once); position embeddings excluded by default, as GPT-2's
   // "124M" and nanoGPT's report do.

@@ -42,12 +42,18 @@ NamedParameters GptModel::local_tensors(NamedParameters whole) const {
   return whole;
 }
 
-std::vector<torch::Tensor> GptModel::replicated_parameters() {
-  std::vector<torch::Tensor> out;
+torch::Tensor GptModel::squared_norm_share(const torch::Tensor& local_squared) {
+  TensorParallelComm* tp = gpt_->tensor_parallel();
+  if (!tp) return local_squared;
+  torch::NoGradGuard no_grad;
+  torch::Tensor replicated = torch::zeros({}, local_squared.options());
   for (const auto& item : gpt_->named_parameters()) {
-    if (!gpt_->tensor_parallel_spec(item.key()).sharded()) out.push_back(item.value());
+    const torch::Tensor& g = item.value().grad();
+    if (g.defined() && !gpt_->tensor_parallel_spec(item.key()).sharded()) {
+      replicated = replicated + g.to(local_squared.scalar_type()).pow(2).sum();
+    }
   }
-  return out;
+  return local_squared - replicated * (1.0 - 1.0 / tp->size());
 }
 
 }  // namespace hwt

@@ -37,7 +37,9 @@ class GptModel : public TrainableModel {
   NamedParameters whole_tensors(NamedParameters local) override;
   NamedParameters local_tensors(NamedParameters whole) const override;
   bool checkpoint_writer() const override { return !gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0; }
-  std::vector<torch::Tensor> replicated_parameters() override;
+  // The weights every rank of the tensor group holds whole (norms, biases of row-parallel layers)
+  // count once: each rank contributes 1/size of their squares.
+  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override;
   void model_parallel_sum(torch::Tensor& t) override {
     if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
   }

@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace hwt {
@@ -25,6 +26,10 @@ class TensorParallelComm {
   virtual int size() const = 0;
   virtual void all_reduce_sum(torch::Tensor& t) = 0;           // in place; blocking
   virtual torch::Tensor all_gather(const torch::Tensor& t) = 0;  // (size, t's shape), rank order; blocking
+  // Point to point, for pipeline stages (peer: a rank of this group): `t` sent asynchronously (the
+  // returned function waits for the send; t must live until then), and received in place, blocking.
+  virtual std::function<void()> send_async(const torch::Tensor& t, int peer) = 0;
+  virtual void recv(torch::Tensor& t, int peer) = 0;
 };
 
 torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm);

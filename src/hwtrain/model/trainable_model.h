@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hwtrain/model/parameter_units.h"
+#include "hwtrain/model/pipeline_stage.h"
 
 namespace hwt {
 
@@ -68,15 +69,18 @@ class TrainableModel {
   // parameters, buffers or their optimizer state ("exp_avg.<name>", ...) into whole tensors
   // (collective: every rank of the model-parallel group calls it with the same names);
   // local_tensors cuts whole ones to this rank's shards. checkpoint_writer: whether this rank's
-  // copy is written (one rank per model replica). replicated_parameters: those every rank of the
-  // group holds whole (counted once in the gradient norm); model_parallel_sum: a tensor summed over
-  // the group (in place). The defaults: every rank holds the whole model.
+  // copy is written (one rank per model replica). squared_norm_share: this rank's share of the whole
+  // model's squared gradient norm, given its own gradients' (a weight several ranks hold counted
+  // once in the sum over the group); model_parallel_sum: a tensor summed over the group (in place).
+  // pipeline_stage: the model as one stage of a pipeline, trained by the 1F1B schedule. The
+  // defaults: every rank holds the whole model.
   virtual bool model_parallel() const { return false; }
   virtual NamedParameters whole_tensors(NamedParameters local) { return local; }
   virtual NamedParameters local_tensors(NamedParameters whole) const { return whole; }
   virtual bool checkpoint_writer() const { return true; }
-  virtual std::vector<torch::Tensor> replicated_parameters() { return {}; }
+  virtual torch::Tensor squared_norm_share(const torch::Tensor& local_squared) { return local_squared; }
   virtual void model_parallel_sum(torch::Tensor& /*t*/) {}
+  virtual PipelineStage* pipeline_stage() { return nullptr; }
 
   int64_t num_parameters();
 };

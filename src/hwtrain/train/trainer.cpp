@@ -64,6 +64,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
   }
   set_optimizer_in_backward(plan_.optimizer_in_backward());
   if (model_->model_parallel()) use_model_parallel_norm();
+  if (model_->pipeline_stage()) set_gradient_sync(nullptr);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
   for (const auto& item : model_->module().named_parameters()) weights.emplace_back(item.key(), item.value());
   for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());
@@ -78,9 +79,9 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
                                              static_cast<uint64_t>(options.train.seed) + 1),
               std::move(run_dir), rank, world_size) {}
 
-// A model split over ranks (tensor parallel): the gradient norm over the whole model, the parameters
-// every rank holds whole counted once: sqrt(sum over ranks of (local^2 - R) + R), R their squares;
-// and fp16's inf/NaN verdict agreed over the group, since each rank checks only its shards.
+// A model split over ranks (tensor or pipeline parallel): the gradient norm of the whole model from
+// the ranks' shares of its square (TrainableModel::squared_norm_share), and fp16's inf/NaN verdict
+// agreed over the group, since each rank checks only its own weights.
 void Trainer::use_model_parallel_norm() {
   if (optimizer_in_backward()) {
     throw ConfigError("optimization.optimizer_in_backward cannot run with dist.tensor_parallel > 1 (the gradient "
@@ -89,13 +90,9 @@ void Trainer::use_model_parallel_norm() {
   TrainableModel* model = model_.get();
   parts_.sharding.global_norm = [model](const torch::Tensor& local) {
     torch::NoGradGuard no_grad;
-    torch::Tensor replicated = torch::zeros({}, local.options());
-    for (const auto& p : model->replicated_parameters()) {
-      if (p.grad().defined()) replicated = replicated + p.grad().to(local.scalar_type()).pow(2).sum();
-    }
-    torch::Tensor sharded = (local * local - replicated).reshape({1}).contiguous();
-    model->model_parallel_sum(sharded);
-    return (sharded[0] + replicated).clamp_min(0).sqrt();
+    torch::Tensor squared = model->squared_norm_share(local * local).reshape({1}).contiguous();
+    model->model_parallel_sum(squared);
+    return squared[0].clamp_min(0).sqrt();
   };
   parts_.sharding.sum_across_ranks = [model](torch::Tensor& t) { model->model_parallel_sum(t); };
 }
@@ -160,6 +157,7 @@ torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tens
 }
 
 double Trainer::run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m) {
+  if (PipelineStage* stage = model_->pipeline_stage()) return run_pipeline_micro_steps(*stage, x_NT, y_NT, m);
   double loss_sum = 0;
   for (int64_t k = 0; k < grad_accum_steps_; ++k) {
     auto x_BT = x_NT.narrow(0, k * micro_batch_size_, micro_batch_size_).to(device_, /*non_blocking=*/true);

@@ -59,7 +59,8 @@ class Trainer : public TrainerControl {
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
   const CallbackList& callbacks() const { return callbacks_; }
-  void set_gradient_sync(std::shared_ptr<GradientSync> sync) { parts_.grad_sync = std::move(sync); }
+  // A pipeline stage's sync also sums the gradients of weights two stages share (pipeline_step.h).
+  void set_gradient_sync(std::shared_ptr<GradientSync> sync);
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
   void set_loss_reducer(std::function<double(double)> mean) { parts_.loss_mean = std::move(mean); }
   // Must be set after resume_from (which loads the whole optimizer state), before fit(). With an
@@ -124,6 +125,9 @@ class Trainer : public TrainerControl {
   StepMetrics train_step();
   // Runs forward/backward over the global batch; returns the mean loss. Throws on OOM.
   double run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m);
+  // The same for a pipeline stage: the step's micro-batches by the 1F1B schedule (pipeline_step.h).
+  double run_pipeline_micro_steps(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
+                                  StepMetrics& m);
   // Runs the step's micro-steps on the same data until they succeed, halving the micro-batch after
   // an OOM and falling back to fp32 for a missing kernel, as far as the placement allows.
   double run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr, StepMetrics& m);

@@ -1,8 +1,9 @@
-// Tensor parallelism end to end through `hwtrain launch` (Gloo, fp32, tiny models): TP2 gives the
-// losses of one process within 1e-5 over 20 steps with gradient accumulation, for GPT-2 (with
-// activation checkpointing) and Llama (GQA); DP2 x TP2 on 4 ranks gives those of one process with
-// the same global batch; a checkpoint written at TP2 holds whole tensors and resumes in one process
-// with the continuation of the single-process run. A mesh that does not fit is one line naming the key.
+// Tensor and pipeline parallelism end to end through `hwtrain launch` (Gloo, fp32, tiny models):
+// TP2 and PP2 give the losses of one process within 1e-5 over 20 steps with gradient accumulation,
+// for GPT-2 (with activation checkpointing; tied head split over the stages) and Llama (GQA);
+// DP2 x TP2 and DP2 x PP2 on 4 ranks give those of one process with the same global batch; a
+// checkpoint written at TP2 or PP2 holds whole tensors and resumes in one process with the
+// continuation of the single-process run. A mesh that does not fit is one line naming the key.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +14,7 @@
 #include "support/temp_dir.h"
 
 namespace hwt {
-namespace tensor_parallel_cli {
+namespace model_parallel_cli {
 
 std::vector<double> step_losses(const std::filesystem::path& jsonl) {
   std::vector<double> out;
@@ -37,29 +38,32 @@ const std::string kCommon =
     "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
     "--set optimization.intra_op_threads=1 --set train.device=cpu --set dist.sharding=none ";
 
-struct TensorParallelRun : ::testing::TestWithParam<std::string> {};  // the model family
+// (model family, "tensor" or "pipeline")
+struct ModelParallelRun : ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(TensorParallelRun, TwoRanksMatchOneProcessAndTheCheckpointResumesInOne) {
-  const bool llama = GetParam() == "llama";
+TEST_P(ModelParallelRun, TwoRanksMatchOneProcessAndTheCheckpointResumesInOne) {
+  const bool llama = std::get<0>(GetParam()) == "llama", pipeline = std::get<1>(GetParam()) == "pipeline";
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string model = llama ? "--set model.preset=llama-tiny " : "--set model.preset=tiny --set model.n_head=4 "
                                                                        "--set optimization.checkpoint_every=1 ";
-  const std::string common = kCommon + model + "--set train.micro_batch_size=4 ";
-  const int port = llama ? 29703 : 29701;
+  const std::string common = kCommon + model + "--set train.micro_batch_size=2 --set train.grad_accum_steps=4 ";
+  const int port = (llama ? 29703 : 29701) + (pipeline ? 10 : 0);
+  const std::string layout = pipeline ? "--set dist.pipeline_parallel=2 " : "--set dist.tensor_parallel=2 ";
   ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
   ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common +
-                    "--set train.max_steps=20 --set checkpoint.save_final=true --set dist.tensor_parallel=2 --out two",
+                    "--set train.max_steps=20 --set checkpoint.save_final=true " + layout + "--out two",
                 dir.path(), "two.log"),
             0)
       << testing::read_text(dir / "two.log");
-  EXPECT_NE(testing::read_text(dir / "two.log").find("1 data x 1 pipeline x 2 tensor"), std::string::npos);
+  EXPECT_NE(testing::read_text(dir / "two.log").find(pipeline ? "1 data x 2 pipeline x 1 tensor" : "1 data x 1 pipeline x 2 tensor"),
+            std::string::npos);
   auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "two" / "metrics.jsonl");
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
 
-  // The TP2 checkpoint holds whole tensors: one process resumes it like the single-process run's.
+  // The TP2 / PP2 checkpoint holds whole tensors: one process resumes it like the single-process run's.
   const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
   ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
   ASSERT_EQ(hwtrain(more + "--resume two", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
@@ -69,28 +73,37 @@ TEST_P(TensorParallelRun, TwoRanksMatchOneProcessAndTheCheckpointResumesInOne) {
   for (size_t i = 20; i < 24; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1 << " resumed at TP1";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TensorParallelRun, ::testing::Values("gpt2", "llama"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallelRun,
+                         ::testing::Combine(::testing::Values("gpt2", "llama"), ::testing::Values("tensor", "pipeline")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-TEST(TensorParallelRun, TwoReplicasOfTwoTensorRanksMatchOneProcess) {
+struct TwoReplicas : ::testing::TestWithParam<std::string> {};  // "tensor" or "pipeline"
+
+TEST_P(TwoReplicas, OfTwoModelParallelRanksMatchOneProcess) {
+  const bool pipeline = GetParam() == "pipeline";
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common = kCommon + "--set model.preset=llama-tiny --set train.max_steps=20 "
                                        "--set checkpoint.save_final=false ";
   ASSERT_EQ(hwtrain("train " + common + "--set train.micro_batch_size=4 --out one", dir.path()), 0);
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port 29705 -- train " + common +
-                    "--set train.micro_batch_size=2 --set dist.tensor_parallel=2 --out four",
-                dir.path(), "four.log"),
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port " + std::string(pipeline ? "29715" : "29705") +
+                        " -- train " + common + "--set train.micro_batch_size=2 " +
+                        (pipeline ? "--set dist.pipeline_parallel=2" : "--set dist.tensor_parallel=2") + " --out four",
+                    dir.path(), "four.log"),
             0)
       << testing::read_text(dir / "four.log");
-  EXPECT_NE(testing::read_text(dir / "four.log").find("2 data x 1 pipeline x 2 tensor"), std::string::npos);
+  EXPECT_NE(testing::read_text(dir / "four.log").find(pipeline ? "2 data x 2 pipeline x 1 tensor" : "2 data x 1 pipeline x 2 tensor"),
+            std::string::npos);
   auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "four" / "metrics.jsonl");
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
 }
 
-TEST(TensorParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {
+INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ModelParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   EXPECT_NE(hwtrain("train " + kCommon + "--set model.preset=tiny --set dist.tensor_parallel=2 --out x", dir.path(),
@@ -106,6 +119,13 @@ TEST(TensorParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {
             0);
   EXPECT_NE(testing::read_text(dir / "kv.log").find("does not divide model.n_kv_head = 1"), std::string::npos)
       << testing::read_text(dir / "kv.log");
+  EXPECT_NE(hwtrain("launch --nproc-per-node 4 --master-port 29709 -- train " + kCommon +
+                        "--set model.preset=tiny --set dist.pipeline_parallel=4 --out z",
+                    dir.path(), "pp.log"),
+            0);
+  EXPECT_NE(testing::read_text(dir / "pp.log").find("dist.pipeline_parallel = 4 is more stages than model.n_layer = 2"),
+            std::string::npos)
+      << testing::read_text(dir / "pp.log");
 }
 
 }  // namespace

@@ -1,0 +1,182 @@
+#include "hwtrain/model/gpt_stage.h"
+
+#include <set>
+#include <unordered_set>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/model/gpt_model.h"
+
+namespace hwt {
+namespace {
+
+// Optimizer state is named "<kind>.<parameter>"; checkpoints carry these kinds (8-bit moments are refused upstream).
+const std::vector<std::string> kStateKinds{"", "exp_avg.", "exp_avg_sq.", "step."};
+
+class ModuleGroup : public torch::nn::Module {};  // a holder that only names its children
+
+}  // namespace
+
+GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm> stages,
+                   std::shared_ptr<TensorParallelComm> shared)
+    : gpt_(std::move(gpt)), place_(place), stages_(std::move(stages)), shared_(std::move(shared)) {
+  TORCH_CHECK(stages_ && stages_->size() == place_.count && stages_->rank() == place_.index,
+              "GptStage: the pipeline group must have one rank per stage, this one at the stage's index");
+  device_ = gpt_->wte->weight.device();
+  for (const auto& item : gpt_->named_parameters()) {
+    whole_meta_.emplace_back(item.key(), torch::empty(item.value().sizes(), item.value().options().device(torch::kCPU)));
+  }
+  const ModelConfig& cfg = gpt_->config();
+  const bool llama = cfg.is_llama(), first = is_first(), last = is_last();
+  stage_ = std::make_shared<ModuleGroup>();
+  if (first || (last && cfg.tied_head())) stage_->register_module(llama ? "embed_tokens" : "wte", gpt_->wte.ptr());
+  if (first && gpt_->wpe) stage_->register_module("wpe", gpt_->wpe.ptr());
+  auto blocks = std::make_shared<ModuleGroup>();
+  for (int64_t i = place_.begin; i < place_.end; ++i) blocks->register_module(std::to_string(i), gpt_->h[i]);
+  stage_->register_module(llama ? "layers" : "h", blocks);
+  if (last) {
+    if (gpt_->ln_f) stage_->register_module("ln_f", gpt_->ln_f.ptr());
+    if (gpt_->norm) stage_->register_module("norm", gpt_->norm.ptr());
+    if (gpt_->lm_head) stage_->register_module("lm_head", gpt_->lm_head.ptr());
+  }
+  // The other stages' weights are not this stage's to keep.
+  std::unordered_set<const c10::TensorImpl*> mine;
+  for (const auto& p : stage_->parameters()) mine.insert(p.unsafeGetTensorImpl());
+  torch::NoGradGuard no_grad;
+  for (auto& p : gpt_->parameters()) {
+    if (!mine.count(p.unsafeGetTensorImpl())) p.set_data(torch::empty({0}, p.options()));
+  }
+}
+
+bool GptStage::holds_tied_copy() const { return place_.count > 1 && is_last() && gpt_->config().tied_head(); }
+
+torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::Tensor& targets) {
+  if (gpt_->is_training() != stage_->is_training()) gpt_->train(stage_->is_training());
+  torch::Tensor x = is_first() ? gpt_->embed(input) : input;
+  x = gpt_->run_blocks(x, place_.begin, place_.end);
+  if (!is_last()) return x;
+  return gpt_->head_loss(gpt_->final_norm(x), targets);
+}
+
+std::vector<int64_t> GptStage::activation_shape(int64_t rows, int64_t row_elements) const {
+  return {rows, row_elements, gpt_->config().n_embd};
+}
+
+// Evaluation: the micro-batch through every stage, forward only; every stage returns the loss.
+torch::Tensor GptStage::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
+  TORCH_CHECK(!torch::GradMode::is_enabled(),
+              "a pipeline stage trains through the pipeline schedule; forward_loss is for evaluation (no grad)");
+  torch::Tensor input = x_BT;
+  if (!is_first()) {
+    input = torch::empty(activation_shape(x_BT.size(0), x_BT.size(1)), x_BT.options().dtype(torch::kFloat));
+    stages_->recv(input, static_cast<int>(place_.index - 1));
+  }
+  torch::Tensor out = forward_stage(input, y_BT);
+  torch::Tensor loss = torch::zeros({1}, x_BT.options().dtype(torch::kFloat));
+  if (!is_last()) {
+    stages_->send_async(out.to(torch::kFloat).contiguous(), static_cast<int>(place_.index + 1))();
+  } else {
+    loss += out.to(torch::kFloat);
+  }
+  stages_->all_reduce_sum(loss);  // the last stage's loss on every stage
+  return loss[0];
+}
+
+void GptStage::named_decay_and_no_decay(NamedParameters& decay, NamedParameters& no_decay) {
+  std::unordered_set<const c10::TensorImpl*> mine;
+  for (const auto& p : stage_->parameters()) mine.insert(p.unsafeGetTensorImpl());
+  NamedParameters all_decay, all_no_decay;
+  gpt_->named_decay_and_no_decay(all_decay, all_no_decay);
+  for (auto& [name, p] : all_decay) {
+    if (mine.count(p.unsafeGetTensorImpl())) decay.emplace_back(name, p);
+  }
+  for (auto& [name, p] : all_no_decay) {
+    if (mine.count(p.unsafeGetTensorImpl())) no_decay.emplace_back(name, p);
+  }
+}
+
+bool GptStage::set_activation_checkpointing(int64_t every_k) {
+  gpt_->set_activation_checkpointing(every_k);
+  return true;
+}
+
+// This stage's share of a row's FLOPs: its blocks' share of the whole model's (the MFU divides by one device).
+double GptStage::training_flops_per_row(int64_t row_elements) {
+  const int64_t whole = GPTImpl::count_parameters(gpt_->config(), gpt_->vocab_size(), /*exclude_position_embedding=*/false);
+  return training_flops_per_token(gpt_->config(), whole) * static_cast<double>(row_elements) /
+         static_cast<double>(place_.count);
+}
+
+torch::Tensor GptStage::squared_norm_share(const torch::Tensor& local_squared) {
+  if (!holds_tied_copy() || !gpt_->wte->weight.grad().defined()) return local_squared;
+  torch::NoGradGuard no_grad;
+  return local_squared - gpt_->wte->weight.grad().to(local_squared.scalar_type()).pow(2).sum();
+}
+
+void GptStage::sum_shared_gradients() {
+  if (!shared_ || !(is_first() || is_last())) return;
+  torch::Tensor& g = gpt_->wte->weight.mutable_grad();
+  if (!g.defined()) g = torch::zeros_like(gpt_->wte->weight);
+  shared_->all_reduce_sum(g);
+}
+
+// Every tensor the whole model's checkpoint names, in the whole model's order: each present on
+// some stage (a count per name, summed over the stages), filled in by the stages that hold it and
+// summed (a tied copy, held twice, averaged). Collective over the pipeline group.
+NamedParameters GptStage::whole_tensors(NamedParameters local) {
+  std::map<std::string, torch::Tensor> have;
+  for (auto& [name, t] : local) have[name] = t;
+  std::vector<std::string> keys;
+  std::vector<torch::Tensor> meta;
+  for (const auto& [name, m] : whole_meta_) {
+    for (const auto& kind : kStateKinds) {
+      keys.push_back(kind + name);
+      meta.push_back(m);
+    }
+  }
+  std::set<std::string> known(keys.begin(), keys.end());
+  for (const auto& [name, t] : local) {
+    if (!known.count(name)) throw IoError("'" + name + "' has no place in a pipeline stage's checkpoint");
+  }
+  torch::Tensor count = torch::zeros({static_cast<int64_t>(keys.size()), 2}, torch::kFloat64);  // on the CPU: filled here
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = have.find(keys[i]);
+    if (it == have.end()) continue;
+    count[static_cast<int64_t>(i)][0] = 1;
+    count[static_cast<int64_t>(i)][1] = static_cast<double>(static_cast<int>(it->second.scalar_type()));
+  }
+  count = count.to(device_);
+  stages_->all_reduce_sum(count);
+  count = count.cpu();
+  NamedParameters out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const double holders = count[static_cast<int64_t>(i)][0].item<double>();
+    if (holders == 0) continue;
+    const auto dtype = static_cast<c10::ScalarType>(static_cast<int>(count[static_cast<int64_t>(i)][1].item<double>() / holders));
+    auto it = have.find(keys[i]);
+    const bool step = keys[i].rfind("step.", 0) == 0;
+    torch::Tensor t = it != have.end() ? it->second.detach().to(device_, dtype).clone()
+                                       : torch::zeros(step ? std::vector<int64_t>{} : meta[i].sizes().vec(),
+                                                      torch::TensorOptions().dtype(dtype).device(device_));
+    stages_->all_reduce_sum(t);
+    if (holders > 1) t.div_(holders);
+    out.emplace_back(keys[i], t);
+  }
+  return out;
+}
+
+NamedParameters GptStage::local_tensors(NamedParameters whole) const {
+  std::set<std::string> mine;
+  for (const auto& item : stage_->named_parameters()) mine.insert(item.key());
+  NamedParameters out;
+  for (auto& [name, t] : whole) {
+    for (const auto& kind : kStateKinds) {
+      if (name.rfind(kind, 0) == 0 && mine.count(name.substr(kind.size()))) {
+        out.emplace_back(name, t);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace hwt

@@ -1,0 +1,72 @@
+// GptStage: one pipeline stage of the built-in decoder (either family) as a TrainableModel and a
+// PipelineStage: blocks [begin, end) of a GPT built whole from the run's seed on every stage (so
+// the stages hold exactly the weights one process would), with the embeddings on the first stage
+// and the final norm, LM head and loss on the last. The weights of the other stages are freed. A
+// tied head (GPT-2, tie_word_embeddings) keeps a copy of the embedding on the first and the last
+// stage; their gradients are summed over `shared` (those two stages) so the copies stay equal, and
+// the gradient norm counts it once. Names are the whole model's ("h.7.attn.c_attn.weight"), and
+// whole_tensors gathers every stage's tensors over the pipeline group, so checkpoints hold the whole
+// model and resume on any layout. forward_loss runs the micro-batch through every stage without
+// gradients (evaluation); training goes through the 1F1B schedule (train/pipeline_step.h).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/model/pipeline_stage.h"
+#include "hwtrain/model/trainable_model.h"
+
+namespace hwt {
+
+struct StagePlace {
+  int64_t index = 0, count = 1;
+  int64_t begin = 0, end = 0;  // blocks
+};
+
+class GptStage : public TrainableModel, public PipelineStage {
+ public:
+  // `stages`: the pipeline group (rank = stage index); `shared`: the first and last stages (rank 0
+  // the first), for a tied head on more than one stage, else null.
+  GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm> stages,
+           std::shared_ptr<TensorParallelComm> shared);
+
+  torch::nn::Module& module() override { return *stage_; }
+  torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) override;
+  void named_decay_and_no_decay(NamedParameters& decay, NamedParameters& no_decay) override;
+  bool set_activation_checkpointing(int64_t every_k) override;
+  bool set_cast_outputs(bool on) override { return on; }
+  double training_flops_per_row(int64_t row_elements) override;
+  std::string checkpoint_format() const override { return "hwtrain-gpt"; }
+
+  bool model_parallel() const override { return true; }
+  NamedParameters whole_tensors(NamedParameters local) override;
+  NamedParameters local_tensors(NamedParameters whole) const override;
+  bool checkpoint_writer() const override { return place_.index == 0; }
+  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override;
+  void model_parallel_sum(torch::Tensor& t) override { stages_->all_reduce_sum(t); }
+  PipelineStage* pipeline_stage() override { return this; }
+
+  int64_t stage_index() const override { return place_.index; }
+  int64_t stage_count() const override { return place_.count; }
+  torch::Tensor forward_stage(const torch::Tensor& input, const torch::Tensor& targets) override;
+  std::vector<int64_t> activation_shape(int64_t rows, int64_t row_elements) const override;
+  TensorParallelComm& stages() override { return *stages_; }
+  void sum_shared_gradients() override;
+
+  GPT& gpt() { return gpt_; }
+
+ private:
+  bool holds_tied_copy() const;  // the last stage's copy of a tied embedding (the first holds the original)
+
+  GPT gpt_;
+  StagePlace place_;
+  std::shared_ptr<TensorParallelComm> stages_, shared_;
+  std::shared_ptr<torch::nn::Module> stage_;  // this stage's modules under their whole-model names
+  // Every parameter of the whole model, in order, with its shape and dtype: what whole_tensors fills.
+  std::vector<std::pair<std::string, torch::Tensor>> whole_meta_;
+  torch::Device device_ = torch::kCPU;  // where the weights live (and the gathers run)
+};
+
+}  // namespace hwt

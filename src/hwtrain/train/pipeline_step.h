@@ -1,0 +1,70 @@
+// Pipeline-parallel training steps: the 1F1B schedule (PipeDream-Flush; Narayanan et al. 2021,
+// Megatron-LM's default) and its execution on one stage.
+// - one_f_one_b: stage s of p runs min(p - s - 1, m) warm-up forwards, then one forward and one
+//   backward in turn, then the remaining backwards; at most p - s micro-batches' activations are
+//   held at once, and the pipeline idles (p - 1) / (m + p - 1) of the step (the bubble).
+// - run_pipeline_step: one step's m micro-batches through this stage (model/pipeline_stage.h):
+//   activations go to the next stage and their gradients to the previous one with c10d send/recv,
+//   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends;
+//   the last stage computes the loss and starts backward; the loss is shared with every stage.
+//   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
+// - SharedGradientSync: the GradientSync of a stage, after the data-parallel one (if any): weights
+//   two stages hold (a tied embedding) get their summed gradient.
+#pragma once
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "hwtrain/dist/gradient_sync.h"
+#include "hwtrain/model/pipeline_stage.h"
+#include "hwtrain/obs/metrics.h"
+
+namespace hwt {
+
+enum class PipeOp { Forward, Backward };
+struct PipeAction {
+  PipeOp op;
+  int64_t micro;
+  bool operator==(const PipeAction& o) const { return op == o.op && micro == o.micro; }
+};
+
+std::vector<PipeAction> one_f_one_b(int64_t stage, int64_t stages, int64_t micro_batches);
+
+struct PipelineStepHooks {
+  // The stage's forward under the step's autocast: PipelineStage::forward_stage, or the loss hook's.
+  std::function<torch::Tensor(const torch::Tensor& input, const torch::Tensor& targets)> forward;
+  // The last stage: backward from a micro-batch's loss (scaled by 1/m and by the loss scaler).
+  std::function<void(const torch::Tensor& loss)> backward_loss;
+  // Before each backward: whether it is the step's last (data-parallel reduction after it).
+  std::function<void(bool last)> before_backward;
+};
+
+// x_NT, y_NT: this replica's rows of the step (micro_batch x micro_batches). Collective over the
+// stages. Returns the step's mean loss (the same on every stage).
+double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
+                         int64_t micro_batch, int64_t micro_batches, torch::Device device,
+                         const PipelineStepHooks& hooks, StepMetrics& m);
+
+class SharedGradientSync : public GradientSync {
+ public:
+  SharedGradientSync(std::shared_ptr<GradientSync> inner, PipelineStage& stage)
+      : inner_(std::move(inner)), stage_(stage) {}
+  void begin_micro_step(bool sync_after_backward) override {
+    if (inner_) inner_->begin_micro_step(sync_after_backward);
+  }
+  void finish() override {
+    if (inner_) inner_->finish();
+    stage_.sum_shared_gradients();
+  }
+  void discard() override {
+    if (inner_) inner_->discard();
+  }
+
+ private:
+  std::shared_ptr<GradientSync> inner_;
+  PipelineStage& stage_;
+};
+
+}  // namespace hwt

@@ -1,0 +1,83 @@
+// Threads as the ranks of a group, for testing model parallelism in one process: ThreadGroup
+// exchanges tensors among its threads (collectives once all have arrived; point-to-point through
+// one mailbox per (sender, receiver)); ThreadComm is one rank's TensorParallelComm over it.
+#pragma once
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "hwtrain/model/tensor_parallel.h"
+
+namespace hwt::testing {
+
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<size_t>(size)) {}
+  int size() const { return size_; }
+
+  // Every rank's tensor, stacked in rank order, once all have arrived.
+  torch::Tensor exchange(int rank, const torch::Tensor& t) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    slots_[static_cast<size_t>(rank)] = t.detach().clone();
+    const int64_t generation = generation_;
+    if (++arrived_ == size_) {
+      result_ = torch::stack(slots_);
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return result_;
+  }
+
+  void post(int from, int to, const torch::Tensor& t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mail_[{from, to}].push_back(t.detach().clone());
+    cv_.notify_all();
+  }
+
+  torch::Tensor take(int from, int to) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto& box = mail_[{from, to}];
+    cv_.wait(lock, [&] { return !box.empty(); });
+    torch::Tensor t = box.front();
+    box.pop_front();
+    return t;
+  }
+
+ private:
+  int size_;
+  std::vector<torch::Tensor> slots_;
+  torch::Tensor result_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  std::map<std::pair<int, int>, std::deque<torch::Tensor>> mail_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+class ThreadComm : public TensorParallelComm {
+ public:
+  ThreadComm(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  void all_reduce_sum(torch::Tensor& t) override { t.copy_(group_.exchange(rank_, t).sum(0)); }
+  torch::Tensor all_gather(const torch::Tensor& t) override { return group_.exchange(rank_, t); }
+  std::function<void()> send_async(const torch::Tensor& t, int peer) override {
+    group_.post(rank_, peer, t);
+    return [] {};
+  }
+  void recv(torch::Tensor& t, int peer) override { t.copy_(group_.take(peer, rank_)); }
+
+ private:
+  ThreadGroup& group_;
+  int rank_;
+};
+
+}  // namespace hwt::testing
