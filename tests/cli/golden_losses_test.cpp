@@ -63,16 +63,21 @@ const GoldenRun kRuns[] = {
      "--set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=2 --set dist.zero1=true"},
 };
 
+// The CPU's name and LibTorch's version, and " | AMX" where the CPU has AMX tiles: oneDNN's bf16
+// GEMMs then take other kernels, and cloud CPUs of several generations share one name ("Intel(R)
+// Xeon(R) Processor" with and without AMX gave different bf16 bits).
 std::string fingerprint() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, model = "unknown CPU";
+  bool amx = false;
   while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
+    if (line.rfind("model name", 0) == 0 && model == "unknown CPU") model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0) {
+      amx = line.find(" amx_bf16") != std::string::npos;
       break;
     }
   }
-  return model + " | LibTorch " + TORCH_VERSION;
+  return model + " | LibTorch " + TORCH_VERSION + (amx ? " | AMX" : "");
 }
 
 std::string join_names(const std::vector<std::string>& names) {
