@@ -100,6 +100,34 @@ TEST_P(TwoReplicas, OfTwoModelParallelRanksMatchOneProcess) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
 }
 
+// TP2 x PP2 on 4 ranks: the same losses as one process, and its checkpoint (whole tensors joined
+// over both groups) resumes in one process with the single-process continuation.
+TEST(ModelParallelRun, TensorTimesPipelineMatchesOneProcessAndResumesInOne) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = kCommon + "--set model.preset=llama-tiny --set train.micro_batch_size=2 "
+                                       "--set train.grad_accum_steps=4 --set optimization.checkpoint_every=1 ";
+  ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port 29717 -- train " + common +
+                        "--set train.max_steps=20 --set checkpoint.save_final=true --set dist.tensor_parallel=2 "
+                        "--set dist.pipeline_parallel=2 --out four",
+                    dir.path(), "four.log"),
+            0)
+      << testing::read_text(dir / "four.log");
+  EXPECT_NE(testing::read_text(dir / "four.log").find("1 data x 2 pipeline x 2 tensor"), std::string::npos);
+  auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "four" / "metrics.jsonl");
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
+  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
+  ASSERT_EQ(hwtrain(more + "--resume four", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
+  auto a2 = step_losses(dir / "one" / "metrics.jsonl"), b2 = step_losses(dir / "four" / "metrics.jsonl");
+  ASSERT_EQ(a2.size(), 24u);
+  ASSERT_EQ(b2.size(), 24u);
+  for (size_t i = 20; i < 24; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1 << " resumed at TP1 x PP1";
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline"),
                          [](const auto& info) { return info.param; });
 

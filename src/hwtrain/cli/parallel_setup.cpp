@@ -10,11 +10,6 @@ namespace hwt::cli {
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size) {
   DeviceMesh mesh = DeviceMesh::from_config(config.dist, world_size);
   check_mesh_fits_model(mesh, config.model);
-  if (mesh.pipeline_parallel() > 1 && mesh.tensor_parallel() > 1) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel()) + " with dist.pipeline_parallel = " +
-                      std::to_string(mesh.pipeline_parallel()) + ": tensor and pipeline parallelism together are not "
-                      "implemented yet; set one of them to 1");
-  }
   return mesh;
 }
 

@@ -31,8 +31,7 @@ struct RunMesh {
 };
 
 // The mesh alone, before any group exists (it decides the planner's data-parallel world size).
-// ConfigError for a mesh that does not divide the world size or cut the model, and for tensor and
-// pipeline parallelism together, which `train` does not run yet.
+// ConfigError for a mesh that does not divide the world size or cannot cut the model.
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size);
 
 // What tensor parallelism cannot run with, refused with the key named: sharding (ZeRO) of the

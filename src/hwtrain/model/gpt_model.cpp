@@ -17,39 +17,39 @@ double GptModel::training_flops_per_row(int64_t row_elements) {
   return training_flops_per_token(gpt_->config(), whole) * static_cast<double>(row_elements) / tp->size();
 }
 
-NamedParameters GptModel::whole_tensors(NamedParameters local) {
-  TensorParallelComm* tp = gpt_->tensor_parallel();
+NamedParameters tensor_parallel_whole(GPTImpl& gpt, NamedParameters local) {
+  TensorParallelComm* tp = gpt.tensor_parallel();
   if (!tp) return local;
   for (auto& [name, t] : local) {
-    const ShardSpec spec = gpt_->tensor_parallel_spec(name);
-    if (spec.sharded() && t.dim() > spec.dim) t = whole_of(t, spec, gpt_->whole_rows(name), *tp);
+    const ShardSpec spec = gpt.tensor_parallel_spec(name);
+    if (spec.sharded() && t.dim() > spec.dim) t = whole_of(t, spec, gpt.whole_rows(name), *tp);
   }
   return local;
 }
 
-NamedParameters GptModel::local_tensors(NamedParameters whole) const {
-  TensorParallelComm* tp = gpt_->tensor_parallel();
+NamedParameters tensor_parallel_local(const GPTImpl& gpt, NamedParameters whole) {
+  TensorParallelComm* tp = gpt.tensor_parallel();
   if (!tp) return whole;
   for (auto& [name, t] : whole) {
-    const ShardSpec spec = gpt_->tensor_parallel_spec(name);
+    const ShardSpec spec = gpt.tensor_parallel_spec(name);
     if (!spec.sharded() || t.dim() <= spec.dim) continue;
-    if (t.size(spec.dim) != gpt_->whole_rows(name)) {
+    if (t.size(spec.dim) != gpt.whole_rows(name)) {
       throw IoError("'" + name + "' has " + std::to_string(t.size(spec.dim)) + " rows along dimension " +
-                    std::to_string(spec.dim) + ", the model's whole tensor " + std::to_string(gpt_->whole_rows(name)));
+                    std::to_string(spec.dim) + ", the model's whole tensor " + std::to_string(gpt.whole_rows(name)));
     }
     t = shard_of(t, spec, tp->rank(), tp->size());
   }
   return whole;
 }
 
-torch::Tensor GptModel::squared_norm_share(const torch::Tensor& local_squared) {
-  TensorParallelComm* tp = gpt_->tensor_parallel();
+torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared) {
+  TensorParallelComm* tp = gpt.tensor_parallel();
   if (!tp) return local_squared;
   torch::NoGradGuard no_grad;
   torch::Tensor replicated = torch::zeros({}, local_squared.options());
-  for (const auto& item : gpt_->named_parameters()) {
+  for (const auto& item : gpt.named_parameters()) {
     const torch::Tensor& g = item.value().grad();
-    if (g.defined() && !gpt_->tensor_parallel_spec(item.key()).sharded()) {
+    if (g.defined() && !gpt.tensor_parallel_spec(item.key()).sharded()) {
       replicated = replicated + g.to(local_squared.scalar_type()).pow(2).sum();
     }
   }

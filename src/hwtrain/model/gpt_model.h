@@ -9,6 +9,13 @@
 
 namespace hwt {
 
+// A tensor-parallel GPT's checkpoint tensors (whole from this rank's shards, collective over the
+// tensor group; cut back to them) and its share of the squared gradient norm (the weights every
+// rank holds whole count 1/size each). Identity without tensor parallelism.
+NamedParameters tensor_parallel_whole(GPTImpl& gpt, NamedParameters local);
+NamedParameters tensor_parallel_local(const GPTImpl& gpt, NamedParameters whole);
+torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared);
+
 class GptModel : public TrainableModel {
  public:
   explicit GptModel(GPT gpt) : gpt_(std::move(gpt)) {}
@@ -34,12 +41,16 @@ class GptModel : public TrainableModel {
   // Tensor parallel (GPT::set_tensor_parallel): checkpoints hold whole tensors; rank 0 of the
   // tensor group writes them.
   bool model_parallel() const override { return gpt_->tensor_parallel() != nullptr; }
-  NamedParameters whole_tensors(NamedParameters local) override;
-  NamedParameters local_tensors(NamedParameters whole) const override;
+  NamedParameters whole_tensors(NamedParameters local) override { return tensor_parallel_whole(*gpt_, std::move(local)); }
+  NamedParameters local_tensors(NamedParameters whole) const override {
+    return tensor_parallel_local(*gpt_, std::move(whole));
+  }
   bool checkpoint_writer() const override { return !gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0; }
   // The weights every rank of the tensor group holds whole (norms, biases of row-parallel layers)
   // count once: each rank contributes 1/size of their squares.
-  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override;
+  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override {
+    return tensor_parallel_norm_share(*gpt_, local_squared);
+  }
   void model_parallel_sum(torch::Tensor& t) override {
     if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
   }

@@ -22,8 +22,11 @@ GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm
   TORCH_CHECK(stages_ && stages_->size() == place_.count && stages_->rank() == place_.index,
               "GptStage: the pipeline group must have one rank per stage, this one at the stage's index");
   device_ = gpt_->wte->weight.device();
-  for (const auto& item : gpt_->named_parameters()) {
-    whole_meta_.emplace_back(item.key(), torch::empty(item.value().sizes(), item.value().options().device(torch::kCPU)));
+  for (const auto& item : gpt_->named_parameters()) {  // whole shapes, also of tensor-parallel shards
+    std::vector<int64_t> shape = item.value().sizes().vec();
+    const ShardSpec spec = gpt_->tensor_parallel_spec(item.key());
+    if (spec.sharded()) shape[static_cast<size_t>(spec.dim)] = gpt_->whole_rows(item.key());
+    whole_meta_.emplace_back(item.key(), torch::empty(shape, item.value().options().device(torch::kCPU)));
   }
   const ModelConfig& cfg = gpt_->config();
   const bool llama = cfg.is_llama(), first = is_first(), last = is_last();
@@ -99,17 +102,30 @@ bool GptStage::set_activation_checkpointing(int64_t every_k) {
   return true;
 }
 
-// This stage's share of a row's FLOPs: its blocks' share of the whole model's (the MFU divides by one device).
+// This rank's share of a row's FLOPs: its stage's of the whole model's, split over its tensor group.
 double GptStage::training_flops_per_row(int64_t row_elements) {
   const int64_t whole = GPTImpl::count_parameters(gpt_->config(), gpt_->vocab_size(), /*exclude_position_embedding=*/false);
+  const double tp = gpt_->tensor_parallel() ? gpt_->tensor_parallel()->size() : 1;
   return training_flops_per_token(gpt_->config(), whole) * static_cast<double>(row_elements) /
-         static_cast<double>(place_.count);
+         (static_cast<double>(place_.count) * tp);
 }
 
+// Tensor parallel first (the weights its group holds whole count 1/size each), then the last
+// stage's copy of a tied embedding (its first stage counts it).
 torch::Tensor GptStage::squared_norm_share(const torch::Tensor& local_squared) {
-  if (!holds_tied_copy() || !gpt_->wte->weight.grad().defined()) return local_squared;
+  const torch::Tensor share = tensor_parallel_norm_share(*gpt_, local_squared);
+  if (!holds_tied_copy() || !gpt_->wte->weight.grad().defined()) return share;
   torch::NoGradGuard no_grad;
-  return local_squared - gpt_->wte->weight.grad().to(local_squared.scalar_type()).pow(2).sum();
+  return share - gpt_->wte->weight.grad().to(local_squared.scalar_type()).pow(2).sum();
+}
+
+void GptStage::model_parallel_sum(torch::Tensor& t) {
+  if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
+  stages_->all_reduce_sum(t);
+}
+
+bool GptStage::checkpoint_writer() const {
+  return place_.index == 0 && (!gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0);
 }
 
 void GptStage::sum_shared_gradients() {
@@ -123,6 +139,7 @@ void GptStage::sum_shared_gradients() {
 // some stage (a count per name, summed over the stages), filled in by the stages that hold it and
 // summed (a tied copy, held twice, averaged). Collective over the pipeline group.
 NamedParameters GptStage::whole_tensors(NamedParameters local) {
+  local = tensor_parallel_whole(*gpt_, std::move(local));  // this stage's tensors, whole (tensor group)
   std::map<std::string, torch::Tensor> have;
   for (auto& [name, t] : local) have[name] = t;
   std::vector<std::string> keys;
@@ -176,7 +193,7 @@ NamedParameters GptStage::local_tensors(NamedParameters whole) const {
       }
     }
   }
-  return out;
+  return tensor_parallel_local(*gpt_, std::move(out));
 }
 
 }  // namespace hwt

@@ -6,7 +6,8 @@
 // stage; their gradients are summed over `shared` (those two stages) so the copies stay equal, and
 // the gradient norm counts it once. Names are the whole model's ("h.7.attn.c_attn.weight"), and
 // whole_tensors gathers every stage's tensors over the pipeline group, so checkpoints hold the whole
-// model and resume on any layout. forward_loss runs the micro-batch through every stage without
+// model and resume on any layout. The GPT may be tensor-parallel (GPT::set_tensor_parallel, before
+// the stage is made): the stage's tensors are then joined over its tensor group first. forward_loss runs the micro-batch through every stage without
 // gradients (evaluation); training goes through the 1F1B schedule (train/pipeline_step.h).
 #pragma once
 #include <map>
@@ -43,9 +44,9 @@ class GptStage : public TrainableModel, public PipelineStage {
   bool model_parallel() const override { return true; }
   NamedParameters whole_tensors(NamedParameters local) override;
   NamedParameters local_tensors(NamedParameters whole) const override;
-  bool checkpoint_writer() const override { return place_.index == 0; }
+  bool checkpoint_writer() const override;
   torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override;
-  void model_parallel_sum(torch::Tensor& t) override { stages_->all_reduce_sum(t); }
+  void model_parallel_sum(torch::Tensor& t) override;  // over the tensor group, then the stages
   PipelineStage* pipeline_stage() override { return this; }
 
   int64_t stage_index() const override { return place_.index; }
