@@ -12,22 +12,14 @@
 #include <fstream>
 #include <iterator>
 
+#include "support/run_metrics.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
 namespace {
 
-std::vector<double> losses(const std::filesystem::path& jsonl) {
-  std::vector<double> out;
-  std::ifstream in(jsonl);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == "step" && j["loss"].is_number()) out.push_back(j["loss"]);
-  }
-  return out;
-}
+std::vector<double> losses(const std::filesystem::path& jsonl) { return testing::step_losses(jsonl); }
 
 int run(const std::string& args, const std::filesystem::path& cwd) {
   std::string cmd = "cd '" + cwd.string() + "' && " + HWTRAIN_BINARY + " " + args + " > /dev/null 2>&1";

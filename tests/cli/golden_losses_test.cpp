@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iomanip>
 
+#include "support/run_metrics.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
 
@@ -86,16 +87,7 @@ std::string join_names(const std::vector<std::string>& names) {
   return s;
 }
 
-std::vector<double> step_losses(const fs::path& jsonl) {
-  std::vector<double> out;
-  std::ifstream in(jsonl);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == "step" && j["loss"].is_number()) out.push_back(j["loss"]);
-  }
-  return out;
-}
+using testing::step_losses;
 
 std::vector<double> train(const GoldenRun& run, const fs::path& dir, int port) {
   const bool tiny = std::string(run.name) != "default_bf16";

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <fstream>
 
+#include "support/run_metrics.h"
 #include "support/shell.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
@@ -16,15 +17,16 @@
 namespace hwt {
 namespace model_parallel_cli {
 
-std::vector<double> step_losses(const std::filesystem::path& jsonl) {
-  std::vector<double> out;
-  std::ifstream in(jsonl);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("type", "") == "step" && j["loss"].is_number()) out.push_back(j["loss"]);
-  }
-  return out;
+using testing::step_losses;
+
+// Steps [from, to) of two run directories' losses agree within 1e-5 (fp32: the same math, summed in
+// another order); each run has `to` steps.
+void expect_same_losses(const std::filesystem::path& run_a, const std::filesystem::path& run_b, size_t from, size_t to,
+                        const std::string& what) {
+  const std::vector<double> a = step_losses(run_a / "metrics.jsonl"), b = step_losses(run_b / "metrics.jsonl");
+  ASSERT_EQ(a.size(), to) << what;
+  ASSERT_EQ(b.size(), to) << what;
+  for (size_t i = from; i < to; ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << what << ", step " << i + 1;
 }
 
 int hwtrain(const std::string& args, const std::filesystem::path& cwd, const std::string& log = "/dev/null") {
@@ -58,46 +60,45 @@ TEST_P(ModelParallelRun, TwoRanksMatchOneProcessAndTheCheckpointResumesInOne) {
       << testing::read_text(dir / "two.log");
   EXPECT_NE(testing::read_text(dir / "two.log").find(pipeline ? "1 data x 2 pipeline x 1 tensor" : "1 data x 1 pipeline x 2 tensor"),
             std::string::npos);
-  auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "two" / "metrics.jsonl");
-  ASSERT_EQ(a.size(), 20u);
-  ASSERT_EQ(b.size(), 20u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  expect_same_losses(dir / "one", dir / "two", 0, 20, "the run");
 
   // The TP2 / PP2 checkpoint holds whole tensors: one process resumes it like the single-process run's.
   const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
   ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
   ASSERT_EQ(hwtrain(more + "--resume two", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
-  auto a2 = step_losses(dir / "one" / "metrics.jsonl"), b2 = step_losses(dir / "two" / "metrics.jsonl");
-  ASSERT_EQ(a2.size(), 24u);
-  ASSERT_EQ(b2.size(), 24u);
-  for (size_t i = 20; i < 24; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1 << " resumed at TP1";
+  expect_same_losses(dir / "one", dir / "two", 20, 24, "resumed at TP1");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallelRun,
                          ::testing::Combine(::testing::Values("gpt2", "llama"), ::testing::Values("tensor", "pipeline")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
-struct TwoReplicas : ::testing::TestWithParam<std::string> {};  // "tensor" or "pipeline"
+struct TwoReplicas : ::testing::TestWithParam<std::string> {};  // "tensor", "pipeline" or "pipeline_zero1"
 
 TEST_P(TwoReplicas, OfTwoModelParallelRanksMatchOneProcess) {
-  const bool pipeline = GetParam() == "pipeline";
+  const bool pipeline = GetParam() != "tensor", zero1 = GetParam() == "pipeline_zero1";
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common = kCommon + "--set model.preset=llama-tiny --set train.max_steps=20 "
                                        "--set checkpoint.save_final=false ";
-  ASSERT_EQ(hwtrain("train " + common + "--set train.micro_batch_size=4 --out one", dir.path()), 0);
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port " + std::string(pipeline ? "29715" : "29705") +
+  const std::string save = zero1 ? "--set checkpoint.save_final=true " : "";
+  ASSERT_EQ(hwtrain("train " + common + save + "--set train.micro_batch_size=4 --out one", dir.path()), 0);
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port " + std::string(zero1 ? "29719" : pipeline ? "29715" : "29705") +
                         " -- train " + common + "--set train.micro_batch_size=2 " +
-                        (pipeline ? "--set dist.pipeline_parallel=2" : "--set dist.tensor_parallel=2") + " --out four",
+                        (pipeline ? "--set dist.pipeline_parallel=2" : "--set dist.tensor_parallel=2") +
+                        (zero1 ? " --set dist.sharding=zero1 " + save : " ") + "--out four",
                     dir.path(), "four.log"),
             0)
       << testing::read_text(dir / "four.log");
   EXPECT_NE(testing::read_text(dir / "four.log").find(pipeline ? "2 data x 2 pipeline x 1 tensor" : "2 data x 1 pipeline x 2 tensor"),
             std::string::npos);
-  auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "four" / "metrics.jsonl");
-  ASSERT_EQ(a.size(), 20u);
-  ASSERT_EQ(b.size(), 20u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  expect_same_losses(dir / "one", dir / "four", 0, 20, "the run");
+  if (!zero1) return;
+  // ZeRO-1's moments, gathered over the replicas and then the stages, resume in one process.
+  const std::string more = "train " + common + "--set train.micro_batch_size=4 --set train.max_steps=24 ";
+  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
+  ASSERT_EQ(hwtrain(more + "--resume four", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
+  expect_same_losses(dir / "one", dir / "four", 20, 24, "resumed in one process");
 }
 
 // TP2 x PP2 on 4 ranks: the same losses as one process, and its checkpoint (whole tensors joined
@@ -115,20 +116,14 @@ TEST(ModelParallelRun, TensorTimesPipelineMatchesOneProcessAndResumesInOne) {
             0)
       << testing::read_text(dir / "four.log");
   EXPECT_NE(testing::read_text(dir / "four.log").find("1 data x 2 pipeline x 2 tensor"), std::string::npos);
-  auto a = step_losses(dir / "one" / "metrics.jsonl"), b = step_losses(dir / "four" / "metrics.jsonl");
-  ASSERT_EQ(a.size(), 20u);
-  ASSERT_EQ(b.size(), 20u);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  expect_same_losses(dir / "one", dir / "four", 0, 20, "the run");
   const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
   ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
   ASSERT_EQ(hwtrain(more + "--resume four", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
-  auto a2 = step_losses(dir / "one" / "metrics.jsonl"), b2 = step_losses(dir / "four" / "metrics.jsonl");
-  ASSERT_EQ(a2.size(), 24u);
-  ASSERT_EQ(b2.size(), 24u);
-  for (size_t i = 20; i < 24; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1 << " resumed at TP1 x PP1";
+  expect_same_losses(dir / "one", dir / "four", 20, 24, "resumed at TP1 x PP1");
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline"),
+INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),
                          [](const auto& info) { return info.param; });
 
 TEST(ModelParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {

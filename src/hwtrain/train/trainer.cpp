@@ -124,6 +124,7 @@ void Trainer::enable_mixed_precision(Precision p) {
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
   if (optimizer_in_backward()) throw ConfigError("dist.sharding cannot run with the optimizer in backward");
   parts_.sharding = std::move(sharding);
+  if (model_->model_parallel() && !parts_.sharding.global_norm) use_model_parallel_norm();  // ZeRO-1 keeps it
   if (parts_.sharding.optimizer) {
     optimizer_ = parts_.sharding.optimizer;
     parts_.optimizer = optimizer_.get();

@@ -1,0 +1,24 @@
+// The per-step losses a run wrote to its metrics.jsonl, in step order: what the end-to-end tests
+// compare between runs (one process against several, a resumed run against a straight one).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace hwt::testing {
+
+inline std::vector<double> step_losses(const std::filesystem::path& jsonl) {
+  std::vector<double> out;
+  std::ifstream in(jsonl);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "step" && j["loss"].is_number()) out.push_back(j["loss"]);
+  }
+  return out;
+}
+
+}  // namespace hwt::testing
