@@ -2,7 +2,8 @@
 // group (support/thread_comm.h), each runs forward and backward on its shards, and the loss, the gradients
 // (cut to each rank's shard) and the whole logits must equal the whole model's within 1e-5 (fp32),
 // for GPT-2 (fused q|k|v, tied head, biases) and Llama (GQA, untied head, Qwen2-style q/k/v
-// biases), with activation checkpointing, on a vocabulary that does not divide by the ranks.
+// biases), with activation checkpointing and with sequence parallelism, on a vocabulary that does
+// not divide by the ranks.
 // Also: the cut/join of checkpoint tensors round-trips, and a mesh the model cannot be cut by is
 // refused naming the key.
 #include <gtest/gtest.h>
@@ -59,10 +60,11 @@ Reference whole_model_step(const ModelConfig& cfg, const torch::Tensor& x, const
   return r;
 }
 
-struct TensorParallelCase : ::testing::TestWithParam<std::tuple<std::string, int, int64_t>> {};
+// (family, ranks, checkpoint every k blocks, sequence parallel)
+struct TensorParallelCase : ::testing::TestWithParam<std::tuple<std::string, int, int64_t, bool>> {};
 
 TEST_P(TensorParallelCase, LossGradientsAndLogitsEqualTheWholeModel) {
-  const auto [family, size, every_k] = GetParam();
+  const auto [family, size, every_k, sequence_parallel] = GetParam();
   const ModelConfig cfg = config_for(family);
   torch::manual_seed(3);
   const torch::Tensor x = torch::randint(kVocab, {3, 12}, torch::kLong);
@@ -77,21 +79,28 @@ TEST_P(TensorParallelCase, LossGradientsAndLogitsEqualTheWholeModel) {
     torch::manual_seed(7);  // every rank builds the same whole model, then keeps its shard
     models.emplace_back(cfg, kVocab);
     comms.push_back(std::make_shared<ThreadComm>(group, r));
-    models.back()->set_tensor_parallel(comms.back());
+    models.back()->set_tensor_parallel(comms.back(), sequence_parallel);
     models.back()->set_activation_checkpointing(every_k);
   }
   std::vector<double> losses(static_cast<size_t>(size));
   std::vector<torch::Tensor> logits(static_cast<size_t>(size));
+  std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      auto loss = models[r]->forward_loss(x, y);
-      loss.backward();
-      losses[r] = loss.item<double>();
-      logits[r] = models[r]->forward(x);
+      try {
+        auto loss = models[r]->forward_loss(x, y);
+        loss.backward();
+        models[r]->sum_sequence_parallel_gradients();
+        losses[r] = loss.item<double>();
+        logits[r] = models[r]->forward(x);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
     });
   }
   for (auto& t : threads) t.join();
+  for (const auto& e : errors) ASSERT_EQ(e, "");
 
   for (int r = 0; r < size; ++r) {
     EXPECT_NEAR(losses[r], ref.loss, 1e-5) << "rank " << r;
@@ -109,11 +118,14 @@ TEST_P(TensorParallelCase, LossGradientsAndLogitsEqualTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelCase,
-                         ::testing::Values(std::make_tuple("gpt2", 2, 0), std::make_tuple("gpt2", 4, 1),
-                                           std::make_tuple("llama", 2, 0), std::make_tuple("llama", 2, 1)),
+                         ::testing::Values(std::make_tuple("gpt2", 2, 0, false), std::make_tuple("gpt2", 4, 1, false),
+                                           std::make_tuple("llama", 2, 0, false), std::make_tuple("llama", 2, 1, false),
+                                           std::make_tuple("gpt2", 2, 0, true), std::make_tuple("gpt2", 4, 1, true),
+                                           std::make_tuple("llama", 2, 1, true)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param)) +
-                                  (std::get<2>(info.param) ? "_checkpointed" : "");
+                                  (std::get<2>(info.param) ? "_checkpointed" : "") +
+                                  (std::get<3>(info.param) ? "_sequence_parallel" : "");
                          });
 
 TEST(TensorParallel, CheckpointTensorsAreWholeAndCutBackExactly) {

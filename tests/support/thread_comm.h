@@ -69,6 +69,9 @@ class ThreadComm : public TensorParallelComm {
   int size() const override { return group_.size(); }
   void all_reduce_sum(torch::Tensor& t) override { t.copy_(group_.exchange(rank_, t).sum(0)); }
   torch::Tensor all_gather(const torch::Tensor& t) override { return group_.exchange(rank_, t); }
+  torch::Tensor reduce_scatter(const torch::Tensor& t) override {
+    return group_.exchange(rank_, t).sum(0).chunk(group_.size(), 0)[static_cast<size_t>(rank_)].clone();
+  }
   std::function<void()> send_async(const torch::Tensor& t, int peer) override {
     group_.post(rank_, peer, t);
     return [] {};

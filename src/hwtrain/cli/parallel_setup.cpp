@@ -59,7 +59,8 @@ std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinat
 
 }  // namespace
 
-RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model) {
+RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
+                  bool sequence_parallel) {
   RunMesh run{mesh, mesh.coordinates(world ? world->rank() : 0), nullptr, nullptr};
   if (!world) return run;
   if (!run.model_parallel()) {
@@ -72,12 +73,12 @@ RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& w
   if (mesh.tensor_parallel() > 1) {
     run.tensor = world->subgroup(tensor, "tensor-" + std::to_string(tensor.front()));
     run.tensor_comm = std::make_shared<ProcessGroupComm>(run.tensor);
-    model->set_tensor_parallel(run.tensor_comm);
+    model->set_tensor_parallel(run.tensor_comm, sequence_parallel);
   }
   if (mesh.pipeline_parallel() > 1) run.stage = make_stage(mesh, run.at, *world, model, run.pipeline_comm);
   if (mesh.data_parallel() > 1) run.data = world->subgroup(data, "data-" + std::to_string(data.front()));
-  log_info("parallel layout: {}; this rank is tensor rank {} of data-parallel replica {}", mesh.describe(),
-           run.at.tensor, run.at.data);
+  log_info("parallel layout: {}{}; this rank is tensor rank {} of data-parallel replica {}", mesh.describe(),
+           run.tensor && sequence_parallel ? " (sequence parallel)" : "", run.at.tensor, run.at.data);
   return run;
 }
 

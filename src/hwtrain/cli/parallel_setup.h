@@ -42,7 +42,8 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan);
 // The groups this rank belongs to (collective: every rank calls it), the model's layers cut to this
 // rank's tensor-parallel shard when the mesh has one, and this rank's pipeline stage when it has
 // stages (the blocks cut by plan/stage_split.h).
-RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model);
+RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
+                  bool sequence_parallel);
 
 // "tensor parallel: 1204 collectives (18.4 MiB), 0.84 s blocked (7% of the 12 s run)", a line per group.
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds);

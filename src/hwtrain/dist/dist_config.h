@@ -43,6 +43,7 @@ struct DistConfig {
   // pipeline stages; data parallel is the rest of the world size.
   int64_t tensor_parallel = 1;
   int64_t pipeline_parallel = 1;
+  bool sequence_parallel = true;  // with tensor_parallel > 1
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
@@ -62,6 +63,9 @@ struct DistConfig {
     v("tensor_parallel", tensor_parallel,
       "ranks that split each layer's weights (Megatron-style tensor parallelism; consecutive ranks, so a group "
       "stays on one node); must divide the world size, model.n_head and model.n_kv_head");
+    v("sequence_parallel", sequence_parallel,
+      "with tensor_parallel > 1, each rank keeps only its slice of the sequence between the layers (norms, "
+      "dropout, residual: 1/tensor_parallel of their activations; model.block_size must divide)");
     v("pipeline_parallel", pipeline_parallel,
       "pipeline stages the blocks are cut into (1 = none); data parallel is world size / (tensor x pipeline)");
   }

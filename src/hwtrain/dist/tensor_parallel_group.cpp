@@ -29,6 +29,21 @@ torch::Tensor ProcessGroupComm::all_gather(const torch::Tensor& t) {
   return output.view(shape);
 }
 
+torch::Tensor ProcessGroupComm::reduce_scatter(const torch::Tensor& t) {
+  const auto start = Clock::now();
+  TORCH_CHECK(t.dim() >= 1 && t.size(0) % group_->world_size() == 0, "reduce_scatter: ", t.size(0),
+              " rows do not divide by the group's ", group_->world_size(), " ranks");
+  torch::Tensor input = t.contiguous().view({-1});
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape[0] /= group_->world_size();
+  torch::Tensor output = torch::empty({input.numel() / group_->world_size()}, input.options());
+  group_->wait(group_->reduce_scatter_sum(output, input), "a tensor-parallel reduce-scatter");
+  ++stats_.collectives;
+  stats_.bytes += static_cast<int64_t>(input.nbytes());
+  stats_.seconds += seconds_since(start);
+  return output.view(shape);
+}
+
 std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer) {
   auto tensor = std::make_shared<torch::Tensor>(t.contiguous());
   ++stats_.sends;

@@ -16,6 +16,7 @@ class ProcessGroupComm : public TensorParallelComm {
   int size() const override { return group_->world_size(); }
   void all_reduce_sum(torch::Tensor& t) override;
   torch::Tensor all_gather(const torch::Tensor& t) override;
+  torch::Tensor reduce_scatter(const torch::Tensor& t) override;
   std::function<void()> send_async(const torch::Tensor& t, int peer) override;
   void recv(torch::Tensor& t, int peer) override;
   ProcessGroup& group() { return *group_; }

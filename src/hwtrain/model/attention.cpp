@@ -63,11 +63,12 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const CausalSelfAttentionOption
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "CausalSelfAttention expects (B, T, C), got ", x_BTC.sizes());
-  const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());  // the whole sequence under sequence parallelism
+  const int64_t B = x.size(0), T = x.size(1);
   // This rank's width: all of n_embd, or its heads' share under tensor parallelism.
   const int64_t C = c_attn->weight.size(0) / 3, D = options_.n_embd / options_.n_head, H = C / D;
 
-  auto qkv = linear(c_attn, tp_enter(x_BTC, tp_.get())).split(C, /*dim=*/2);
+  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   auto k_BHTD = qkv[1].view({B, T, H, D}).transpose(1, 2);
   auto v_BHTD = qkv[2].view({B, T, H, D}).transpose(1, 2);

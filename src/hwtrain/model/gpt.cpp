@@ -132,7 +132,13 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {
 
   if (unit_hooks_) unit_hooks_->before_forward(0);
   auto x_BTC = tp_ ? vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_) : wte(idx_BT);
-  if (wpe) x_BTC = x_BTC + wpe(torch::arange(T, idx_BT.options()));
+  if (wpe) {
+    torch::Tensor positions = torch::arange(T, idx_BT.options());
+    if (tp_ && tp_->sequence_parallel) {  // this rank's slice of the sequence
+      positions = positions.narrow(0, tp_->rank() * (T / tp_->size()), T / tp_->size());
+    }
+    x_BTC = x_BTC + wpe(positions);
+  }
   return drop_(x_BTC);
 }
 

@@ -107,8 +107,14 @@ class GPTImpl : public torch::nn::Module {
   // key/value heads or MLP width do not divide by the group's size or the vocabulary is smaller.
   // forward() then returns the whole logits, gathered without gradient (evaluation, sampling);
   // forward_loss never builds them (the fused LM-head loss is not used: the slices are its saving).
-  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm);
+  // sequence_parallel: between the layers each rank keeps T / t positions (model/tensor_parallel.h);
+  // model.block_size must divide by the group's size.
+  void set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool sequence_parallel = false);
   TensorParallelComm* tensor_parallel() const { return tp_.get(); }
+  // Under sequence parallelism each rank's gradients of the weights it holds whole (norms, position
+  // embeddings, row-parallel biases) cover its slice of the sequence: summed over the group here,
+  // after backward (collective). Nothing otherwise.
+  void sum_sequence_parallel_gradients();
   // How parameter `name`, or its optimizer state "exp_avg.<name>" / "exp_avg_sq.<name>", is cut.
   ShardSpec tensor_parallel_spec(const std::string& name) const;
   // The whole tensor's length along its cut dimension, for a name tensor_parallel_spec cuts.

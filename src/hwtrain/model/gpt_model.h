@@ -51,6 +51,7 @@ class GptModel : public TrainableModel {
   torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override {
     return tensor_parallel_norm_share(*gpt_, local_squared);
   }
+  void sum_shared_gradients() override { gpt_->sum_sequence_parallel_gradients(); }
   void model_parallel_sum(torch::Tensor& t) override {
     if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
   }

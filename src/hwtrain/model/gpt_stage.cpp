@@ -61,7 +61,8 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
 }
 
 std::vector<int64_t> GptStage::activation_shape(int64_t rows, int64_t row_elements) const {
-  return {rows, row_elements, gpt_->config().n_embd};
+  const TensorParallelComm* tp = gpt_->tensor_parallel();  // sequence parallel: this rank's slice of T
+  return {rows, tp && tp->sequence_parallel ? row_elements / tp->size() : row_elements, gpt_->config().n_embd};
 }
 
 // Evaluation: the micro-batch through every stage, forward only; every stage returns the loss.
@@ -129,6 +130,7 @@ bool GptStage::checkpoint_writer() const {
 }
 
 void GptStage::sum_shared_gradients() {
+  gpt_->sum_sequence_parallel_gradients();
   if (!shared_ || !(is_first() || is_last())) return;
   torch::Tensor& g = gpt_->wte->weight.mutable_grad();
   if (!g.defined()) g = torch::zeros_like(gpt_->wte->weight);

@@ -54,6 +54,7 @@ class GptStage : public TrainableModel, public PipelineStage {
   torch::Tensor forward_stage(const torch::Tensor& input, const torch::Tensor& targets) override;
   std::vector<int64_t> activation_shape(int64_t rows, int64_t row_elements) const override;
   TensorParallelComm& stages() override { return *stages_; }
+  // Sequence-parallel gradients over the tensor group, then the tied embedding's two copies.
   void sum_shared_gradients() override;
 
   GPT& gpt() { return gpt_; }

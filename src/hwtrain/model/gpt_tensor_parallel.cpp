@@ -55,9 +55,15 @@ int64_t GPTImpl::whole_rows(const std::string& name) const {
   throw IoError("'" + name + "' is not a tensor-parallel parameter or its optimizer state");
 }
 
-void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) {
+void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool sequence_parallel) {
   TORCH_CHECK(comm && !tp_, "GPT::set_tensor_parallel: call it once, with a group");
   const int size = comm->size(), rank = comm->rank();
+  if (sequence_parallel && cfg_.block_size % size != 0) {
+    throw ConfigError("dist.sequence_parallel = true needs model.block_size = " + std::to_string(cfg_.block_size) +
+                      " divisible by dist.tensor_parallel = " + std::to_string(size) +
+                      "; choose such a block size or set dist.sequence_parallel = false");
+  }
+  comm->sequence_parallel = sequence_parallel;
   require_divides(size, cfg_.n_head, "model.n_head");
   require_divides(size, cfg_.kv_heads(), "model.n_kv_head (the key/value heads)");
   require_divides(size, cfg_.mlp_width(), "the MLP width (model.intermediate_size, or 4 x model.n_embd)");
@@ -77,14 +83,23 @@ void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) {
   tp_ = std::move(comm);
 }
 
+void GPTImpl::sum_sequence_parallel_gradients() {
+  if (!tp_ || !tp_->sequence_parallel) return;
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    torch::Tensor& g = item.value().mutable_grad();
+    if (g.defined() && !parameter_spec(item.key()).sharded()) tp_->all_reduce_sum(g);
+  }
+}
+
 torch::Tensor GPTImpl::tensor_parallel_forward(const torch::Tensor& x_BTC) {
   torch::NoGradGuard no_grad;  // the whole logits are for evaluation and sampling only
-  const torch::Tensor local_BTV = torch::linear(x_BTC, head_weight());
+  const torch::Tensor local_BTV = torch::linear(tp_enter(x_BTC, tp_.get()), head_weight());
   return whole_of(local_BTV, ShardSpec{2, 1}, vocab_size_, *tp_);
 }
 
 torch::Tensor GPTImpl::tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
-  const torch::Tensor local_BTV = torch::linear(tp_copy(x_BTC, *tp_), head_weight());
+  const torch::Tensor local_BTV = torch::linear(tp_enter(x_BTC, tp_.get()), head_weight());
   return vocab_parallel_cross_entropy(local_BTV.reshape({-1, local_BTV.size(-1)}), targets_BT.reshape({-1}),
                                       vocab_rows_, *tp_);
 }

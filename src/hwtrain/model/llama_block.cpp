@@ -86,8 +86,8 @@ LlamaAttentionImpl::LlamaAttentionImpl(const ModelConfig& cfg, std::shared_ptr<R
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "LlamaAttention expects (B, T, C), got ", x_BTC.sizes());
-  const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());  // the whole sequence under sequence parallelism
+  const int64_t B = x.size(0), T = x.size(1);
   auto q_BHTD = linear(q_proj, x).view({B, T, n_head_, head_dim_}).transpose(1, 2);
   auto k_BKTD = linear(k_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
   auto v_BKTD = linear(v_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);

@@ -24,8 +24,6 @@ class PipelineStage {
   // The activations passed between stages for `rows` rows of `row_elements` tokens (fp32).
   virtual std::vector<int64_t> activation_shape(int64_t rows, int64_t row_elements) const = 0;
   virtual TensorParallelComm& stages() = 0;
-  // After the step's backwards: a weight two stages hold (a tied embedding) gets their summed gradient.
-  virtual void sum_shared_gradients() {}
 };
 
 }  // namespace hwt

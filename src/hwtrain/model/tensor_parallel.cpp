@@ -28,6 +28,38 @@ struct CopyToGroup : public torch::autograd::Function<CopyToGroup> {
   }
 };
 
+// Along the sequence (dim 1), through the leading dimension the group's collectives cut.
+torch::Tensor gather_sequence(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
+  const torch::Tensor all = comm.all_gather(x_BTC.transpose(0, 1).contiguous());  // (t, T / t, B, C)
+  return all.flatten(0, 1).transpose(0, 1).contiguous();
+}
+
+torch::Tensor scatter_sequence(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
+  TORCH_CHECK(x_BTC.size(1) % comm.size() == 0, "sequence parallelism: the sequence length ", x_BTC.size(1),
+              " does not divide by the ", comm.size(), " tensor-parallel ranks");
+  return comm.reduce_scatter(x_BTC.transpose(0, 1).contiguous()).transpose(0, 1).contiguous();
+}
+
+struct GatherSequence : public torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return gather_sequence(x, *reinterpret_cast<TensorParallelComm*>(comm));
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    return {scatter_sequence(grads[0], comm_at(ctx)), torch::Tensor()};
+  }
+};
+
+struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return scatter_sequence(x, *reinterpret_cast<TensorParallelComm*>(comm));
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    return {gather_sequence(grads[0], comm_at(ctx)), torch::Tensor()};
+  }
+};
+
 struct ReduceFromGroup : public torch::autograd::Function<ReduceFromGroup> {
   static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, int64_t comm) {
     torch::Tensor y = x.contiguous().clone();
@@ -79,8 +111,16 @@ torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm) {
   return ReduceFromGroup::apply(x, address_of(comm));
 }
 
+torch::Tensor sp_gather(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
+  return GatherSequence::apply(x_BTC, address_of(comm));
+}
+
+torch::Tensor sp_scatter(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
+  return ScatterSequence::apply(x_BTC, address_of(comm));
+}
+
 torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm) {
-  torch::Tensor y = tp_reduce(torch::linear(x, layer->weight), comm);
+  torch::Tensor y = tp_exit(torch::linear(x, layer->weight), comm);
   return layer->bias.defined() ? y + layer->bias : y;
 }
 
@@ -130,7 +170,7 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Te
   const torch::Tensor outside = (idx < range.start) | (idx >= range.end);
   const torch::Tensor local = (idx - range.start).masked_fill(outside, 0);
   torch::Tensor out = torch::embedding(weight_local, local).masked_fill(outside.unsqueeze(-1), 0.0);
-  return tp_reduce(out, comm);
+  return tp_exit(out, comm);
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N,

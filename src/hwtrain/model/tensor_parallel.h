@@ -5,6 +5,11 @@
 // - tp_copy / tp_reduce: Megatron's conjugate operators f and g. tp_copy is the identity forward and
 //   sums the gradients over the group backward (in front of a column-parallel layer); tp_reduce sums
 //   the partial outputs forward (after a row-parallel layer) and is the identity backward.
+// - Sequence parallelism (Korthikanti et al. 2022): between the layers each rank keeps only its
+//   slice of the sequence (norms, dropout and the residual stream on T / t positions); sp_gather
+//   (all-gather along T forward, reduce-scatter backward) takes the place of tp_copy and sp_scatter
+//   (reduce-scatter forward, all-gather backward) that of tp_reduce. Same math, 1/t of those
+//   activations, the same communication volume.
 // - Vocabulary-parallel embedding and cross-entropy: each rank holds a slice of the vocabulary's
 //   rows; the logits stay sliced (each rank's (N, V/t)), the loss comes from the ranks' log-sum-exps
 //   and target logits, never from the whole logits.
@@ -26,18 +31,35 @@ class TensorParallelComm {
   virtual int size() const = 0;
   virtual void all_reduce_sum(torch::Tensor& t) = 0;           // in place; blocking
   virtual torch::Tensor all_gather(const torch::Tensor& t) = 0;  // (size, t's shape), rank order; blocking
+  // t (size x k rows along dim 0): this rank's k rows of the ranks' sum; blocking.
+  virtual torch::Tensor reduce_scatter(const torch::Tensor& t) = 0;
   // Point to point, for pipeline stages (peer: a rank of this group): `t` sent asynchronously (the
   // returned function waits for the send; t must live until then), and received in place, blocking.
   virtual std::function<void()> send_async(const torch::Tensor& t, int peer) = 0;
   virtual void recv(torch::Tensor& t, int peer) = 0;
+
+  // Whether the layers using this group keep activations cut along the sequence between them
+  // (sequence parallelism); set once by GPT::set_tensor_parallel.
+  bool sequence_parallel = false;
 };
 
 torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm);
 torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm);
-// The input of a column-parallel layer: tp_copy(x), or x itself without a group.
-inline torch::Tensor tp_enter(const torch::Tensor& x, TensorParallelComm* comm) { return comm ? tp_copy(x, *comm) : x; }
+// x (B, T / t, C) -> (B, T, C) and back; T must divide by the group's size.
+torch::Tensor sp_gather(const torch::Tensor& x_BTC, TensorParallelComm& comm);
+torch::Tensor sp_scatter(const torch::Tensor& x_BTC, TensorParallelComm& comm);
+// The input of a column-parallel layer: tp_copy(x) (or sp_gather(x) under sequence parallelism),
+// x itself without a group.
+inline torch::Tensor tp_enter(const torch::Tensor& x, TensorParallelComm* comm) {
+  if (!comm) return x;
+  return comm->sequence_parallel ? sp_gather(x, *comm) : tp_copy(x, *comm);
+}
+// The ranks' partial outputs summed (tp_reduce), or summed and cut along the sequence (sp_scatter).
+inline torch::Tensor tp_exit(const torch::Tensor& x, TensorParallelComm& comm) {
+  return comm.sequence_parallel ? sp_scatter(x, comm) : tp_reduce(x, comm);
+}
 // A row-parallel linear layer (its weight cut along the input dimension): the ranks' partial
-// products summed, then the bias, which every rank holds whole and adds once.
+// products summed (tp_exit), then the bias, which every rank holds whole and adds once.
 torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm);
 
 // How a tensor is cut over the ranks: along `dim` (-1: every rank holds it whole, "replicated"),
@@ -61,8 +83,9 @@ RowRange piece_range(int64_t n, int rank, int size);
 torch::Tensor shard_of(const torch::Tensor& whole, const ShardSpec& spec, int rank, int size);
 torch::Tensor whole_of(const torch::Tensor& local, const ShardSpec& spec, int64_t whole_rows, TensorParallelComm& comm);
 
-// idx (any shape) looked up in this rank's rows `range` of the embedding (`weight_local`), the
-// other ranks' rows summed in: the whole embedding's output on every rank.
+// idx (B, T) looked up in this rank's rows `range` of the embedding (`weight_local`), the other
+// ranks' rows summed in (tp_exit): the whole embedding's output on every rank, or this rank's
+// slice of the sequence under sequence parallelism.
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight_local, RowRange range,
                                        TensorParallelComm& comm);
 // Mean cross-entropy (fp32) over targets != -1 of logits sliced by vocabulary: logits_NV holds this

@@ -80,6 +80,10 @@ class TrainableModel {
   virtual bool checkpoint_writer() const { return true; }
   virtual torch::Tensor squared_norm_share(const torch::Tensor& local_squared) { return local_squared; }
   virtual void model_parallel_sum(torch::Tensor& /*t*/) {}
+  // After the step's backwards (and data-parallel reduction): weights several model-parallel ranks
+  // hold get their whole gradient (sequence-parallel norms' partial sums, a tied embedding's two
+  // pipeline copies). Collective over the model-parallel group.
+  virtual void sum_shared_gradients() {}
   virtual PipelineStage* pipeline_stage() { return nullptr; }
 
   int64_t num_parameters();

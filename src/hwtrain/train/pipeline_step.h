@@ -8,8 +8,8 @@
 //   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends;
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
-// - SharedGradientSync: the GradientSync of a stage, after the data-parallel one (if any): weights
-//   two stages hold (a tied embedding) get their summed gradient.
+// - SharedGradientSync: the GradientSync of a model-parallel model, after the data-parallel one (if
+//   any): weights several ranks hold get their whole gradient (TrainableModel::sum_shared_gradients).
 #pragma once
 #include <torch/torch.h>
 
@@ -19,6 +19,7 @@
 
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/model/pipeline_stage.h"
+#include "hwtrain/model/trainable_model.h"
 #include "hwtrain/obs/metrics.h"
 
 namespace hwt {
@@ -49,14 +50,14 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
 
 class SharedGradientSync : public GradientSync {
  public:
-  SharedGradientSync(std::shared_ptr<GradientSync> inner, PipelineStage& stage)
-      : inner_(std::move(inner)), stage_(stage) {}
+  SharedGradientSync(std::shared_ptr<GradientSync> inner, TrainableModel& model)
+      : inner_(std::move(inner)), model_(model) {}
   void begin_micro_step(bool sync_after_backward) override {
     if (inner_) inner_->begin_micro_step(sync_after_backward);
   }
   void finish() override {
     if (inner_) inner_->finish();
-    stage_.sum_shared_gradients();
+    model_.sum_shared_gradients();
   }
   void discard() override {
     if (inner_) inner_->discard();
@@ -64,7 +65,7 @@ class SharedGradientSync : public GradientSync {
 
  private:
   std::shared_ptr<GradientSync> inner_;
-  PipelineStage& stage_;
+  TrainableModel& model_;
 };
 
 }  // namespace hwt

@@ -64,7 +64,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
   }
   set_optimizer_in_backward(plan_.optimizer_in_backward());
   if (model_->model_parallel()) use_model_parallel_norm();
-  if (model_->pipeline_stage()) set_gradient_sync(nullptr);
+  if (model_->model_parallel()) set_gradient_sync(nullptr);
   std::vector<std::pair<std::string, torch::Tensor>> weights;
   for (const auto& item : model_->module().named_parameters()) weights.emplace_back(item.key(), item.value());
   for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());

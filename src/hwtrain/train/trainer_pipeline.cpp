@@ -7,7 +7,7 @@
 namespace hwt {
 
 void Trainer::set_gradient_sync(std::shared_ptr<GradientSync> sync) {
-  if (PipelineStage* stage = model_->pipeline_stage()) sync = std::make_shared<SharedGradientSync>(std::move(sync), *stage);
+  if (model_->model_parallel()) sync = std::make_shared<SharedGradientSync>(std::move(sync), *model_);
   parts_.grad_sync = std::move(sync);
 }
 
