@@ -11,7 +11,7 @@ void ProcessGroupComm::all_reduce_sum(torch::Tensor& t) {
   group_->wait(group_->all_reduce_sum(buffer), "a tensor-parallel all-reduce");
   if (!buffer.is_same(t)) t.copy_(buffer);
   ++stats_.collectives;
-  stats_.bytes += static_cast<int64_t>(t.nbytes());
+  stats_.bytes += ring_bytes(static_cast<int64_t>(t.nbytes()), 2);
   stats_.seconds += seconds_since(start);
 }
 
@@ -24,7 +24,7 @@ torch::Tensor ProcessGroupComm::all_gather(const torch::Tensor& t) {
   torch::Tensor output = torch::empty({group_->world_size() * input.numel()}, input.options());
   group_->wait(group_->all_gather_into(output, input), "a tensor-parallel all-gather");
   ++stats_.collectives;
-  stats_.bytes += static_cast<int64_t>(output.nbytes());
+  stats_.bytes += ring_bytes(static_cast<int64_t>(output.nbytes()), 1);
   stats_.seconds += seconds_since(start);
   return output.view(shape);
 }
@@ -39,7 +39,7 @@ torch::Tensor ProcessGroupComm::reduce_scatter(const torch::Tensor& t) {
   torch::Tensor output = torch::empty({input.numel() / group_->world_size()}, input.options());
   group_->wait(group_->reduce_scatter_sum(output, input), "a tensor-parallel reduce-scatter");
   ++stats_.collectives;
-  stats_.bytes += static_cast<int64_t>(input.nbytes());
+  stats_.bytes += ring_bytes(static_cast<int64_t>(input.nbytes()), 1);
   stats_.seconds += seconds_since(start);
   return output.view(shape);
 }

@@ -22,6 +22,9 @@ class ProcessGroupComm : public TensorParallelComm {
   ProcessGroup& group() { return *group_; }
 
   // What the group has carried so far (this rank's view; blocking time includes waiting for peers).
+  // bytes: what this rank sends in ring algorithms (an all-reduce of N bytes 2 N (t-1)/t, an
+  // all-gather or reduce-scatter of N whole bytes N (t-1)/t), plus its point-to-point sends; so a
+  // sequence-parallel gather + scatter pair counts as much as the all-reduce it replaces.
   struct Stats {
     int64_t collectives = 0, sends = 0, bytes = 0;
     double seconds = 0;  // in all-reduces, all-gathers and receives
@@ -29,6 +32,10 @@ class ProcessGroupComm : public TensorParallelComm {
   const Stats& stats() const { return stats_; }
 
  private:
+  int64_t ring_bytes(int64_t whole_bytes, int passes) const {
+    return passes * whole_bytes * (size() - 1) / size();
+  }
+
   std::shared_ptr<ProcessGroup> group_;
   Stats stats_;
 };

@@ -86,9 +86,20 @@ void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool
 void GPTImpl::sum_sequence_parallel_gradients() {
   if (!tp_ || !tp_->sequence_parallel) return;
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;  // one all-reduce for them all: they are small and many
   for (auto& item : named_parameters()) {
-    torch::Tensor& g = item.value().mutable_grad();
-    if (g.defined() && !parameter_spec(item.key()).sharded()) tp_->all_reduce_sum(g);
+    const torch::Tensor& g = item.value().grad();
+    if (g.defined() && !parameter_spec(item.key()).sharded()) grads.push_back(g);
+  }
+  if (grads.empty()) return;
+  std::vector<torch::Tensor> flat;
+  for (const auto& g : grads) flat.push_back(g.reshape({-1}));
+  torch::Tensor bucket = torch::cat(flat);
+  tp_->all_reduce_sum(bucket);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(bucket.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
   }
 }
 
