@@ -94,6 +94,10 @@ void decide_parallel_layout(Plan& p, const PlanInputs& in) {
   const GpuInfo* gpu = plan_gpu(p, in);
   // One device, the CPU, or a run whose mesh is already fixed (ranks of a model replica): nothing to search.
   if (gpu == nullptr || in.ctx.world_size <= 1 || in.ctx.model_parallel > 1) return;
+  // A real run's mesh comes from dist.tensor_parallel / dist.pipeline_parallel before it is planned
+  // (cli/parallel_setup.h), so its plan must not choose another: the search plans described clusters
+  // (`hwtrain plan --preset`) until runs apply its choice.
+  if (!in.ctx.paper) return;
   if (whole_model_setting(in) != nullptr) return;
   std::string assumed;
   const LayoutSearch search = search_parallel_layouts(layout_problem(p, in, *gpu, assumed));
