@@ -164,6 +164,20 @@ void hf_config_json(const uint8_t* data, size_t size) {
   });
 }
 
+// A Hugging Face directory's model.safetensors.index.json beside one fixed shard holding "w" and
+// "b": the index must name files inside the directory, each present and holding what it lists.
+void hf_weight_index(const uint8_t* data, size_t size) {
+  const fs::path dir = scratch_dir() / "hf_index";
+  static const bool shard_written = [&] {
+    fs::create_directories(dir);
+    save_safetensors(dir / "model-00001-of-00001.safetensors", {{"w", torch::ones({2, 3})}, {"b", torch::zeros({3})}});
+    return true;
+  }();
+  (void)shard_written;
+  write_input("hf_index/model.safetensors.index.json", data, size);
+  expecting_errors([&] { read_hf_weights(dir); });
+}
+
 // sharding.json beside two fixed shard files of a tensor "w" (2 x 3) split at element 3.
 void sharding_manifest(const uint8_t* data, size_t size) {
   const fs::path dir = scratch_dir() / "sharded";
@@ -216,7 +230,8 @@ const std::vector<NamedTarget>& all_targets() {
       {"tokenizer_json", tokenizer_json},     {"dataset_manifest", dataset_manifest},
       {"shard_header", shard_header},         {"toml_config", toml_config},
       {"hardware_json", hardware_json},       {"checkpoint_list", checkpoint_list},
-      {"hf_config_json", hf_config_json},     {"sharding_manifest", sharding_manifest},
+      {"hf_config_json", hf_config_json},     {"hf_weight_index", hf_weight_index},
+      {"sharding_manifest", sharding_manifest},
       {"sweep_file", sweep_file},             {"study_file", study_file}};
   return targets;
 }

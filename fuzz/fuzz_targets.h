@@ -23,6 +23,7 @@ void toml_config(const uint8_t* data, size_t size);       // config/run_config: 
 void hardware_json(const uint8_t* data, size_t size);     // hw/hardware_json: hardware_from_json
 void checkpoint_list(const uint8_t* data, size_t size);   // io/checkpoint_store: read_checkpoint_manifest
 void hf_config_json(const uint8_t* data, size_t size);    // interop/hf_directory: read_hf_model_config
+void hf_weight_index(const uint8_t* data, size_t size);   // interop/hf_directory: read_hf_weights (sharded index)
 void sharding_manifest(const uint8_t* data, size_t size); // train/sharded_checkpoint: read_checkpoint_weights/optimizer
 void sweep_file(const uint8_t* data, size_t size);        // sweep/sweep_config: parse_sweep_config (+ space values)
 void study_file(const uint8_t* data, size_t size);        // sweep/study_store: open, trials, claim

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"; shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors_file trainer_state tokenizer_json dataset_manifest shard_header toml_config hardware_json checkpoint_list hf_config_json sharding_manifest sweep_file study_file)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors_file trainer_state tokenizer_json dataset_manifest shard_header toml_config hardware_json checkpoint_list hf_config_json hf_weight_index sharding_manifest sweep_file study_file)
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang++ (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
 bash scripts/install-deps.sh build-fuzz/torch-python >/dev/null
 if [ ! -f build-fuzz/CMakeCache.txt ]; then
