@@ -2,8 +2,10 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
+#include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/plan/stage_split.h"
+#include "hwtrain/train/sharded_training.h"
 
 namespace hwt::cli {
 
@@ -36,6 +38,21 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
 }
 
 namespace {
+
+// ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.
+// `group`: the data-parallel ranks (a model-parallel rank shards its own weights' moments over the
+// ranks that hold the same weights).
+OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group) {
+  NamedTensors params = trainer.optimizer().named_parameters();
+  auto ownership = std::make_shared<Zero1Ownership>(assign_zero1_owners(params, group->world_size()));
+  log_info("{}", describe_zero1_memory(*ownership));
+  OptimizerSharding s;
+  s.owned = ownership->owned_by(group->rank());
+  s.after_step = [params, ownership, group] { sync_parameters_after_step(params, *ownership, *group); };
+  s.gather = [group](const NamedTensors& local) { return gather_optimizer_state(local, *group); };
+  return s;
+}
+
 
 // This rank's stage: the blocks balanced over the stages, the pipeline group, and for a tied head the
 // group of the first and last stages, which both hold the embedding.
@@ -80,6 +97,26 @@ RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& w
   log_info("parallel layout: {}{}; this rank is tensor rank {} of data-parallel replica {}", mesh.describe(),
            run.tensor && sequence_parallel ? " (sequence parallel)" : "", run.at.tensor, run.at.data);
   return run;
+}
+
+DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
+                                       const DistConfig& dist, const Plan& plan) {
+  trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
+  DataParallelParts parts;
+  if (plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3) {
+    const ShardStage stage = plan.sharding == Sharding::Zero2 ? ShardStage::Zero2 : ShardStage::Zero3;
+    ShardedTraining sharded = shard_training(trainer.model(), trainer.optimizer(), group, stage, plan.precision);
+    parts.sharded = sharded.engine;
+    trainer.set_gradient_sync(sharded.engine);
+    trainer.set_optimizer_sharding(std::move(sharded.sharding));
+    return parts;
+  }
+  DataParallelOptions ddp;
+  ddp.bucket_size_mb = dist.bucket_size_mb;
+  parts.ddp = std::make_shared<DataParallel>(group, trainer.model().module().parameters(), ddp);
+  trainer.set_gradient_sync(parts.ddp);
+  if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group));
+  return parts;
 }
 
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {

@@ -6,14 +6,17 @@
 #pragma once
 #include <memory>
 
+#include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/device_mesh.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/model/gpt_stage.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/run/run_config.h"
+#include "hwtrain/train/trainer.h"
 
 namespace hwt::cli {
 
@@ -44,6 +47,16 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan);
 // stages (the blocks cut by plan/stage_split.h).
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
                   bool sequence_parallel);
+
+// Data parallelism for the trainer over `group` (the data-parallel ranks): the loss averaged over
+// them, and the gradient sync of the planned sharding: bucketed all-reduce (none, zero1 with
+// its sharded moments) or reduce-scattered shards (zero2, zero3: train/sharded_training.h).
+struct DataParallelParts {
+  std::shared_ptr<DataParallel> ddp;            // none and zero1: bucketed all-reduce
+  std::shared_ptr<ShardedParameters> sharded;   // zero2 and zero3
+};
+DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
+                                       const DistConfig& dist, const Plan& plan);
 
 // "tensor parallel: 1204 collectives (18.4 MiB), 0.84 s blocked (7% of the 12 s run)", a line per group.
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds);

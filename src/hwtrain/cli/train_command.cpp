@@ -12,7 +12,6 @@
 #include "hwtrain/data/tokenizer.h"
 #include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/sharded_parameters.h"
-#include "hwtrain/dist/zero1.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/hw/hardware_profile.h"
@@ -66,20 +65,6 @@ std::string describe_callback_cost(const CallbackList& callbacks, double monitor
                      total, parts, monitor_cpu_seconds, share, run_seconds);
 }
 
-// ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.
-// `group`: the data-parallel ranks (a model-parallel rank shards its own weights' moments over the
-// ranks that hold the same weights).
-OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group) {
-  NamedTensors params = trainer.optimizer().named_parameters();
-  auto ownership = std::make_shared<Zero1Ownership>(assign_zero1_owners(params, group->world_size()));
-  log_info("{}", describe_zero1_memory(*ownership));
-  OptimizerSharding s;
-  s.owned = ownership->owned_by(group->rank());
-  s.after_step = [params, ownership, group] { sync_parameters_after_step(params, *ownership, *group); };
-  s.gather = [group](const NamedTensors& local) { return gather_optimizer_state(local, *group); };
-  return s;
-}
-
 // Joins the run's process group on the device the planner chooses (NCCL for CUDA, Gloo otherwise).
 std::shared_ptr<ProcessGroup> join_group(const DistEnv& env, const RunConfig& config, const PlanContext& context) {
   DetectOptions quick;
@@ -106,6 +91,13 @@ std::string plan_fingerprint(const Plan& plan) {
   return j.dump(1);  // a line per value: a mismatch names the first differing one
 }
 
+// Every rank runs the same config, dataset, resume point and plan (ProcessGroup::check_consistency).
+void check_ranks_agree(ProcessGroup& group, const RunConfig& config, const ShardedDataset& data,
+                       const std::optional<fs::path>& checkpoint, const Plan& plan) {
+  group.check_consistency(config.to_toml() + "\ndataset " + std::to_string(data.fingerprint()) + "\nresume " +
+                          (checkpoint ? checkpoint->string() : std::string("no")) + "\nplan " + plan_fingerprint(plan));
+}
+
 // --out, the checkpoint's run or a new one, chosen by rank 0; every rank gets rank 0's choice.
 fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& checkpoint, ProcessGroup* group) {
   fs::path run_dir;
@@ -114,6 +106,16 @@ fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& check
     ensure_writable_dir(run_dir);
   }
   return group ? fs::path(group->share_from_rank0("run_dir", run_dir.string())) : run_dir;
+}
+
+// Rank 0 opens the dataset first (it may prepare it, for longer than dist.timeout); the others
+// wait for it, then open the prepared files.
+std::shared_ptr<const ShardedDataset> open_run_dataset(const RunConfig& config, ProcessGroup* group) {
+  if (!group) return open_dataset(config);
+  std::shared_ptr<const ShardedDataset> data;
+  if (group->rank() == 0) data = open_dataset(config);
+  group->share_from_rank0("data_ready", "1", std::chrono::hours(24));
+  return data ? data : open_dataset(config);
 }
 
 // config.toml, plan.json and the hardware files of the run directory (rank 0), replacing an old
@@ -128,35 +130,6 @@ void write_run_files(const fs::path& run_dir, const RunConfig& config, const Har
   write_file_atomic(run_dir / "plan.json", optimizer.plan().to_json());
   write_file_atomic(run_dir / "hardware.txt", optimizer.get_hardware_summary());
   write_file_atomic(run_dir / "hardware.json", to_json(optimizer.hardware()).dump(2));
-}
-
-struct DataParallelParts {
-  std::shared_ptr<DataParallel> ddp;            // none and zero1: bucketed all-reduce
-  std::shared_ptr<ShardedParameters> sharded;   // zero2 and zero3
-};
-
-// Data parallelism for the trainer: the loss and stop agreements over the ranks, and the gradient
-// sync of the planned sharding: bucketed all-reduce (none, zero1 with its sharded optimizer) or
-// reduce-scattered shards (zero2, zero3: train/sharded_training.h).
-DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group, GPT& model,
-                                       const DistConfig& dist, const Plan& plan, const DistEnv& env) {
-  trainer.set_loss_reducer([group](double loss) { return group->mean_across_ranks(loss, "averaging the loss"); });
-  trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
-  DataParallelParts parts;
-  if (plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3) {
-    const ShardStage stage = plan.sharding == Sharding::Zero2 ? ShardStage::Zero2 : ShardStage::Zero3;
-    ShardedTraining sharded = shard_training(trainer.model(), trainer.optimizer(), group, stage, plan.precision);
-    parts.sharded = sharded.engine;
-    trainer.set_gradient_sync(sharded.engine);
-    trainer.set_optimizer_sharding(std::move(sharded.sharding));
-    return parts;
-  }
-  DataParallelOptions ddp;
-  ddp.bucket_size_mb = dist.bucket_size_mb;
-  parts.ddp = std::make_shared<DataParallel>(group, trainer.model().module().parameters(), ddp);
-  trainer.set_gradient_sync(parts.ddp);
-  if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group));
-  return parts;
 }
 
 // The time budget, the configured callbacks (early stopping, LR on plateau...) and checkpoints;
@@ -220,9 +193,15 @@ GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& 
   return model;
 }
 
-// A sample of text from the trained model, with the tokenizer it trained with.
+// A sample of text from the trained model, with the tokenizer it trained with; a model split over
+// ranks has no whole model to decode with, which is said instead.
 void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, const ShardedDataset& data,
-                torch::Device device) {
+                torch::Device device, const RunMesh& mesh) {
+  if (mesh.model_parallel()) {
+    log_info("train.sample_tokens: no sample after a tensor- or pipeline-parallel run (decoding needs the whole "
+             "model); sample from its checkpoint with `hwtrain generate`");
+    return;
+  }
   std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
   const Tokenizer* tokenizer = trainer.tokenizer();
   if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(data, config.data.tokenizer)).get();
@@ -254,10 +233,7 @@ int run_train(const TrainArgs& a) {
   const fs::path run_dir = choose_run_dir(a, checkpoint, group.get());
 
   log_info("hwtrain {} | LibTorch {} | run directory {}", HWTRAIN_VERSION, TORCH_VERSION, run_dir.string());
-  std::shared_ptr<const ShardedDataset> data;
-  if (rank0) data = open_dataset(config);
-  if (group) group->share_from_rank0("data_ready", "1", std::chrono::hours(24));
-  if (!rank0) data = open_dataset(config);
+  std::shared_ptr<const ShardedDataset> data = open_run_dataset(config, group.get());
   config.model.vocab_size = resolve_vocab_size(config.model, data->vocab_size());
   config.validate();
   auto configured_callbacks = make_configured_callbacks(config, env.rank);  // config errors before training
@@ -266,11 +242,7 @@ int run_train(const TrainArgs& a) {
            data->num_train_tokens(), data->num_val_tokens(), data->tokenizer_name());
 
   HardwareAwareOptimizer optimizer(config, run_hardware(group.get()), context);
-  if (group) {
-    group->check_consistency(config.to_toml() + "\ndataset " + std::to_string(data->fingerprint()) + "\nresume " +
-                             (checkpoint ? checkpoint->string() : std::string("no")) + "\nplan " +
-                             plan_fingerprint(optimizer.plan()));
-  }
+  if (group) check_ranks_agree(*group, config, *data, checkpoint, optimizer.plan());
   check_plan_for_mesh(mesh_shape, optimizer.plan());
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
@@ -296,8 +268,8 @@ int run_train(const TrainArgs& a) {
   // that choose differently still issue the same collectives: one reduction per step).
   if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
   DataParallelParts parallel;
-  if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, model, config.dist, optimizer.plan(), env);
-  if (group && mesh.model_parallel()) {  // a stop (Ctrl-C, a callback) must end every rank, not one replica
+  if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, config.dist, optimizer.plan());
+  if (group) {  // a stop (Ctrl-C, a callback) ends every rank at the same step, every replica and stage
     trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
   }
   log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
@@ -313,12 +285,7 @@ int run_train(const TrainArgs& a) {
   const bool sample = config.train.sample_tokens > 0;
   if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
   if (group) group->shutdown();
-  if (sample && mesh.model_parallel()) {
-    log_info("train.sample_tokens: no sample after a tensor- or pipeline-parallel run (decoding needs the whole "
-             "model); sample from its checkpoint with `hwtrain generate`");
-  } else if (sample && rank0) {
-    log_sample(model, config, trainer, *data, optimizer.device());
-  }
+  if (sample && (rank0 || mesh.model_parallel())) log_sample(model, config, trainer, *data, optimizer.device(), mesh);
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }
