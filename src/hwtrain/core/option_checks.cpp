@@ -35,4 +35,18 @@ void check_non_negative(const std::string& key, double value, const std::string&
   if (!(value >= 0)) option_range_error(key, option_text(value), "must be >= 0" + (note.empty() ? "" : " (" + note + ")"));
 }
 
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+std::string divisors_text(int64_t n) {
+  std::string out;
+  for (int64_t d : divisors(n)) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return out;
+}
+
 }  // namespace hwt

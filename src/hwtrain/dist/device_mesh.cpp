@@ -1,27 +1,10 @@
 #include "hwtrain/dist/device_mesh.h"
 
 #include "hwtrain/core/error.h"
-#include "hwtrain/core/strings.h"
+#include "hwtrain/core/option_checks.h"
+#include "hwtrain/model/tensor_parallel.h"
 
 namespace hwt {
-namespace {
-
-std::string list_text(const std::vector<int64_t>& values) {
-  std::vector<std::string> parts;
-  for (int64_t v : values) parts.push_back(std::to_string(v));
-  return join(parts, ", ");
-}
-
-}  // namespace
-
-std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(d);
-  }
-  return out;
-}
-
 DeviceMesh::DeviceMesh(int world_size, int64_t tensor_parallel, int64_t pipeline_parallel) {
   if (tensor_parallel < 1 || pipeline_parallel < 1) {
     throw ConfigError("dist.tensor_parallel = " + std::to_string(tensor_parallel) + " and dist.pipeline_parallel = " +
@@ -32,7 +15,7 @@ DeviceMesh::DeviceMesh(int world_size, int64_t tensor_parallel, int64_t pipeline
     throw ConfigError("dist.tensor_parallel = " + std::to_string(tensor_parallel) + " x dist.pipeline_parallel = " +
                       std::to_string(pipeline_parallel) + " = " + std::to_string(model_ranks) +
                       " does not divide the world size " + std::to_string(world_size) +
-                      "; their product must be one of " + list_text(divisors(world_size)));
+                      "; their product must be one of " + divisors_text(world_size));
   }
   tensor_ = static_cast<int>(tensor_parallel);
   pipeline_ = static_cast<int>(pipeline_parallel);
@@ -76,21 +59,7 @@ std::string DeviceMesh::describe() const {
 }
 
 void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model) {
-  const int64_t tp = mesh.tensor_parallel();
-  if (model.n_head % tp != 0) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide model.n_head = " +
-                      std::to_string(model.n_head) + "; valid: " + list_text(divisors(model.n_head)));
-  }
-  if (model.kv_heads() % tp != 0) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide model.n_kv_head = " +
-                      std::to_string(model.kv_heads()) + " (the key/value heads); valid: " +
-                      list_text(divisors(model.kv_heads())));
-  }
-  if (model.mlp_width() % tp != 0) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not divide the MLP width " +
-                      std::to_string(model.mlp_width()) + " (model.intermediate_size, or 4 x model.n_embd); valid: " +
-                      list_text(divisors(model.mlp_width())));
-  }
+  check_tensor_parallel_fits(model, mesh.tensor_parallel());
   if (mesh.pipeline_parallel() > model.n_layer) {
     throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
                       " is more stages than model.n_layer = " + std::to_string(model.n_layer) +

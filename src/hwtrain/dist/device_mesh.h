@@ -47,11 +47,8 @@ class DeviceMesh {
 };
 
 // ConfigError, one line naming the key and the valid values, when the model cannot be cut by the
-// mesh: tensor parallel must divide model.n_head and the key/value heads (GQA), pipeline parallel
-// may not exceed model.n_layer.
+// mesh: tensor parallel must divide the heads, key/value heads and MLP width
+// (check_tensor_parallel_fits), pipeline parallel may not exceed model.n_layer.
 void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model);
-
-// The divisors of n, ascending: the valid values named in the errors.
-std::vector<int64_t> divisors(int64_t n);
 
 }  // namespace hwt

@@ -28,13 +28,6 @@ ShardSpec parameter_spec(const std::string& name) {
   return {};  // norms, position embeddings, row-parallel biases: whole on every rank
 }
 
-void require_divides(int size, int64_t value, const std::string& what) {
-  if (value % size != 0) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(size) + " does not divide " + what + " = " +
-                      std::to_string(value));
-  }
-}
-
 }  // namespace
 
 ShardSpec GPTImpl::tensor_parallel_spec(const std::string& name) const {
@@ -64,9 +57,7 @@ void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool
                       "; choose such a block size or set dist.sequence_parallel = false");
   }
   comm->sequence_parallel = sequence_parallel;
-  require_divides(size, cfg_.n_head, "model.n_head");
-  require_divides(size, cfg_.kv_heads(), "model.n_kv_head (the key/value heads)");
-  require_divides(size, cfg_.mlp_width(), "the MLP width (model.intermediate_size, or 4 x model.n_embd)");
+  check_tensor_parallel_fits(cfg_, size);
   if (vocab_size_ < size) {
     throw ConfigError("dist.tensor_parallel = " + std::to_string(size) + " exceeds the vocabulary's " +
                       std::to_string(vocab_size_) + " tokens");

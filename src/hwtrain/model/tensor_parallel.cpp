@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
+
 namespace hwt {
 namespace {
 
@@ -102,6 +105,21 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 };
 
 }  // namespace
+
+void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_parallel) {
+  struct Cut {
+    int64_t value;
+    const char* key;
+    const char* note;
+  };
+  for (const Cut& c : {Cut{model.n_head, "model.n_head", ""},
+                       Cut{model.kv_heads(), "model.n_kv_head", " (the key/value heads)"},
+                       Cut{model.mlp_width(), "the MLP width", " (model.intermediate_size, or 4 x model.n_embd)"}}) {
+    if (c.value % tensor_parallel == 0) continue;
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tensor_parallel) + " does not divide " + c.key +
+                      " = " + std::to_string(c.value) + c.note + "; valid: " + divisors_text(c.value));
+  }
+}
 
 torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm) {
   return CopyToGroup::apply(x, address_of(comm));

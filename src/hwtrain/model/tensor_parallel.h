@@ -22,6 +22,8 @@
 #include <functional>
 #include <memory>
 
+#include "hwtrain/model/model_config.h"
+
 namespace hwt {
 
 class TensorParallelComm {
@@ -42,6 +44,10 @@ class TensorParallelComm {
   // (sequence parallelism); set once by GPT::set_tensor_parallel.
   bool sequence_parallel = false;
 };
+
+// ConfigError, one line naming dist.tensor_parallel and the valid values, unless `tensor_parallel`
+// divides model.n_head, the key/value heads and the MLP width.
+void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_parallel);
 
 torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm);
 torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/dist/device_mesh.h"
 

@@ -8,18 +8,13 @@
 //   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends;
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
-// - SharedGradientSync: the GradientSync of a model-parallel model, after the data-parallel one (if
-//   any): weights several ranks hold get their whole gradient (TrainableModel::sum_shared_gradients).
 #pragma once
 #include <torch/torch.h>
 
 #include <functional>
-#include <memory>
 #include <vector>
 
-#include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/model/pipeline_stage.h"
-#include "hwtrain/model/trainable_model.h"
 #include "hwtrain/obs/metrics.h"
 
 namespace hwt {
@@ -47,25 +42,5 @@ struct PipelineStepHooks {
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m);
-
-class SharedGradientSync : public GradientSync {
- public:
-  SharedGradientSync(std::shared_ptr<GradientSync> inner, TrainableModel& model)
-      : inner_(std::move(inner)), model_(model) {}
-  void begin_micro_step(bool sync_after_backward) override {
-    if (inner_) inner_->begin_micro_step(sync_after_backward);
-  }
-  void finish() override {
-    if (inner_) inner_->finish();
-    model_.sum_shared_gradients();
-  }
-  void discard() override {
-    if (inner_) inner_->discard();
-  }
-
- private:
-  std::shared_ptr<GradientSync> inner_;
-  TrainableModel& model_;
-};
 
 }  // namespace hwt

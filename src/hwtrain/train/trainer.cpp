@@ -63,8 +63,10 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
              plan_.autocast.cast_outputs);
   }
   set_optimizer_in_backward(plan_.optimizer_in_backward());
-  if (model_->model_parallel()) use_model_parallel_norm();
-  if (model_->model_parallel()) set_gradient_sync(nullptr);
+  if (model_->model_parallel()) {
+    use_model_parallel_norm();
+    set_gradient_sync(nullptr);  // still sums the gradients of weights several ranks hold
+  }
   std::vector<std::pair<std::string, torch::Tensor>> weights;
   for (const auto& item : model_->module().named_parameters()) weights.emplace_back(item.key(), item.value());
   for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());
@@ -83,24 +85,21 @@ Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<c
 // the ranks' shares of its square (TrainableModel::squared_norm_share), and fp16's inf/NaN verdict
 // agreed over the group, since each rank checks only its own weights.
 void Trainer::use_model_parallel_norm() {
-  if (optimizer_in_backward()) {
-    throw ConfigError("optimization.optimizer_in_backward cannot run with dist.tensor_parallel > 1 (the gradient "
-                      "norm spans the ranks); set it false");
-  }
   TrainableModel* model = model_.get();
-  parts_.sharding.global_norm = [model](const torch::Tensor& local) {
+  parts_.model_parallel_norm = [model](const torch::Tensor& local) {
     torch::NoGradGuard no_grad;
     torch::Tensor squared = model->squared_norm_share(local * local).reshape({1}).contiguous();
     model->model_parallel_sum(squared);
     return squared[0].clamp_min(0).sqrt();
   };
-  parts_.sharding.sum_across_ranks = [model](torch::Tensor& t) { model->model_parallel_sum(t); };
+  parts_.model_parallel_sum = [model](torch::Tensor& t) { model->model_parallel_sum(t); };
 }
 
 void Trainer::set_optimizer_in_backward(bool enabled) {
   if (placement_ && optimizer_in_backward() == enabled) return;
   if (enabled && model_->model_parallel()) {
-    throw ConfigError("optimization.optimizer_in_backward cannot run with dist.tensor_parallel > 1; set it false");
+    throw ConfigError("optimization.optimizer_in_backward cannot run with dist.tensor_parallel or "
+                      "dist.pipeline_parallel > 1 (the gradient norm spans the ranks); set it false");
   }
   if (!enabled) {
     placement_ = std::make_unique<UpdateAfterBackward>(parts_);
@@ -124,7 +123,6 @@ void Trainer::enable_mixed_precision(Precision p) {
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
   if (optimizer_in_backward()) throw ConfigError("dist.sharding cannot run with the optimizer in backward");
   parts_.sharding = std::move(sharding);
-  if (model_->model_parallel() && !parts_.sharding.global_norm) use_model_parallel_norm();  // ZeRO-1 keeps it
   if (parts_.sharding.optimizer) {
     optimizer_ = parts_.sharding.optimizer;
     parts_.optimizer = optimizer_.get();

@@ -59,7 +59,7 @@ class Trainer : public TrainerControl {
 
   void add_callback(std::shared_ptr<Callback> callback) { callbacks_.add(std::move(callback)); }
   const CallbackList& callbacks() const { return callbacks_; }
-  // A model-parallel model's sync also sums the gradients of weights several ranks hold (pipeline_step.h).
+  // A model-parallel model's sync also sums the gradients of weights several ranks hold (shared_gradient_sync.h).
   void set_gradient_sync(std::shared_ptr<GradientSync> sync);
   // Data-parallel runs report the loss averaged over ranks (every rank must call it each step).
   void set_loss_reducer(std::function<double(double)> mean) { parts_.loss_mean = std::move(mean); }

@@ -2,6 +2,7 @@
 // under the step's autocast and loss scaling (train/pipeline_step.h).
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/pipeline_step.h"
+#include "hwtrain/train/shared_gradient_sync.h"
 #include "hwtrain/train/trainer.h"
 
 namespace hwt {

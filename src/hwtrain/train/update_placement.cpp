@@ -23,8 +23,8 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
   if (parts_.loss_mean) loss = parts_.loss_mean(loss);
   MixedPrecision& precision = *parts_.precision;
   UpdateRule rule{parts_.grad_clip, precision.precision() != Precision::Fp32};
-  rule.global_norm = parts_.sharding.global_norm;
-  rule.sum_across_ranks = parts_.sharding.sum_across_ranks;
+  rule.global_norm = parts_.sharding.global_norm ? parts_.sharding.global_norm : parts_.model_parallel_norm;
+  rule.sum_across_ranks = parts_.sharding.sum_across_ranks ? parts_.sharding.sum_across_ranks : parts_.model_parallel_sum;
   const UpdateOutcome out = update_after_backward(
       parts_.parameters(), precision.scaler(), loss, rule,
       [&] {

@@ -54,6 +54,10 @@ struct UpdateParts {
   std::shared_ptr<GradientSync> grad_sync;           // data parallel; null in one process
   std::function<double(double)> loss_mean;           // data parallel: the loss averaged over ranks
   OptimizerSharding sharding;                        // ZeRO-1; empty otherwise
+  // A model split over ranks (tensor or pipeline parallel): the global gradient norm from this
+  // rank's, and fp16's inf/NaN verdict summed over the model's ranks; used where `sharding` has none.
+  std::function<torch::Tensor(const torch::Tensor&)> model_parallel_norm;
+  std::function<void(torch::Tensor&)> model_parallel_sum;
 };
 
 class UpdatePlacement {

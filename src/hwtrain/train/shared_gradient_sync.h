@@ -1,0 +1,33 @@
+// SharedGradientSync: the GradientSync of a model split over ranks (tensor or pipeline parallel),
+// after the data-parallel one if any: once that has reduced the gradients, the weights several
+// ranks hold get their whole gradient (TrainableModel::sum_shared_gradients: sequence-parallel
+// norms' partial sums, a tied embedding's two pipeline copies). The Trainer installs it itself.
+#pragma once
+#include <memory>
+
+#include "hwtrain/dist/gradient_sync.h"
+#include "hwtrain/model/trainable_model.h"
+
+namespace hwt {
+
+class SharedGradientSync : public GradientSync {
+ public:
+  SharedGradientSync(std::shared_ptr<GradientSync> inner, TrainableModel& model)
+      : inner_(std::move(inner)), model_(model) {}
+  void begin_micro_step(bool sync_after_backward) override {
+    if (inner_) inner_->begin_micro_step(sync_after_backward);
+  }
+  void finish() override {
+    if (inner_) inner_->finish();
+    model_.sum_shared_gradients();
+  }
+  void discard() override {
+    if (inner_) inner_->discard();
+  }
+
+ private:
+  std::shared_ptr<GradientSync> inner_;
+  TrainableModel& model_;
+};
+
+}  // namespace hwt
