@@ -352,14 +352,26 @@ TEST(PlanIntent, KeepsWhatTheUserSetAndLeavesTheRestToThePlanner) {
   EXPECT_EQ(set.device.index, 1);
 }
 
-TEST(Planner, HostOptimizerStateIsNotImplementedAndSaysSo) {
+// optimization.optimizer_state_device = cpu is carried out (train/adamw.h's host_state): on a GPU it
+// frees the moments' device memory; on a CPU the plan says it saves nothing; it cannot run with the
+// optimizer in backward.
+TEST(Planner, HostOptimizerStateIsPlannedWithItsCost) {
   RunConfig c = small_config();
   c.apply_override("optimization.optimizer_state_device=cpu");
-  Plan p = make_plan(gpu_machine(9), c);
-  EXPECT_EQ(p.optimizer_state_device, StateDevice::Device);
-  ASSERT_EQ(p.warnings.size(), 1u);
-  EXPECT_NE(p.warnings[0].find("optimization.optimizer_state_device = cpu is not implemented"), std::string::npos);
-  EXPECT_NE(p.to_json().find("\"optimizer_state_device\": \"device\""), std::string::npos);
+  const Plan gpu = make_plan(gpu_machine(9), c);
+  EXPECT_EQ(gpu.optimizer_state_device, StateDevice::Host);
+  EXPECT_TRUE(gpu.warnings.empty());
+  EXPECT_NE(gpu.to_json().find("\"optimizer_state_device\": \"cpu\""), std::string::npos);
+  EXPECT_EQ(Plan::from_json(gpu.to_json()).optimizer_state_device, StateDevice::Host);
+  const Plan cpu = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_EQ(cpu.optimizer_state_device, StateDevice::Host);
+  bool said = false;
+  for (const auto& d : cpu.decisions) {
+    if (d.name == "optimizer_state") said = d.reason.find("the host is the device here") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << cpu.to_json();
+  c.apply_override("optimization.optimizer_in_backward=true");
+  EXPECT_THROW(make_plan(gpu_machine(9), c), ConfigError);
 }
 
 TEST(Plan, JsonRoundTripKeepsTheTypedValues) {

@@ -136,5 +136,61 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
   EXPECT_THROW(bad.apply_override("dist.sharding=zero4"), ConfigError);
 }
 
+// Offloading the moments (optimization.optimizer_state_device = cpu): on a GPU the memory model moves
+// them (with fp32 masters and gradient staging) to the host; auto offloads only when nothing else
+// fits; the host must hold them.
+TEST(OffloadPlan, TheMemoryModelMovesTheMomentsToTheHost) {
+  RunConfig c = zero_preset_config("llama-2-7b");
+  MemoryQuery q;
+  q.model = c.model;
+  q.precision = Precision::Bf16;
+  q.on_gpu = true;
+  const double psi = static_cast<double>(gpt_num_parameters(c.model));
+  const MemoryEstimate kept = estimate_memory(q);
+  q.offload_optimizer = true;
+  const MemoryEstimate offloaded = estimate_memory(q);
+  EXPECT_DOUBLE_EQ(kept.optimizer, 8 * psi);
+  EXPECT_DOUBLE_EQ(offloaded.optimizer, 0.0);
+  EXPECT_DOUBLE_EQ(kept.total() - offloaded.total(), 8 * psi);
+  EXPECT_DOUBLE_EQ(host_optimizer_bytes(q), 16 * psi);  // moments + fp32 masters + gradients
+  q.world_size = 8;
+  q.sharding = Sharding::Zero3;
+  EXPECT_DOUBLE_EQ(host_optimizer_bytes(q), 16 * psi / 8);
+  q.on_gpu = false;  // the host is the device: the copies add to it
+  EXPECT_DOUBLE_EQ(host_optimizer_bytes(q), 0.0);
+  q.offload_optimizer = false;
+  const double on_cpu = estimate_memory(q).optimizer;
+  q.offload_optimizer = true;
+  EXPECT_DOUBLE_EQ(estimate_memory(q).optimizer - on_cpu, 8 * psi / 8);
+}
+
+TEST(OffloadPlan, AutoOffloadsOnlyWhenNothingElseFits) {
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 1);
+  RunConfig c = zero_preset_config("llama-3.2-1b");
+  c.apply_override("optimization.optimizer_state_dtype=fp32");  // no 8-bit fallback before offloading
+  const Plan roomy = make_plan(hw, c);
+  EXPECT_EQ(roomy.optimizer_state_device, StateDevice::Device) << find_decision(roomy, "sharding").reason;
+  c.apply_override("optimization.memory_threshold=0.2");
+  const Plan tight = make_plan(hw, c);
+  EXPECT_EQ(tight.optimizer_state_device, StateDevice::Host) << find_decision(tight, "sharding").reason;
+  EXPECT_NE(find_decision(tight, "sharding").reason.find("offloaded to host memory"), std::string::npos);
+  EXPECT_NE(find_decision(tight, "optimizer_state").value.find("pinned host memory"), std::string::npos);
+  c.apply_override("optimization.optimizer_state_device=device");  // the user's choice wins
+  EXPECT_THROW(make_plan(hw, c), HardwareError);
+}
+
+TEST(OffloadPlan, TheHostMustHoldTheOffloadedState) {
+  HardwareProfile hw = *hardware_preset("h100-80gb", 1);
+  hw.memory.effective_available_bytes = 8ll << 30;
+  RunConfig c = zero_preset_config("llama-3.2-1b");
+  c.apply_override("optimization.optimizer_state_device=cpu");
+  try {
+    make_plan(hw, c);
+    ADD_FAILURE() << "16 bytes per parameter of a 1B model do not fit 8 GiB of host memory";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace hwt

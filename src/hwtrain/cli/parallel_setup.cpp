@@ -31,6 +31,10 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_state_dtype = int8 yet (its block-wise codes "
                       "are not cut by the model-parallel layout); set it fp32");
   }
+  if (plan.optimizer_state_device == StateDevice::Host) {
+    throw ConfigError(tp + " cannot run with optimization.optimizer_state_device = cpu yet (not tested with a "
+                      "model-parallel rank's weights); set it to device");
+  }
   if (plan.optimizer_in_backward()) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_in_backward = true (the gradient norm spans "
                       "the ranks); set it false");

@@ -147,6 +147,7 @@ MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int
   q.world_size = in.ctx.world_size;
   q.sharding = p.sharding;
   q.int8_moments = p.optimizer_state_dtype == StateDtype::Int8;
+  q.offload_optimizer = p.optimizer_state_device == StateDevice::Host;
   q.optimizer_in_backward = in.want.optimizer_step == OptimizerStep::InBackward;
   q.attention = p.attention;
   q.fused_lm_head_loss = p.fused_lm_head_loss;

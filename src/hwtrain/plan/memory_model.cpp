@@ -75,7 +75,21 @@ void add_sharded_states(const MemoryQuery& q, MemoryEstimate& e) {
   e.buffers = (compute + kBytesFp32) * (block + edge) + (zero2 ? 0.0 : (edge + 2.0 * block) * compute);
 }
 
+// Moments (and, offloaded, the fp32 masters and gradient staging) of the parameters this rank's
+// optimizer updates: all of them, or with any sharding 1/N of them.
+double optimizer_bytes(const MemoryQuery& q) {
+  const double params = static_cast<double>(gpt_num_parameters(q.model));
+  const double moment_bytes = q.int8_moments ? 2.0 * (1.0 + kBytesFp32 / 2048.0) : 2.0 * kBytesFp32;
+  const double host_copies = q.offload_optimizer ? 2.0 * kBytesFp32 : 0.0;
+  return (moment_bytes + host_copies) * params /
+         (q.sharding != Sharding::None ? static_cast<double>(q.world_size) : 1.0);
+}
+
 }  // namespace
+
+double host_optimizer_bytes(const MemoryQuery& q) {
+  return q.offload_optimizer && q.on_gpu ? optimizer_bytes(q) : 0.0;
+}
 
 MemoryEstimate estimate_memory(const MemoryQuery& q) {
   MemoryEstimate e;
@@ -94,8 +108,7 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   } else {
     e.gradients = params * kBytesFp32;
   }
-  const double moment_bytes = q.int8_moments ? 2.0 * (1.0 + kBytesFp32 / 2048.0) : 2.0 * kBytesFp32;
-  e.optimizer = moment_bytes * params / (q.sharding != Sharding::None ? static_cast<double>(q.world_size) : 1.0);
+  e.optimizer = q.offload_optimizer && q.on_gpu ? 0.0 : optimizer_bytes(q);
   if (q.sharding == Sharding::Zero2 || q.sharding == Sharding::Zero3) add_sharded_states(q, e);
 
   const double tokens = static_cast<double>(q.micro_batch_size * q.model.block_size);

@@ -28,6 +28,10 @@ struct MemoryQuery {
   // dtype (bf16 parameters under bf16, as FSDP2's param_dtype; fp32 otherwise).
   Sharding sharding = Sharding::None;
   bool int8_moments = false;     // block-wise 8-bit AdamW moments (2 bytes and a scale per 2048)
+  // optimization.optimizer_state_device = cpu (train/adamw.h's host_state): the moments, an fp32
+  // master and a gradient staging buffer per optimized parameter in host memory. On a GPU that
+  // takes the moments off the device; on the CPU the host is the device and it adds the two copies.
+  bool offload_optimizer = false;
   // AdamW steps each parameter in backward and frees its gradient (train/optimizer_in_backward.h):
   // one block's gradients and the embeddings' exist at once instead of all of them.
   bool optimizer_in_backward = false;
@@ -49,6 +53,10 @@ struct MemoryEstimate {
 int64_t gpt_num_parameters(const ModelConfig& m);
 
 MemoryEstimate estimate_memory(const MemoryQuery& q);
+
+// Host memory the offloaded optimizer holds per rank (0 without offload, or on the CPU, where
+// estimate_memory counts it): moments + fp32 masters + gradient staging of the optimized parameters.
+double host_optimizer_bytes(const MemoryQuery& q);
 
 // The model states per rank (parameters + gradients + optimizer, without the buffers) of a layout:
 // what the ZeRO paper's Figure 1 counts (2Ψ + 2Ψ + KΨ/N etc.), for the plan's sharding line.

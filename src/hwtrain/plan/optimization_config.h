@@ -117,8 +117,9 @@ struct OptimizationConfig {
     v("pin_memory", pin_memory, "pinned host memory for batches on CUDA");
     v("intra_op_threads", intra_op_threads, "LibTorch intra-op threads; 0 = the physical cores usable by "
       "this process");
-    v("optimizer_state_device", optimizer_state_device, "where optimizer moments live: auto, device or cpu "
-      "(cpu is not implemented yet: the plan warns)");
+    v("optimizer_state_device", optimizer_state_device, "where optimizer moments live: device, cpu (host "
+      "memory with fp32 masters, the update on the host, as ZeRO-Offload) or auto (cpu on a GPU only when "
+      "nothing else makes the model fit)");
     v("optimizer_state_dtype", optimizer_state_dtype,
       "AdamW moments: fp32, int8 (block-wise 8-bit as bitsandbytes' 8-bit AdamW: a quarter of the memory) or "
       "auto (fp32 unless only int8 makes the model fit)");

@@ -1,5 +1,8 @@
 // Where and when the optimizer steps: the AdamW kernel, the step after backward or in backward,
 // and where its moments live (plan/decisions.h).
+#include <string>
+#include <utility>
+
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/plan/decisions.h"
@@ -38,26 +41,49 @@ void decide_optimizer_step(Plan& p, const PlanInputs& in) {
                                                 " of gradients instead of " + format_bytes(held));
 }
 
-// Host-resident moments are not implemented yet: the plan says so and keeps them with the weights,
-// rather than writing a placement into plan.json that nothing carries out.
-void decide_state_device(Plan& p, const PlanInputs& in) {
-  p.optimizer_state_device = StateDevice::Device;
-  if (in.want.optimizer_state_device == StateDevice::Host) {
-    p.warnings.push_back("optimization.optimizer_state_device = cpu is not implemented in this version: the "
-                         "optimizer moments stay " + std::string(p.on_gpu() ? "on the GPU" : "in host memory") +
-                         " with the weights");
+// Where the moments live was settled with the sharding (decide_sharding: the user's choice, or host
+// memory when only that makes the model fit). Returns the decision's value and what it costs, and
+// refuses what the host placement cannot run with.
+std::pair<std::string, std::string> state_place(const Plan& p, const PlanInputs& in) {
+  if (p.optimizer_state_device == StateDevice::Device) return {p.on_gpu() ? "on the GPU" : "in host memory", ""};
+  if (p.optimizer_in_backward()) {
+    throw ConfigError("optimization.optimizer_state_device = cpu cannot run with optimization.optimizer_in_backward "
+                      "= true (each gradient would wait for its own copy to the host); set one of them to its default");
   }
+  if (!p.on_gpu()) {
+    return {"offloaded to a separate host copy",
+            "; the host is the device here: the fp32 masters and gradient staging add memory and save none"};
+  }
+  const double host = host_optimizer_bytes(memory_query(p, in, 1, 1));
+  const double available = static_cast<double>(in.hw.memory.effective_available_bytes);
+  if (host > available) {
+    throw ConfigError("optimization.optimizer_state_device = cpu needs " + format_bytes(host) +
+                      " of host memory per rank for the moments, fp32 masters and gradients; " + format_bytes(available) +
+                      " is available: shard them (dist.sharding = zero2 or zero3) or set it to device");
+  }
+  return {"offloaded to pinned host memory", "; " + format_bytes(host) +
+                                                 " of host memory per rank with the fp32 masters and gradient "
+                                                 "staging; the update runs on the host"};
+}
+
+void decide_state_device(Plan& p, const PlanInputs& in) {
   const bool sharded = p.sharding != Sharding::None;
   const bool int8 = p.optimizer_state_dtype == StateDtype::Int8;
   const std::string dtype = int8 ? "8-bit block-wise moments, " : "fp32 moments, ";
+  const auto [place, cost] = state_place(p, in);
+  const bool host_auto = p.optimizer_state_device == StateDevice::Host && !in.want.optimizer_state_device;
   p.decide("optimizer_state",
-           dtype + (sharded ? "sharded over " + std::to_string(p.world_size) + " ranks (" +
-                                  sharding_name(p.sharding) + ")"
-                            : std::string(p.on_gpu() ? "on the GPU" : "in host memory")),
+           dtype + (sharded ? "sharded over " + std::to_string(p.world_size) + " ranks (" + sharding_name(p.sharding) +
+                                  "), "
+                            : std::string()) +
+               place,
            std::string(in.want.optimizer_state_dtype ? "optimization.optimizer_state_dtype set by user"
                        : int8                        ? "only 8-bit moments make the model fit"
                                                      : "fp32 moments fit") +
-               (sharded ? "; dist.sharding (see the sharding line)" : ""));
+               (in.want.optimizer_state_device ? "; optimization.optimizer_state_device set by user"
+                : host_auto                    ? "; only offloading them makes the model fit"
+                                               : "") +
+               cost + (sharded ? "; dist.sharding (see the sharding line)" : ""));
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ enum class OptimizerStep {
 const char* sharding_name(Sharding s);  // "none" | "zero1" | "zero2" | "zero3"
 Sharding sharding_from_name(const std::string& s);  // ConfigError naming the valid ones
 
-// Where the optimizer moments live. Host is planned when asked for but not implemented yet (the
-// plan warns and keeps them on the device): the sharding issue makes it real.
+// Where the optimizer moments live: with the weights, or (Host) with fp32 masters in host memory and
+// the update run there (train/adamw.h's host_state, ZeRO-Offload's placement).
 enum class StateDevice { Device, Host };
 template <>
 struct EnumNames<StateDevice> {

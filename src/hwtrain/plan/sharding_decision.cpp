@@ -1,8 +1,11 @@
 // What the data-parallel ranks shard (plan.h's Sharding) and the AdamW moments' dtype: the user's
-// dist.sharding and optimization.optimizer_state_dtype, or under "auto" the least sharding whose
-// per-rank memory fits the budget with fp32 moments, else with 8-bit ones (plan/decisions.h). The
+// dist.sharding and optimization.optimizer_state_dtype / _device, or under "auto" the least sharding
+// whose per-rank memory fits the budget with fp32 moments, else with 8-bit ones, else (on a GPU) with
+// the moments offloaded to host memory (plan/decisions.h). The
 // reason lists the model states per rank of every layout, as the ZeRO paper's Figure 1 counts them.
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
@@ -36,9 +39,10 @@ bool gradient_sharding_excluded(const Plan& p, const PlanInputs& in) {
   return p.optimizer_state_dtype == StateDtype::Int8 || in.want.auto_batch_size || in.want.snapshots_weights;
 }
 
-// The least layout that fits with the plan's moments (none when nothing does).
+// The least layout that fits with the plan's moments (none when nothing does); one rank has one.
 std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
   for (Sharding s : kLayouts) {
+    if (in.ctx.world_size == 1 && s != Sharding::None) break;
     if (shards_gradients(s) && gradient_sharding_excluded(p, in)) continue;
     if (estimate_memory(smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
   }
@@ -63,6 +67,27 @@ void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
 
 void decide_state_dtype(Plan& p, const PlanInputs& in) {
   p.optimizer_state_dtype = in.want.optimizer_state_dtype.value_or(StateDtype::Fp32);
+  p.optimizer_state_device = in.want.optimizer_state_device.value_or(StateDevice::Device);
+}
+
+// The least layout that fits, trying what the user left open in order of cost: fp32 moments on the
+// device, then 8-bit moments, then (on a GPU) fp32 moments offloaded to host memory. Returns the
+// layout and what it took ("" or "; only with ...").
+std::pair<std::optional<Sharding>, std::string> least_with_fallbacks(Plan& p, const PlanInputs& in) {
+  std::optional<Sharding> fit = least_that_fits(p, in);
+  if (!fit && !in.want.optimizer_state_dtype) {
+    p.optimizer_state_dtype = StateDtype::Int8;
+    fit = least_that_fits(p, in);
+    if (fit) return {fit, "; only with 8-bit AdamW moments"};
+    p.optimizer_state_dtype = StateDtype::Fp32;
+  }
+  if (!fit && !in.want.optimizer_state_device && p.on_gpu() && in.want.optimizer_step != OptimizerStep::InBackward) {
+    p.optimizer_state_device = StateDevice::Host;
+    fit = least_that_fits(p, in);
+    if (fit) return {fit, "; only with the AdamW moments offloaded to host memory"};
+    p.optimizer_state_device = StateDevice::Device;
+  }
+  return {fit, ""};
 }
 
 }  // namespace
@@ -82,14 +107,9 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     }
   } else if (n == 1) {
     p.sharding = Sharding::None;
-    reason = "one rank: nothing to shard";
+    reason = "one rank: nothing to shard" + least_with_fallbacks(p, in).second;
   } else {
-    std::optional<Sharding> fit = least_that_fits(p, in);
-    if (!fit && !in.want.optimizer_state_dtype) {  // 8-bit moments before giving up
-      p.optimizer_state_dtype = StateDtype::Int8;
-      fit = least_that_fits(p, in);
-      if (!fit) p.optimizer_state_dtype = StateDtype::Fp32;
-    }
+    const auto [fit, took] = least_with_fallbacks(p, in);
     p.sharding = fit.value_or(gradient_sharding_excluded(p, in) ? Sharding::Zero1 : Sharding::Zero3);
     reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
              format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
@@ -98,9 +118,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
       reason += std::string(" (") + sharding_name(before) + " would need " +
                 format_bytes(estimate_memory(smallest_step(p, in, before)).total()) + ")";
     }
-    if (p.optimizer_state_dtype == StateDtype::Int8 && !in.want.optimizer_state_dtype) {
-      reason += "; only with 8-bit AdamW moments";
-    }
+    reason += took;
   }
   refuse_impossible(p, in, p.sharding);
   p.decide("sharding", sharding_name(p.sharding), reason + (n > 1 ? "; " + layouts_per_rank(p, in) : ""));

@@ -14,7 +14,8 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
     : options_(options), fused_(options.fused) {
   auto add = [&](auto& group, bool decay) {
     for (auto& [name, p] : group) {
-      Slot s{name, p, {}, {}, torch::zeros({}, p.options().dtype(torch::kFloat32)), decay};
+      const c10::Device at = options.host_state ? c10::Device(torch::kCPU) : p.device();
+      Slot s{name, p, {}, {}, torch::zeros({}, p.options().dtype(torch::kFloat32).device(at)), decay};
       s.quantized = options.int8_moments && p.numel() >= kMinInt8MomentElements;
       if (!options.defer_state) zero_moments(s);
       slots_.push_back(std::move(s));
@@ -25,7 +26,7 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
 }
 
 void AdamW::zero_moments(Slot& s) {
-  const auto moment_options = s.param.options().dtype(torch::kFloat32);
+  const auto moment_options = s.param.options().dtype(torch::kFloat32).device(state_device(s));
   if (s.quantized) {
     s.qm = quantize_blockwise(torch::zeros({s.param.numel()}, moment_options), /*is_signed=*/true);
     s.qv = quantize_blockwise(torch::zeros({s.param.numel()}, moment_options), /*is_signed=*/false);
@@ -48,21 +49,25 @@ void AdamW::set_owned(const std::vector<std::string>& owned) {
   }
 }
 
-void AdamW::step_quantized(Slot& s, double lr) {
-  s.exp_avg = dequantize_blockwise(s.qm, true).view(s.param.sizes());
-  s.exp_avg_sq = dequantize_blockwise(s.qv, false).view(s.param.sizes());
-  step_reference(s, lr);
+c10::Device AdamW::state_device(const Slot& s) const {
+  return options_.host_state ? c10::Device(torch::kCPU) : s.param.device();
+}
+
+void AdamW::step_quantized(Slot& s, const torch::Tensor& param, const torch::Tensor& grad, double lr) {
+  s.exp_avg = dequantize_blockwise(s.qm, true).view(param.sizes());
+  s.exp_avg_sq = dequantize_blockwise(s.qv, false).view(param.sizes());
+  step_reference(s, param, grad, lr);
   s.qm = quantize_blockwise(s.exp_avg, true);
   s.qv = quantize_blockwise(s.exp_avg_sq, false);
   s.exp_avg = s.exp_avg_sq = torch::Tensor();
 }
 
-void AdamW::step_reference(Slot& s, double lr) {
+void AdamW::step_reference(Slot& s, const torch::Tensor& param, const torch::Tensor& grad_in, double lr) {
   torch::NoGradGuard no_grad;
-  auto grad = s.param.grad().to(torch::kFloat32);
+  auto grad = grad_in.to(torch::kFloat32);
   s.step.add_(1);
   const double t = s.step.item<double>();
-  auto param32 = s.param.dtype() == torch::kFloat32 ? s.param : s.param.to(torch::kFloat32);
+  auto param32 = param.dtype() == torch::kFloat32 ? param : param.to(torch::kFloat32);
   if (s.decay && options_.weight_decay != 0) param32.mul_(1.0 - lr * options_.weight_decay);
   s.exp_avg.lerp_(grad, 1.0 - options_.beta1);
   s.exp_avg_sq.mul_(options_.beta2).addcmul_(grad, grad, 1.0 - options_.beta2);
@@ -70,7 +75,7 @@ void AdamW::step_reference(Slot& s, double lr) {
   const double bias2 = 1.0 - std::pow(options_.beta2, t);
   auto denom = (s.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(options_.eps);
   param32.addcdiv_(s.exp_avg, denom, -lr / bias1);
-  if (s.param.dtype() != torch::kFloat32) s.param.copy_(param32);
+  if (param.dtype() != torch::kFloat32) param.copy_(param32);
 }
 
 void AdamW::step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
@@ -93,45 +98,57 @@ void AdamW::step(double lr, const torch::Tensor& grad_scale, const torch::Tensor
   for (auto& s : slots_) {
     if (s.owned && !has_moments(s)) zero_moments(s);  // deferred until now
   }
+  if (options_.host_state) {
+    step_on_host(lr, grad_scale, found_inf);
+    return;
+  }
+  update(lr, grad_scale, found_inf, /*on_host=*/false);
+}
+
+// The update of every owned parameter with a gradient, on the parameters themselves or (on_host) on
+// their host masters with the staged gradients: the same kernels either way.
+void AdamW::update(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf, bool on_host) {
+  auto param_of = [on_host](Slot& s) { return on_host ? s.host : s.param; };
+  auto grad_of = [on_host](Slot& s) { return on_host ? s.host_grad : s.param.grad(); };
+  auto skipped = [&found_inf] { return found_inf.defined() && found_inf.item<float>() != 0.0f; };
+  auto takes_part = [](const Slot& s) { return s.owned && s.param.grad().defined(); };
   if (!fused_) {
-    if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
+    if (skipped()) return;
     for (auto& s : slots_) {
-      if (!s.owned || !s.param.grad().defined()) continue;
-      if (grad_scale.defined()) s.param.grad().div_(grad_scale);
-      s.quantized ? step_quantized(s, lr) : step_reference(s, lr);
+      if (!takes_part(s)) continue;
+      if (grad_scale.defined()) grad_of(s).div_(grad_scale);
+      s.quantized ? step_quantized(s, param_of(s), grad_of(s), lr) : step_reference(s, param_of(s), grad_of(s), lr);
     }
     return;
   }
   for (auto& s : slots_) {  // 8-bit moments: dequantized and updated one parameter at a time
-    if (!s.quantized || !s.owned || !s.param.grad().defined()) continue;
-    if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
-    if (grad_scale.defined()) s.param.grad().div_(grad_scale);
-    step_quantized(s, lr);
+    if (!s.quantized || !takes_part(s)) continue;
+    if (skipped()) return;
+    if (grad_scale.defined()) grad_of(s).div_(grad_scale);
+    step_quantized(s, param_of(s), grad_of(s), lr);
   }
   // The fused kernel wants lists of same-dtype tensors per call: group by (decay, param dtype).
   for (bool decay : {true, false}) {
     for (auto dtype : {torch::kFloat32, torch::kBFloat16, torch::kFloat16}) {
       std::vector<torch::Tensor> params, grads, m, v, steps;
+      std::vector<Slot*> group;
       for (auto& s : slots_) {
-        if (s.decay != decay || !s.owned || s.quantized || s.param.scalar_type() != dtype || !s.param.grad().defined()) {
-          continue;
-        }
-        params.push_back(s.param);
-        grads.push_back(s.param.grad());
+        if (s.decay != decay || s.quantized || !takes_part(s) || param_of(s).scalar_type() != dtype) continue;
+        params.push_back(param_of(s));
+        grads.push_back(grad_of(s));
         m.push_back(s.exp_avg);
         v.push_back(s.exp_avg_sq);
         steps.push_back(s.step);
+        group.push_back(&s);
       }
       if (params.empty()) continue;
       if (dtype != torch::kFloat32) {
         // The fused kernel requires moments of the parameter dtype; keep fp32 moments and use
         // the reference update for low-precision weights instead.
-        for (auto& s : slots_) {
-          if (s.decay == decay && s.owned && !s.quantized && s.param.scalar_type() == dtype && s.param.grad().defined()) {
-            if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
-            if (grad_scale.defined()) s.param.grad().div_(grad_scale);
-            step_reference(s, lr);
-          }
+        for (Slot* s : group) {
+          if (skipped()) return;
+          if (grad_scale.defined()) grad_of(*s).div_(grad_scale);
+          step_reference(*s, param_of(*s), grad_of(*s), lr);
         }
         continue;
       }
@@ -144,6 +161,9 @@ void AdamW::step_parameter(size_t index, double lr) {
   TORCH_CHECK(index < slots_.size(), "AdamW::step_parameter: index ", index, " of ", slots_.size());
   torch::NoGradGuard no_grad;
   Slot& s = slots_[index];
+  if (options_.host_state) {  // the planner refuses this pair; a step per gradient would stall on each copy
+    throw ConfigError("optimization.optimizer_in_backward cannot run with optimization.optimizer_state_device = cpu");
+  }
   if (!s.owned || !s.param.grad().defined()) return;
   if (!has_moments(s)) zero_moments(s);
   if (s.quantized) {
@@ -227,8 +247,8 @@ void AdamW::load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by
     torch::Tensor whole;  // the fp32 moment, when it must be (de)quantized
     const bool saved_q8 = by_name.count(key + "q8." + s.name) > 0;
     if (saved_q8) {
-      BlockQuantized q{state_entry(by_name, key + "q8." + s.name, n).to(torch::kUInt8).reshape(-1).to(s.param.device()),
-                       state_entry(by_name, key + "absmax." + s.name, blocks).to(torch::kFloat32).reshape(-1).to(s.param.device())};
+      BlockQuantized q{state_entry(by_name, key + "q8." + s.name, n).to(torch::kUInt8).reshape(-1).to(state_device(s)),
+                       state_entry(by_name, key + "absmax." + s.name, blocks).to(torch::kFloat32).reshape(-1).to(state_device(s))};
       if (s.quantized) {
         (first ? s.qm : s.qv) = q;
         continue;
@@ -238,7 +258,7 @@ void AdamW::load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by
       whole = state_entry(by_name, key + s.name, n).to(torch::kFloat32);
     }
     if (s.quantized) {
-      (first ? s.qm : s.qv) = quantize_blockwise(whole.to(s.param.device()), first);
+      (first ? s.qm : s.qv) = quantize_blockwise(whole.to(state_device(s)), first);
     } else {
       (first ? s.exp_avg : s.exp_avg_sq).copy_(whole.reshape(s.param.sizes()));
     }
@@ -265,12 +285,17 @@ bool AdamW::decays(const std::string& name) const {
   throw ConfigError("AdamW has no parameter named '" + name + "'");
 }
 
+int64_t AdamW::state_bytes_of(const Slot& s) {
+  int64_t bytes = 0;
+  if (s.quantized) bytes += s.qm.bytes() + s.qv.bytes();
+  if (s.exp_avg.defined()) bytes += 2 * s.exp_avg.numel() * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (const auto& s : slots_) {
-    if (!s.owned) continue;
-    if (s.quantized) bytes += s.qm.bytes() + s.qv.bytes();
-    if (s.exp_avg.defined()) bytes += 2 * s.exp_avg.numel() * static_cast<int64_t>(sizeof(float));
+    if (s.owned) bytes += state_bytes_of(s);
   }
   return bytes;
 }

@@ -5,6 +5,12 @@
 // bitsandbytes' 8-bit AdamW): each such parameter's moments are dequantized, updated by the
 // reference rule and quantized again; tensors under 4096 elements keep fp32 moments, as
 // bitsandbytes does. The state (moments and step counts) is exposed for checkpoints and ZeRO-1.
+// With host_state (optimization.optimizer_state_device = cpu, ZeRO-Offload's placement) the moments
+// and an fp32 master copy of each parameter live in host memory (pinned when the parameter is on a
+// GPU): a step copies the gradients to the host, updates the masters there with ATen's fused CPU
+// kernel (vectorized, multi-threaded over the elements; DeepSpeed's CPU-Adam plays this part), and
+// copies the masters back into the parameters. A parameter written by anyone else since (a loaded
+// checkpoint, restored weights: its version counter moved) is read back into its master first.
 #pragma once
 #include <torch/torch.h>
 
@@ -24,6 +30,7 @@ struct AdamWOptions {
   // Moments allocated at the first step, load or reset instead of at construction: a ZeRO-2/3 run
   // replaces this optimizer by one over its shards and must never hold the whole moments.
   bool defer_state = false;
+  bool host_state = false;  // moments and fp32 masters in host memory, the update on the host
 };
 
 // Parameters below this many elements keep fp32 moments under int8_moments (bitsandbytes' min_8bit_size).
@@ -63,6 +70,10 @@ class AdamW {
   // All (name, parameter) pairs, decayed first.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   int64_t state_bytes() const;  // bytes of moment tensors this rank holds
+  // Bytes of optimizer tensors (moments, masters, gradient staging) on the parameters' device, and
+  // in host memory apart from the parameters: where host_state moved them.
+  int64_t device_state_bytes() const;
+  int64_t host_state_bytes() const;
   bool decays(const std::string& name) const;  // whether parameter `name` is in the decayed group
   bool has_state() const;  // whether any moments exist yet (see AdamWOptions::defer_state)
 
@@ -74,9 +85,23 @@ class AdamW {
     bool owned = true;
     bool quantized = false;       // 8-bit moments in qm / qv; exp_avg and exp_avg_sq are undefined
     BlockQuantized qm, qv;
+    // host_state: the fp32 master and gradient staging in host memory, and the parameter's
+    // version counter when the master was last copied into it (-1: never).
+    torch::Tensor host, host_grad;
+    int64_t host_version = -1;
   };
-  void step_reference(Slot& s, double lr);
-  void step_quantized(Slot& s, double lr);  // dequantize, step_reference, quantize
+  // The reference rule on `param` with gradient `grad` (s.param and its .grad(), or the host copies).
+  void step_reference(Slot& s, const torch::Tensor& param, const torch::Tensor& grad, double lr);
+  void step_reference(Slot& s, double lr) { step_reference(s, s.param, s.param.grad(), lr); }
+  void step_quantized(Slot& s, const torch::Tensor& param, const torch::Tensor& grad, double lr);
+  void step_quantized(Slot& s, double lr) { step_quantized(s, s.param, s.param.grad(), lr); }
+  void update(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf, bool on_host);
+  // host_state's step (train/adamw_offload.cpp): gradients to the host, the update there, masters back.
+  void step_on_host(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf);
+  void stage_on_host(Slot& s);     // master current, gradient copied (asynchronously from a GPU)
+  void copy_back_from_host(Slot& s);
+  c10::Device state_device(const Slot& s) const;  // where the moments live
+  static int64_t state_bytes_of(const Slot& s);   // its moments' bytes
   void zero_moments(Slot& s);
   static bool has_moments(const Slot& s) { return s.quantized ? s.qm.codes.defined() : s.exp_avg.defined(); }
   void load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by_name);

@@ -18,6 +18,7 @@ std::unique_ptr<AdamW> make_adamw(const Plan& plan, const TrainConfig& train, Tr
   opt.fused = plan.fused_optimizer;
   opt.int8_moments = plan.optimizer_state_dtype == StateDtype::Int8;
   opt.defer_state = plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3;
+  opt.host_state = plan.optimizer_state_device == StateDevice::Host;
   return std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 }
 
