@@ -4,9 +4,14 @@
 // export --format hf` writes the checkpoint back out as such a directory.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "hwtrain/data/sharded_dataset.h"
 #include "hwtrain/interop/hf_directory.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/training_data.h"
 #include "interop/reference_dir.h"
+#include "support/run_metrics.h"
 #include "support/shell.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
@@ -69,6 +74,48 @@ TEST(InitFrom, HuggingFaceDirectoryStartsTheRun) {
   EXPECT_NE(testing::run_shell(cd + common + "--init-from '" + hf.string() + "' --resume imported > bad2.log 2>&1"), 0);
   EXPECT_NE(testing::read_text(dir / "bad2.log").find("--init-from starts a run"), std::string::npos)
       << testing::read_text(dir / "bad2.log");
+}
+
+// A fine-tune continues from the imported model: its first step's loss (before any update) is
+// transformers' loss on the same batch. The batch is drawn again here through hwtrain's own loader
+// (the prepared dataset, the run's seed and batch size), transformers computes the logits of the
+// directory on it, and the cross-entropy of those logits is compared with metrics.jsonl's step 1.
+TEST(InitFrom, FirstStepLossIsTransformersLossOnTheSameBatch) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  const fs::path hf = fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3_hf";
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string cd = "cd '" + dir.path().string() + "' && ";
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " prepare corpus -o data.hwt --separator % "
+                               "> prepare.log 2>&1"),
+            0)
+      << testing::read_text(dir / "prepare.log");
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " train --data data.hwt --init-from '" + hf.string() +
+                               "' --set train.max_steps=1 --set train.eval_interval=0 --set train.sample_tokens=0 "
+                               "--set train.log_interval=1 --set log.report=false --set log.tensorboard=false "
+                               "--set model.block_size=32 --set train.micro_batch_size=4 --set train.grad_accum_steps=1 "
+                               "--set train.seed=7 --set train.time_budget=0 --set optimization.mixed_precision_dtype=fp32 "
+                               "--set checkpoint.save_final=false --out run > run.log 2>&1"),
+            0)
+      << testing::read_text(dir / "run.log");
+  const std::vector<double> losses = testing::step_losses(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(losses.size(), 1u);
+
+  auto data = std::make_shared<const ShardedDataset>(dir / "data.hwt");
+  LoaderOptions lo;
+  lo.batch_size = 4;
+  lo.seed = 7;
+  lo.num_workers = 0;
+  const LoadedBatch batch = TokenWindows(data, 32, 0).train_loader(lo)->next();
+  save_safetensors(dir / "ids.safetensors", {{"ids", batch.x_NT}});
+  const std::string cmd = std::string(HWTRAIN_PYTHON) + " " + HWTRAIN_SOURCE_DIR +
+                          "/tests/interop/reference/hf_load_and_run.py '" + hf.string() + "' '" +
+                          (dir / "ids.safetensors").string() + "' '" + (dir / "logits.safetensors").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const torch::Tensor logits = load_safetensors(dir / "logits.safetensors").get("logits");
+  const double theirs =
+      torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), batch.y_NT.reshape({-1})).item<double>();
+  EXPECT_NEAR(losses[0], theirs, 1e-5) << "hwtrain's first step against transformers on the same batch";
 }
 
 }  // namespace
