@@ -1,6 +1,8 @@
 # hwtrain: the two commands a user needs.
 #   make run   installs dependencies if missing, builds (Release) and trains on the default corpus
-#   make test  installs dependencies if missing, builds and runs the test suite through ctest
+#   make test  installs dependencies if missing, builds and runs the test suite through ctest, then
+#              fuzzes every parser of untrusted input for FUZZ_SECONDS each (libFuzzer, clang;
+#              scripts/fuzz.sh --ci; FUZZ_SECONDS=0 skips it)
 #   make test SANITIZE=address,undefined   the same under sanitizers, in build-sanitize-<names>
 #                                          (scripts/sanitize.sh sets the runtime options)
 BUILD_DIR ?= build
@@ -12,6 +14,7 @@ BUILD_DIR := build-sanitize-$(subst $(comma),-,$(SANITIZE))
 BUILD_TYPE := RelWithDebInfo
 endif
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 15
 TORCH_PYTHON_FILE := $(BUILD_DIR)/torch-python
 
 .PHONY: all deps configure build build-cli run test bench clean
@@ -41,6 +44,7 @@ run: build-cli
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	@if [ -z "$(SANITIZE)" ] && [ "$(FUZZ_SECONDS)" != 0 ]; then bash scripts/fuzz.sh --ci $(FUZZ_SECONDS); fi
 
 bench: build
 	bash bench/run-all.sh $(BUILD_DIR)
