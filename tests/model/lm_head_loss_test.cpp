@@ -106,14 +106,14 @@ TEST(FusedLmHeadLoss, ChunkSizeFollowsTheVocabulary) {
   EXPECT_EQ(lm_head_loss_chunk_tokens(int64_t{1} << 30), 64);
 }
 
-TEST(GptForwardLoss, FusedHeadGivesTheSameLossAndGradients) {
+void expect_fused_head_equal(const ModelConfig& config) {
   auto idx_BT = torch::randint(64, {3, 16}, at::detail::createCPUGenerator(11), torch::kLong);
   auto targets_BT = torch::randint(64, {3, 16}, at::detail::createCPUGenerator(12), torch::kLong);
   std::vector<std::vector<torch::Tensor>> grads;
   std::vector<double> losses;
   for (bool fused : {false, true}) {
     torch::manual_seed(3);
-    GPT model(test::tiny_config(), 64);
+    GPT model(config, 64);
     model->set_fused_lm_head_loss(fused);
     auto loss = model->forward_loss(idx_BT, targets_BT);
     loss.backward();
@@ -124,7 +124,20 @@ TEST(GptForwardLoss, FusedHeadGivesTheSameLossAndGradients) {
   EXPECT_NEAR(losses[1], losses[0], 1e-5);
   ASSERT_EQ(grads[0].size(), grads[1].size());
   for (size_t i = 0; i < grads[0].size(); ++i) {
-    EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-4, 1e-6)) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(grads[1][i], grads[0][i], 1e-4, 1e-6))
+        << (config.architecture == Architecture::kLlama ? "llama" : "gpt2") << " parameter " << i;
+  }
+}
+
+// Both families: GPT-2's tied head and Llama's untied one (GQA, no biases).
+TEST(GptForwardLoss, FusedHeadGivesTheSameLossAndGradients) {
+  ModelConfig llama = test::tiny_config();
+  llama.architecture = Architecture::kLlama;
+  llama.n_kv_head = 2;
+  llama.bias = false;
+  llama.tie_word_embeddings = false;
+  for (const ModelConfig& config : {test::tiny_config(), llama}) {
+    expect_fused_head_equal(config);
   }
 }
 
