@@ -39,7 +39,7 @@ for W in 1 2; do
         { echo "2 $S failed:"; tail -5 "$run.log"; continue; }
     fi
     where=$(sed -n 's/.*offloaded optimizer on rank 0: \(.*\)/\1/p' "$run.log" | head -1)
-    [ -z "$where" ] && where="moments with the weights: $(sed -n 's/.*optimizer state on rank 0: \([0-9.]* [KMG]iB\).*/\1/p' "$run.log" | head -1) (before the first step: deferred under zero2)"
+    [ -z "$where" ] && where="moments with the weights (as logged at the start): $(sed -n 's/.*optimizer state on rank 0: \([0-9.]* [KMG]iB\).*/\1/p' "$run.log" | head -1)"
     printf "%-7s %-7s %10s %14s  %s\n" $W $S "$(median_after_2 "$run/metrics.jsonl" tokens_per_second)" \
       "$(median_after_2 "$run/metrics.jsonl" optimizer_seconds)" "$where"
   done
