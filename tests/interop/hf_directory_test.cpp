@@ -61,6 +61,31 @@ TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   EXPECT_THROW(read_hf_model_config(dir, base), ConfigError);  // beyond its learned positions
 }
 
+// The MHA Llama and Qwen2 (q/k/v biases, tied head, one KV head, eps 1e-6) as transformers saved
+// them: config.json read onto ModelConfig gives transformers' logits, as --init-from reads them.
+TEST(HfDirectory, MhaLlamaAndQwen2LoadThroughTheirConfigJson) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  for (const std::string name : {"llama_mha", "qwen2"}) {
+    const fs::path dir = fs::path(testing::hf_reference_dir()) / (name + "_hf");
+    ModelConfig base;
+    base.block_size = 32;
+    const ModelConfig m = read_hf_model_config(dir, base);
+    EXPECT_EQ(m.architecture, Architecture::kLlama) << name;
+    const bool qwen = name == "qwen2";
+    EXPECT_EQ(m.n_kv_head, qwen ? 1 : 4) << name;
+    EXPECT_EQ(m.tie_word_embeddings, qwen) << name;
+    EXPECT_EQ(m.bias, qwen) << name;  // the llama family's bias: q/k/v biases
+    EXPECT_DOUBLE_EQ(m.rms_norm_eps, qwen ? 1e-6 : 1e-5) << name;
+    EXPECT_DOUBLE_EQ(m.rope_theta, qwen ? 1e6 : 1e4) << name;
+    GPT model(m, m.vocab_size);
+    load_hf_directory_weights(model, dir);
+    const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / (name + ".safetensors"));
+    model->eval();
+    torch::NoGradGuard no_grad;
+    EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4) << name;
+  }
+}
+
 struct Dir {
   testing::TempDir tmp;
   nlohmann::json config = {{"model_type", "llama"}, {"hidden_size", 32}, {"num_hidden_layers", 1},

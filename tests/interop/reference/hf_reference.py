@@ -2,8 +2,8 @@
 (tests/interop/hf_reference_test.cpp): for each tiny random-weight config (Llama, Qwen2, GPT-2), the
 weights under Hugging Face's names, fp32 logits of a fixed batch (eval mode), the training loss on
 that batch and every weight's gradient. Usage: hf_reference.py OUT_DIR; writes
-OUT_DIR/<case>.safetensors, and OUT_DIR/llama_gqa_rope3_hf/ (in shards of at most 100 kB) and
-OUT_DIR/gpt2_hf/ as save_pretrained writes them."""
+OUT_DIR/<case>.safetensors, and OUT_DIR/<case>_hf/ as save_pretrained writes it (llama_gqa_rope3_hf
+in shards of at most 100 kB)."""
 import sys
 
 import torch
@@ -63,8 +63,9 @@ def main():
             tensors["weight." + n] = p.detach().contiguous()
             tensors["grad." + n] = p.grad.contiguous()
         save_file(tensors, f"{out}/{name}.safetensors")
-        if name in ("llama_gqa_rope3", "gpt2"):
-            model.save_pretrained(f"{out}/{name}_hf", max_shard_size="100KB", safe_serialization=True)
+        # every case as save_pretrained writes it (config.json included); the GQA Llama in shards
+        model.save_pretrained(f"{out}/{name}_hf", max_shard_size="100KB" if name == "llama_gqa_rope3" else "5GB",
+                              safe_serialization=True)
 
 
 if __name__ == "__main__":
