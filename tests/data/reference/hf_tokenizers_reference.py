@@ -1,7 +1,8 @@
 """Reference ids from Hugging Face `tokenizers` for hwtrain's byte-level BPE (tests/data/hf_bpe_tokenizer_test.cpp):
 trains three small tokenizers on generated mixed text (GPT-2 style: ByteLevel with its regex; Llama 3
 style: a Split regex then ByteLevel, ignore_merges; Qwen2 style: NFC, then its Split regex and ByteLevel), saves each tokenizer.json in OUT/<style>/, and
-the ids of a held-out text (Unicode, whitespace runs, digits, special tokens) as OUT/<style>.ids
+the ids of a held-out text (Unicode, whitespace runs, digits, special tokens, the added non-special
+tokens <think> and </think>) as OUT/<style>.ids
 (int32 little-endian), the text as OUT/text.txt, and tokenizers' single-thread encode seconds as
 OUT/<style>.seconds. Usage: hf_tokenizers_reference.py OUT_DIR [TEXT_MEGABYTES]"""
 import os
@@ -63,6 +64,7 @@ def build(style, train_text):
     trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator([train_text], trainer)
+    tok.add_tokens(["<think>", "</think>"])  # added tokens that are not special (normalized, kept on decode)
     return tok, specials
 
 
@@ -71,7 +73,8 @@ def main():
     megabytes = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
     os.environ["RAYON_NUM_THREADS"] = "1"
     # One text for both: each tokenizer's special tokens, and the other's as plain text.
-    text = make_text(random.Random(11), megabytes, ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>"])
+    text = make_text(random.Random(11), megabytes,
+                     ["<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<think>", "</think>", "<think"])
     for style in ("gpt2", "llama3", "qwen2"):
         tok, _ = build(style, make_text(random.Random(7), 0.3, [" "]))
         os.makedirs(f"{out}/{style}", exist_ok=True)
