@@ -1,6 +1,7 @@
 // The distributed fault suite (issue 19): each rank of a 2-rank `hwtrain launch` run killed
 // (SIGKILL) or frozen (SIGSTOP) at start-up, as a step begins, in the middle of a collective and
-// in the middle of a checkpoint write (rank 0 writes them), injected with HWTRAIN_FAULT
+// in the middle of a checkpoint write (rank 0 writes them; under ZeRO-2 rank 1 writes its shard of
+// them), injected with HWTRAIN_FAULT
 // (core/fault_injection.h). Every run must end non-zero within dist.timeout + the liveness margin
 // + the grace period + start-up, name the rank at fault, print no C++ stack frames, leave no
 // process behind, and, after a fault during a checkpoint, resume from the newest complete one.
@@ -47,7 +48,8 @@ TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
       "--set model.preset=tiny --set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
       "--set log.progress=lines --set train.time_budget=0 --set log.report=false --set log.tensorboard=false "
       "--set optimization.intra_op_threads=1 --set optimization.mixed_precision_dtype=fp32 "
-      "--set checkpoint.interval=10 --set checkpoint.save_final=false --set train.device=cpu --out run";
+      "--set checkpoint.interval=10 --set checkpoint.save_final=false --set train.device=cpu --out run" +
+      std::string(f.point == "shard" ? " --set dist.sharding=zero2" : "");  // every rank writes a shard
   const std::string launch = "HWTRAIN_FAULT=" + f.point + ":" + std::to_string(f.rank) + ":" + f.signal + ":" +
                              std::to_string(f.nth) + " " + HWTRAIN_BINARY + " launch --nproc-per-node 2 --master-port " +
                              std::to_string(testing::free_port()) + " --grace " + std::to_string(kGrace) + " -- " +
@@ -73,7 +75,7 @@ TEST_P(DistFaults, EndWithinTheBoundNamingTheRank) {
   EXPECT_NE(testing::run_shell("pgrep -f '[-]-data " + (dir / "corpus").string() + "' > /dev/null"), 0)
       << "a rank is still running";
 
-  if (f.point == "checkpoint") {
+  if (f.point == "checkpoint" || f.point == "shard") {
     // The second checkpoint was being written: the first is the newest complete one.
     ASSERT_TRUE(std::filesystem::exists(dir / "run/checkpoints/step_00000010")) << log;
     const int resumed = testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + train +
@@ -91,7 +93,8 @@ std::vector<Fault> faults() {
       all.push_back({"step", rank, sig, 15});
       all.push_back({"collective", rank, sig, 40});
     }
-    all.push_back({"checkpoint", 0, sig, 2});  // only rank 0 writes checkpoints
+    all.push_back({"checkpoint", 0, sig, 2});  // rank 0 writes the checkpoint
+    all.push_back({"shard", 1, sig, 2});       // ZeRO-2: rank 1 writes its shard of it
   }
   return all;
 }

@@ -30,8 +30,10 @@ Fault parse_fault() {
     throw ConfigError(std::string("HWTRAIN_FAULT = '") + spec + "' is not <point>:<rank>:<KILL|STOP>[:<n>]");
   }
   std::getline(in, nth);
-  if (point != "startup" && point != "step" && point != "collective" && point != "checkpoint" && point != "prepare") {
-    throw ConfigError("HWTRAIN_FAULT point '" + point + "' is not one of startup, step, collective, checkpoint, prepare");
+  if (point != "startup" && point != "step" && point != "collective" && point != "checkpoint" && point != "shard" &&
+      point != "prepare") {
+    throw ConfigError("HWTRAIN_FAULT point '" + point +
+                      "' is not one of startup, step, collective, checkpoint, shard, prepare");
   }
   if (sig != "KILL" && sig != "STOP") throw ConfigError("HWTRAIN_FAULT signal '" + sig + "' is not KILL or STOP");
   const char* my_rank = std::getenv("RANK");

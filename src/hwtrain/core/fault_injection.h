@@ -5,6 +5,8 @@
 //   step        a training step begins (train/trainer.cpp)
 //   collective  a collective was issued and is about to be waited for (dist/process_group.cpp)
 //   checkpoint  a checkpoint's files are written, its manifest not yet (io/checkpoint_store.cpp)
+//   shard       a ZeRO-2/3 rank's checkpoint shard is written, the other ranks' maybe not
+//               (train/sharded_checkpoint.cpp)
 //   prepare     a new dataset is complete in its staging directory, not yet in place
 //               (data/prepare_output.cpp)
 // Unset (always, outside the tests), a point costs one load of a static. A malformed value is a

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/fault_injection.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/dist/segments.h"
 #include "hwtrain/io/safetensors.h"
@@ -121,6 +122,7 @@ void write_checkpoint_shard(const fs::path& staging, int rank, int world_size, c
   for (const auto& [name, t] : weights) entries.emplace_back("model." + name, t.detach().to(torch::kCPU));
   for (const auto& [name, t] : optimizer_state) entries.emplace_back("optimizer." + name, t.detach().to(torch::kCPU));
   save_safetensors(staging / shard_file_name(rank, world_size), entries, {{"format", "hwtrain-shard"}});
+  fault_point("shard");
 }
 
 void write_sharding_manifest(const fs::path& staging, int world_size, const ParameterShapes& shapes) {
