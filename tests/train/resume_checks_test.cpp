@@ -97,5 +97,34 @@ TEST(ResumeChecks, TrainerStateFieldsAreTypeAndRangeChecked) {
   EXPECT_NO_THROW(f.make("resumed")->resume_from(ckpt));
 }
 
+// Under a ZeRO-2/3 plan the checkpoint's optimizer state is kept aside for the shards, never loaded
+// into the whole optimizer (a second whole copy of the moments); a trainer that never shards loads
+// it when it starts to fit, so nothing is lost.
+TEST(ResumeChecks, AShardedPlanKeepsTheOptimizerStateForTheShards) {
+  TrainerFixture f;
+  const fs::path ckpt = saved_checkpoint(f);
+  f.plan.sharding = Sharding::Zero2;
+  f.config.train.max_steps = 3;
+  auto sharded = f.make("sharded");
+  sharded->resume_from(ckpt);
+  EXPECT_FALSE(sharded->optimizer().has_state());
+  const NamedTensors kept = sharded->take_resumed_optimizer_state();
+  EXPECT_FALSE(kept.empty());
+  EXPECT_TRUE(sharded->take_resumed_optimizer_state().empty());  // taken once
+
+  auto unsharded = f.make("unsharded");  // a Zero2 plan with no shards attached: fit() loads it
+  unsharded->resume_from(ckpt);
+  unsharded->fit();
+  EXPECT_TRUE(unsharded->optimizer().has_state());
+  f.plan.sharding = Sharding::None;
+  auto plain = f.make("plain");
+  plain->resume_from(ckpt);
+  EXPECT_TRUE(plain->optimizer().has_state());
+  plain->fit();
+  const NamedTensors a = unsharded->optimizer().state(), b = plain->optimizer().state();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
 }  // namespace
 }  // namespace hwt

@@ -25,7 +25,7 @@ class EngineHooks : public UnitHooks {
 }  // namespace
 
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision) {
+                               ShardStage stage, Precision precision, NamedTensors resumed) {
   std::vector<ShardedUnitParams> units;
   for (auto& u : model.parameter_units()) units.push_back({u.name, u.params});
   ShardingOptions options;
@@ -33,7 +33,7 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16
                           : precision == Precision::Fp16 ? torch::kHalf
                                                          : torch::kFloat;
-  const NamedTensors whole_state = whole.state();  // before the parameters change dtype
+  NamedTensors whole_state = resumed.empty() ? whole.state() : std::move(resumed);  // before the parameters change dtype
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
   // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.
   if (model.supports_unit_hooks() || stage == ShardStage::Zero3) model.set_unit_hooks(std::make_shared<EngineHooks>(engine));
@@ -43,7 +43,8 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   AdamWOptions shard_options = whole.options();
   shard_options.defer_state = false;  // the shard's moments are small, and a checkpoint always holds them
   auto optimizer = std::make_shared<AdamW>(decay, no_decay, shard_options);
-  if (whole.has_state()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
+  if (!whole_state.empty()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
+  whole_state.clear();
 
   ShardedTraining out;
   out.engine = engine;

@@ -23,9 +23,11 @@ struct ShardedTraining {
   OptimizerSharding sharding;
 };
 
-// `whole`: the trainer's optimizer over the whole parameters (its options and state are taken).
-// Collective: every rank calls it with the same model.
+// `whole`: the trainer's optimizer over the whole parameters (its options are taken, and its state
+// when it has one). `resumed`: a checkpoint's whole optimizer state not loaded into `whole`
+// (Trainer::take_resumed_optimizer_state), cut to the shards instead, so that a resumed rank never
+// holds a second whole copy of the moments. Collective: every rank calls it with the same model.
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision);
+                               ShardStage stage, Precision precision, NamedTensors resumed = {});
 
 }  // namespace hwt

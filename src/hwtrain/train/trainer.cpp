@@ -122,6 +122,10 @@ void Trainer::enable_mixed_precision(Precision p) {
 
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
   if (optimizer_in_backward()) throw ConfigError("dist.sharding cannot run with the optimizer in backward");
+  if (sharding.optimizer && !resumed_optimizer_state_.empty()) {
+    throw ConfigError("a resumed run's optimizer state was not given to the shards: pass "
+                      "Trainer::take_resumed_optimizer_state() to shard_training");
+  }
   parts_.sharding = std::move(sharding);
   if (parts_.sharding.optimizer) {
     optimizer_ = parts_.sharding.optimizer;
@@ -339,6 +343,7 @@ double Trainer::evaluate() {
 }
 
 TrainResult Trainer::fit() {
+  if (!resumed_optimizer_state_.empty()) optimizer_->load_state(take_resumed_optimizer_state());  // never sharded
   model_->module().train();
   start_ = Clock::now();
   callbacks_.train_begin(*this);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "hwtrain/data/batch_loader.h"
 #include "hwtrain/data/sharded_dataset.h"
@@ -66,6 +67,10 @@ class Trainer : public TrainerControl {
   // Must be set after resume_from (which loads the whole optimizer state), before fit(). With an
   // optimizer in `sharding` (ZeRO-2/3), it replaces the trainer's.
   void set_optimizer_sharding(OptimizerSharding sharding);
+  // Under a ZeRO-2/3 plan resume_from keeps the checkpoint's optimizer state aside instead of
+  // loading it into the whole optimizer: shard_training cuts it to the shards (one whole copy at
+  // most). Taken once; fit() loads whatever was not taken into the whole optimizer.
+  NamedTensors take_resumed_optimizer_state() { return std::exchange(resumed_optimizer_state_, {}); }
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
@@ -172,6 +177,7 @@ class Trainer : public TrainerControl {
   std::vector<double> loss_history_;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
+  NamedTensors resumed_optimizer_state_;  // see take_resumed_optimizer_state
 };
 
 }  // namespace hwt

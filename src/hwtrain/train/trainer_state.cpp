@@ -159,7 +159,11 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     else if (name == "rng.cuda") rng.cuda = t;
     else opt.emplace_back(name, t);
   }
-  optimizer_->load_state(model_->local_tensors(std::move(opt)));
+  if (plan_.sharding == Sharding::Zero2 || plan_.sharding == Sharding::Zero3) {
+    resumed_optimizer_state_ = model_->local_tensors(std::move(opt));  // cut to the shards by shard_training
+  } else {
+    optimizer_->load_state(model_->local_tensors(std::move(opt)));
+  }
   if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);
   precision_->scaler().load_state(scaler);
   set_rng_state(rng, device_);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Peak memory of resuming a ZeRO-2/3 run (issue 16): a one-process checkpoint of the gpt2 shape
+# (block 256) resumed on 2 ranks with dist.sharding = zero2 and zero3 for one step; the largest
+# resident set of any process (GNU time's %M over `hwtrain launch`, which waits for its ranks).
+# Usage: bench/sharded_resume_bench.sh [build-dir]
+set -euo pipefail
+BUILD=${1:-build}
+HW=$(realpath "$BUILD/hwtrain")
+OUT=$(mktemp -d)
+cd "$OUT"
+COMMON="--set model.preset=gpt2 --set model.block_size=256 --set train.micro_batch_size=1 --set train.grad_accum_steps=1
+  --set optimization.checkpoint_every=1 --set train.eval_interval=0 --set train.sample_tokens=0 --set train.time_budget=0
+  --set log.report=false --set log.tensorboard=false --set optimization.mixed_precision_dtype=fp32 --set train.device=cpu"
+echo "== sharded resume ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), gpt2 block 256, fp32, $HW"
+"$HW" train $COMMON --set train.max_steps=2 --set checkpoint.save_final=true --out base > base.log 2>&1 ||
+  { tail -5 base.log; exit 1; }
+port=29780
+for S in zero2 zero3; do
+  port=$((port + 1))
+  cp -r base "run-$S"
+  /usr/bin/time -f "%M" -o "rss-$S" "$HW" launch --nproc-per-node 2 --master-port $port -- train $COMMON \
+    --set train.max_steps=3 --set checkpoint.save_final=false --set dist.sharding=$S --resume "run-$S" > "$S.log" 2>&1 ||
+    { echo "$S failed:"; tail -5 "$S.log"; continue; }
+  printf "resume on 2 ranks, %s: largest resident set %s MiB\n" $S $(( $(tail -1 "rss-$S") / 1024 ))
+done
+rm -rf "$OUT"
