@@ -31,6 +31,15 @@ RunConfig zero_preset_config(const std::string& preset) {
   return c;
 }
 
+// Llama-2-7B's memory query in bf16 on a GPU, one rank, nothing sharded.
+MemoryQuery llama7b_bf16_on_a_gpu() {
+  MemoryQuery q;
+  q.model = zero_preset_config("llama-2-7b").model;
+  q.precision = Precision::Bf16;
+  q.on_gpu = true;
+  return q;
+}
+
 const Decision& find_decision(const Plan& p, const std::string& name) {
   for (const auto& d : p.decisions) {
     if (d.name == name) return d;
@@ -50,12 +59,8 @@ TEST(ShardingMemory, TheFormulaGivesThePapersFigure1) {  // Ψ = 7.5B on 64 rank
 // paper counts 2Ψ/N). hwtrain's ZeRO-1 keeps the fp32 weights and gradients whole (dist/zero1.h:
 // DDP plus sharded moments), 4Ψ + 4Ψ + 8Ψ/N instead of 2Ψ + 2Ψ + 12Ψ/N: asserted as such.
 TEST(ShardingMemory, ModelStatesPerRankFollowTheZeroPaper) {
-  RunConfig c = zero_preset_config("llama-2-7b");
-  MemoryQuery q;
-  q.model = c.model;
-  q.precision = Precision::Bf16;
-  q.on_gpu = true;
-  const double psi = static_cast<double>(gpt_num_parameters(c.model));
+  MemoryQuery q = llama7b_bf16_on_a_gpu();
+  const double psi = static_cast<double>(gpt_num_parameters(q.model));
   for (int n : {8, 64}) {
     q.world_size = n;
     for (Sharding s : {Sharding::None, Sharding::Zero2, Sharding::Zero3}) {
@@ -140,12 +145,8 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
 // them (with fp32 masters and gradient staging) to the host; auto offloads only when nothing else
 // fits; the host must hold them.
 TEST(OffloadPlan, TheMemoryModelMovesTheMomentsToTheHost) {
-  RunConfig c = zero_preset_config("llama-2-7b");
-  MemoryQuery q;
-  q.model = c.model;
-  q.precision = Precision::Bf16;
-  q.on_gpu = true;
-  const double psi = static_cast<double>(gpt_num_parameters(c.model));
+  MemoryQuery q = llama7b_bf16_on_a_gpu();
+  const double psi = static_cast<double>(gpt_num_parameters(q.model));
   const MemoryEstimate kept = estimate_memory(q);
   q.offload_optimizer = true;
   const MemoryEstimate offloaded = estimate_memory(q);
