@@ -151,6 +151,11 @@ run_bench() {
   local t=$(stamp)
   bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench" ${GPU_BENCH_MODELS:-gpt2 gpt2-medium} > "$OUTDIR/bench.log" 2>&1
   note "bench: exit $? in $(($(stamp) - t)) s"
+  # Issue 16: what offloading the AdamW moments frees on the GPU (device peak), and what it costs.
+  t=$(stamp)
+  RANKS=1 bash "$ROOT/bench/offload_bench.sh" "$BUILD" 8 cuda > "$OUTDIR/offload.log" 2>&1
+  note "offload bench: exit $? in $(($(stamp) - t)) s"
+  tee -a "$SUMMARY" < "$OUTDIR/offload.log"
 }
 
 # Where the step time goes: hwtrain's and PyTorch's kernel timelines side by side.
