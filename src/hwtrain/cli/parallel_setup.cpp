@@ -31,9 +31,9 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_state_dtype = int8 yet (its block-wise codes "
                       "are not cut by the model-parallel layout); set it fp32");
   }
-  if (plan.optimizer_state_device == StateDevice::Host) {
-    throw ConfigError(tp + " cannot run with optimization.optimizer_state_device = cpu yet (not tested with a "
-                      "model-parallel rank's weights); set it to device");
+  if (plan.optimizer_state_device == StateDevice::Host && plan.on_gpu()) {
+    throw ConfigError(tp + " cannot run with optimization.optimizer_state_device = cpu on a GPU yet (the checkpoint "
+                      "gathers host-resident moments over the tensor and pipeline groups, written for Gloo); set it to device");
   }
   if (plan.optimizer_in_backward()) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_in_backward = true (the gradient norm spans "

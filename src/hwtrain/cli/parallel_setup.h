@@ -39,7 +39,7 @@ DeviceMesh run_mesh_shape(const RunConfig& config, int world_size);
 
 // What model parallelism cannot run with, refused with the key named: ZeRO-2/3 of a rank's weights
 // (ZeRO-1 shards their moments over the data-parallel ranks), the batch-size probe (its OOM retries
-// are per rank), the optimizer in backward, 8-bit or offloaded moments.
+// are per rank), the optimizer in backward, 8-bit moments, and on a GPU offloaded ones.
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan);
 
 // The groups this rank belongs to (collective: every rank calls it), the model's layers cut to this
