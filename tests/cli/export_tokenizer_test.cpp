@@ -84,8 +84,8 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
 }
 
 // The Llama 2 form (a SentencePiece tokenizer.model with the tokenizer.json transformers converted
-// from it): the export carries both files unchanged, and transformers' AutoTokenizer loads the
-// exported directory with the ids of the original one.
+// from it): the export carries both files unchanged, transformers' AutoTokenizer loads the exported
+// directory with the ids of the original one, and eval gives a text file's perplexity through it.
 TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   const std::string py = HWTRAIN_PYTHON;
   if (testing::run_shell(py + " -c 'import transformers, sentencepiece, google.protobuf' 2>/dev/null") != 0) {
@@ -114,6 +114,23 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
       "assert t.decode(t.encode(s)) == ref.decode(ref.encode(s))\n";
   dir.write("check.py", check);
   EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
+  // Perplexity of a plain text file through the directory's SentencePiece tokenizer: the same as
+  // naming the directory as data.tokenizer; the text's bytes are refused, naming both tokenizers.
+  auto eval = [&](const std::string& tokenizer, const std::string& out) {
+    return testing::run_shell(cd + HWTRAIN_BINARY + " eval exported --data corpus/a.txt --set data.document_separator=% " +
+                              tokenizer + " > " + out + " 2>&1");
+  };
+  auto val_line = [&](const std::string& out) {
+    const std::string v = testing::read_text(dir / out);
+    return v.find("val_perplexity") == std::string::npos ? v : v.substr(v.find("val_loss"));
+  };
+  ASSERT_EQ(eval("", "v-own.txt"), 0) << testing::read_text(dir / "v-own.txt");
+  ASSERT_EQ(eval("--set data.tokenizer=exported", "v-named.txt"), 0) << testing::read_text(dir / "v-named.txt");
+  EXPECT_NE(val_line("v-own.txt").find("val_perplexity"), std::string::npos) << val_line("v-own.txt");
+  EXPECT_EQ(val_line("v-own.txt"), val_line("v-named.txt"));
+  EXPECT_NE(eval("--set data.tokenizer=byte", "v-byte.txt"), 0);
+  EXPECT_NE(testing::read_text(dir / "v-byte.txt").find("trained with tokenizer 'hf-spm:"), std::string::npos)
+      << testing::read_text(dir / "v-byte.txt");
 }
 
 }  // namespace
