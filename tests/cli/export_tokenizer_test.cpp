@@ -131,6 +131,22 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   EXPECT_NE(eval("--set data.tokenizer=byte", "v-byte.txt"), 0);
   EXPECT_NE(testing::read_text(dir / "v-byte.txt").find("trained with tokenizer 'hf-spm:"), std::string::npos)
       << testing::read_text(dir / "v-byte.txt");
+  // The same directory with its tokenizer.model alone: eval and generate use it as SentencePiece
+  // encodes, as data.tokenizer = that .model file does.
+  std::filesystem::copy(dir / "exported", dir / "modelonly");
+  std::filesystem::remove(dir / "modelonly" / "tokenizer.json");
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt --set data.document_separator=% "
+                               "> v-modelonly.txt 2>&1"),
+            0)
+      << testing::read_text(dir / "v-modelonly.txt");
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt --set data.document_separator=% "
+                               "--set data.tokenizer=modelonly/tokenizer.model > v-spm.txt 2>&1"),
+            0)
+      << testing::read_text(dir / "v-spm.txt");
+  EXPECT_EQ(val_line("v-modelonly.txt"), val_line("v-spm.txt"));
+  EXPECT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " generate modelonly --prompt 'The quick' -n 4 > g-modelonly.txt 2>&1"),
+            0)
+      << testing::read_text(dir / "g-modelonly.txt");
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ struct LoadedModel {
   Plan plan;  // device, precision and micro-batch: eval and generate run as the plan says
 };
 
+// A tokenizer of the model's own beside it: tokenizer.json, or a SentencePiece tokenizer.model alone.
+bool has_own_tokenizer(const fs::path& dir) {
+  std::error_code ec;
+  return has_tokenizer_files(dir) || fs::is_regular_file(dir / kTokenizerModelFile, ec);
+}
+
 // A Hugging Face model directory (config.json + safetensors, tokenizer.json beside them): its shape
 // at its own context length (capped at 4096 for memory), its weights, planned for this machine.
 LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
@@ -44,8 +50,9 @@ LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
   m.config.model.block_size = std::min<int64_t>(read_hf_context_length(dir), 4096);
   m.config.model.dropout = 0;
   m.config.model = read_hf_model_config(dir, m.config.model);
-  // Text given to eval is tokenized with the model's own tokenizer unless the user names another.
-  if (!m.config.is_set("data.tokenizer") && has_tokenizer_files(dir)) m.config.data.tokenizer = dir.string();
+  // Text given to eval is tokenized with the model's own tokenizer unless the user names another: its
+  // tokenizer.json, or a tokenizer.model alone as SentencePiece encodes (data/tokenizer.h).
+  if (!m.config.is_set("data.tokenizer") && has_own_tokenizer(dir)) m.config.data.tokenizer = dir.string();
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
   load_hf_directory_weights(m.model, dir);
@@ -102,10 +109,10 @@ int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
   LoadedModel m = load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
-  if (is_hf_model_dir(m.checkpoint) && !has_tokenizer_files(m.checkpoint)) {
-    throw DataError(m.checkpoint.string() + " has no tokenizer.json to turn the prompt into ids and back");
+  if (is_hf_model_dir(m.checkpoint) && !has_own_tokenizer(m.checkpoint)) {
+    throw DataError(m.checkpoint.string() + " has no tokenizer.json or tokenizer.model to turn the prompt into ids and back");
   }
-  auto tokenizer = has_tokenizer_files(m.checkpoint) ? load_tokenizer(m.checkpoint) : make_tokenizer(m.config.data.tokenizer);
+  auto tokenizer = has_own_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.plan.device);
