@@ -88,6 +88,13 @@ TEST(HfBpeTokenizer, UnsupportedKindsAreRefusedByName) {
   std::string no_eot = bpe;
   no_eot.replace(no_eot.find("<|endoftext|>"), 13, "<pad>");
   EXPECT_NE(error(no_eot).find("no end-of-text token"), std::string::npos);
+  // Ids that are no integers in range (found by the tokenizer_json fuzzer: 1.1e39 converted to int
+  // was undefined behaviour).
+  for (const char* id : {"1111111111111111111111111111111111111118", "1.5", "-3", "\"7\"", "16777216"}) {
+    std::string bad = bpe;
+    bad.replace(bad.find("\"a\": 0"), 6, std::string("\"a\": ") + id);
+    EXPECT_NE(error(bad).find("token 'a' has id"), std::string::npos) << id << ": " << error(bad);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 
 namespace hwt {
 namespace {
@@ -106,11 +107,10 @@ namespace {
 
 // Ids index tables: one at or above 2^24 is not a real vocabulary.
 int32_t checked_id(const nlohmann::json& id, const std::string& token, const std::string& where) {
-  const auto v = id.get<int32_t>();
-  if (v < 0 || v >= (1 << 24)) {
-    throw ConfigError(where + ": token '" + token + "' has id " + std::to_string(v) + " outside [0, 2^24)");
+  if (!is_json_integer_in(id, 0, (1 << 24) - 1)) {
+    throw ConfigError(where + ": token '" + token + "' has id " + id.dump() + ", not an integer in [0, 2^24)");
   }
-  return v;
+  return static_cast<int32_t>(id.get<int64_t>());
 }
 
 }  // namespace

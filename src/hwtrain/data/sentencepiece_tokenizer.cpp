@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/corpus.h"
 #include "hwtrain/data/utf8.h"
@@ -157,8 +158,10 @@ void SentencePieceTokenizer::HfForm::read_added_tokens(const nlohmann::json& j, 
     if (a.value("normalized", !a.value("special", false))) {
       hf_unsupported(where, "added token '" + content + "' with normalized: true");
     }
-    const auto id = a.at("id").get<int32_t>();
-    if (content.empty() || id < 0 || id >= (1 << 24)) hf_unsupported(where, "added token " + a.dump());
+    if (content.empty() || !is_json_integer_in(a.at("id"), 0, (1 << 24) - 1)) {
+      hf_unsupported(where, "added token " + a.dump());
+    }
+    const auto id = static_cast<int32_t>(a.at("id").get<int64_t>());
     added.emplace_back(content, id);
     added_by_id[id] = content;
     added_first[static_cast<unsigned char>(content[0])] = true;
@@ -223,6 +226,9 @@ void SentencePieceTokenizer::load_hf_form(std::string json_text, const nlohmann:
                         " pieces; they were not converted from one another");
     }
     for (const auto& [piece, value] : vocab.items()) {
+      if (!is_json_integer_in(value, 0, (1 << 24) - 1)) {
+        throw ConfigError(where + ": token '" + piece + "' has id " + value.dump() + ", not an integer in [0, 2^24)");
+      }
       const auto id = value.get<int64_t>();
       if (hf->added_by_id.count(static_cast<int32_t>(id))) continue;
       if (id < 0 || id >= num_pieces_ || sp_->IdToPiece(static_cast<int>(id)) != piece) {

@@ -10,6 +10,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/fault_injection.h"
+#include "hwtrain/core/json_integer.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/dist/segments.h"
 #include "hwtrain/io/safetensors.h"
@@ -29,17 +30,9 @@ struct ShardingManifest {
   std::map<std::string, std::vector<int64_t>> shapes;
 };
 
-// A JSON integer in [lo, hi], checked before any conversion: nlohmann's get<int64_t>() of a float
-// such as 4e45 is undefined behaviour (found by the sharding_manifest fuzzer).
+// A JSON integer in [lo, hi] (core/json_integer.h), or IoError naming `what`.
 int64_t json_integer(const nlohmann::json& v, int64_t lo, int64_t hi, const std::string& what) {
-  bool in_range = false;
-  if (v.is_number_unsigned()) {  // non-negative literals parse as unsigned
-    const uint64_t u = v.get<uint64_t>();
-    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
-  } else if (v.is_number_integer()) {
-    in_range = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  }
-  if (!in_range) {
+  if (!is_json_integer_in(v, lo, hi)) {
     throw IoError(what + " is " + v.dump() + ", expected an integer in [" + std::to_string(lo) + ", " +
                   std::to_string(hi) + "]");
   }
