@@ -116,9 +116,12 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   EXPECT_EQ(testing::run_shell(cd + py + " check.py > c.log 2>&1"), 0) << testing::read_text(dir / "c.log");
   // Perplexity of a plain text file through the directory's SentencePiece tokenizer: the same as
   // naming the directory as data.tokenizer; the text's bytes are refused, naming both tokenizers.
+  // Pinned as above: a loaded machine's GEMM probe could plan the evals differently.
+  const std::string pinned = " --set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=4"
+                             " --set optimization.intra_op_threads=1 --set data.document_separator=% ";
   auto eval = [&](const std::string& tokenizer, const std::string& out) {
-    return testing::run_shell(cd + HWTRAIN_BINARY + " eval exported --data corpus/a.txt --set data.document_separator=% " +
-                              tokenizer + " > " + out + " 2>&1");
+    return testing::run_shell(cd + HWTRAIN_BINARY + " eval exported --data corpus/a.txt" + pinned + tokenizer + " > " +
+                              out + " 2>&1");
   };
   auto val_line = [&](const std::string& out) {
     const std::string v = testing::read_text(dir / out);
@@ -135,11 +138,10 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   // encodes, as data.tokenizer = that .model file does.
   std::filesystem::copy(dir / "exported", dir / "modelonly");
   std::filesystem::remove(dir / "modelonly" / "tokenizer.json");
-  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt --set data.document_separator=% "
-                               "> v-modelonly.txt 2>&1"),
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt" + pinned + "> v-modelonly.txt 2>&1"),
             0)
       << testing::read_text(dir / "v-modelonly.txt");
-  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt --set data.document_separator=% "
+  ASSERT_EQ(testing::run_shell(cd + HWTRAIN_BINARY + " eval modelonly --data corpus/a.txt" + pinned +
                                "--set data.tokenizer=modelonly/tokenizer.model > v-spm.txt 2>&1"),
             0)
       << testing::read_text(dir / "v-spm.txt");
