@@ -166,6 +166,11 @@ void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimi
              format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
              format_bytes(static_cast<double>(s.peak_gathered_bytes)));
   }
+  if (optimizer.plan().optimizer_state_device == StateDevice::Host) {
+    log_info("offloaded optimizer on rank 0: {} in host memory (moments, fp32 masters, gradient staging), {} with "
+             "the parameters", format_bytes(static_cast<double>(trainer.optimizer().host_state_bytes())),
+             format_bytes(static_cast<double>(trainer.optimizer().device_state_bytes())));
+  }
 }
 
 // --init-from DIR: the model section from DIR/config.json (the run's block_size and dropout kept);
@@ -281,11 +286,6 @@ int run_train(const TrainArgs& a) {
     result = trainer.fit();
   }
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
-  if (optimizer.plan().optimizer_state_device == StateDevice::Host) {
-    log_info("offloaded optimizer on rank 0: {} in host memory (moments, fp32 masters, gradient staging), {} with "
-             "the parameters", format_bytes(static_cast<double>(trainer.optimizer().host_state_bytes())),
-             format_bytes(static_cast<double>(trainer.optimizer().device_state_bytes())));
-  }
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
   if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
