@@ -114,6 +114,11 @@ TEST(HfDirectory, ConfigErrorsNameTheFileAndKey) {
   d.config["hidden_size"] = "wide";
   EXPECT_NE(error_of<IoError>([&] { read_hf_model_config(d.write(), {}); }).find("'hidden_size' has the wrong type"),
             std::string::npos);
+  d.config["hidden_size"] = 5.55556e+36;  // a float where an integer belongs: refused, not converted (fuzz finding)
+  const std::string real = error_of<IoError>([&] { read_hf_model_config(d.write(), {}); });
+  EXPECT_NE(real.find("'hidden_size' has the wrong type (5.55556e+36): expected an integer"), std::string::npos) << real;
+  d.config["hidden_size"] = 32.0;
+  EXPECT_THROW(read_hf_model_config(d.write(), {}), IoError);
   d.config["hidden_size"] = 32;
   d.config["num_key_value_heads"] = 3;  // does not divide 4 heads
   EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(d.write(), {}); }).find("cannot build"), std::string::npos);

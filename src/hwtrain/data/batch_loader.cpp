@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -50,8 +52,16 @@ LoaderState LoaderState::from_json(const nlohmann::json& j) {
   LoaderState s;
   try {
     s.seed = std::stoull(j.at("seed").get<std::string>(), nullptr, 16);
+    // Integers only: get<int64_t>() of a float such as 1e300 is undefined behaviour.
+    for (const char* key : {"epoch", "position"}) {
+      if (!is_json_integer_in(j.at(key), 0, std::numeric_limits<int64_t>::max())) {
+        throw DataError("data loader state " + j.dump() + ": '" + key + "' must be a non-negative integer");
+      }
+    }
     s.epoch = j.at("epoch").get<int64_t>();
     s.position = j.at("position").get<int64_t>();
+  } catch (const DataError&) {
+    throw;
   } catch (const std::exception& e) {
     throw DataError("data loader state " + j.dump() + " is malformed (" + e.what() +
                     "); expected {\"seed\": \"<hex>\", \"epoch\": N, \"position\": N}");

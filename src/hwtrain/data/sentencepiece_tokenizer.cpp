@@ -143,8 +143,14 @@ void SentencePieceTokenizer::HfForm::read_decoder(const nlohmann::json& d, const
   }
   if (steps.size() == 4) {
     const auto& s = steps[3];
-    if (type_of(s) != "Strip" || s.value("content", "") != " " || s.value("stop", 0) != 0) refuse();
-    strip_left = s.value("start", size_t{0});
+    // Integers only (get<int>() of a float such as 1e300 is undefined behaviour); absent means 0.
+    const auto count = [&](const char* key) {
+      if (!s.contains(key)) return int64_t{0};
+      if (!is_json_integer_in(s.at(key), 0, 1 << 20)) refuse();
+      return s.at(key).get<int64_t>();
+    };
+    if (type_of(s) != "Strip" || s.value("content", "") != " " || count("stop") != 0) refuse();
+    strip_left = static_cast<size_t>(count("start"));
   }
 }
 

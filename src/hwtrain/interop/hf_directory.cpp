@@ -1,11 +1,14 @@
 #include "hwtrain/interop/hf_directory.h"
 
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <type_traits>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_integer.h"
 #include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/mapped_safetensors.h"
 
@@ -29,6 +32,14 @@ T field(const nlohmann::json& j, const fs::path& file, const char* key, std::opt
   if (!j.contains(key) || j.at(key).is_null()) {
     if (fallback) return *fallback;
     throw IoError(file.string() + ": key '" + key + "' is missing");
+  }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // get<int64_t>() of a float such as 5e36 is undefined behaviour: accept JSON integers only.
+    if (!is_json_integer_in(j.at(key), std::numeric_limits<T>::min(), std::numeric_limits<T>::max())) {
+      throw IoError(file.string() + ": key '" + key + "' has the wrong type (" + j.at(key).dump() +
+                    "): expected an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                    std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
   }
   try {
     return j.at(key).get<T>();

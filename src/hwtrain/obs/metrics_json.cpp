@@ -1,6 +1,9 @@
 #include "hwtrain/obs/metrics_json.h"
 
+#include <limits>
+
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 
 namespace hwt {
 
@@ -20,7 +23,10 @@ double read_real(const json& j, const char* key) {
 int64_t read_count(const json& j, const char* key, int64_t unknown) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return unknown;
-  if (!it->is_number()) throw DataError(std::string("metric '") + key + "' is not a number");
+  // Integers only: get<int64_t>() of a float such as 1e300 is undefined behaviour.
+  if (!is_json_integer_in(*it, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
+    throw DataError(std::string("metric '") + key + "' is " + it->dump() + ", not an integer");
+  }
   return it->get<int64_t>();
 }
 
