@@ -135,6 +135,15 @@ TEST(Detect, GemmProbeRepeatsUntilTwoRunsAgreeAndKeepsTheBest) {
   EXPECT_EQ(made, 4);
   EXPECT_DOUBLE_EQ(r.fp32_gflops, 60.0);
   EXPECT_DOUBLE_EQ(r.bf16_gflops, 80.0);  // no bf16 peak known: not judged
+
+  // Two contended runs (under a tenth of the fp32 peak) agreeing do not stop the probe: the
+  // neighbour left by the third.
+  runs = {{256, 2, 10.0, 20.0}, {256, 2, 10.5, 20.5}, {256, 2, 180.0, 300.0}, {256, 2, 175.0, 310.0}};
+  next = 0;
+  r = robust_gemm_bench([&] { return runs.at(next++); }, 200, 400, &made);
+  EXPECT_EQ(made, 4);
+  EXPECT_DOUBLE_EQ(r.fp32_gflops, 180.0);
+  EXPECT_DOUBLE_EQ(r.bf16_gflops, 310.0);
 }
 
 TEST(Detect, GemmBenchmarkLeavesGlobalRngAlone) {

@@ -67,6 +67,46 @@ TEST(Planner, Fp32WhenBf16IsNotFasterOrMissing) {
   EXPECT_NE(decision(p, "precision").reason.find("lacks"), std::string::npos);
 }
 
+// Issue 19, defect 6: a probe that ran beside another rank read 5.6 GFLOP/s, planned fp32 and printed
+// an MFU of 1297.8%. Under a tenth of a dtype's ISA peak the rates are set aside for the ISA's.
+TEST(Planner, ContendedGemmProbeFallsBackToTheIsa) {
+  HardwareProfile hw = cpu_machine(true, 5.6, 4.0);  // bf16 "slower": a neighbour, not the machine
+  hw.math.peak_fp32_gflops = 333;
+  hw.math.peak_bf16_gflops = 666;
+  hw.math.fp32_efficiency = 5.6 / 333;
+  hw.math.gemm_load_average = 3.9;
+  ASSERT_TRUE(hw.math.gemm_contended());
+  Plan p = make_plan(hw, small_config());
+  EXPECT_EQ(p.precision, Precision::Bf16);
+  EXPECT_NE(decision(p, "precision").reason.find("busy cores"), std::string::npos) << decision(p, "precision").reason;
+  EXPECT_DOUBLE_EQ(p.peak_flops, 666e9);
+  const std::string why = decision(p, "mfu_peak").reason;
+  EXPECT_NE(why.find("ISA peak of bf16"), std::string::npos) << why;
+  EXPECT_NE(why.find("load average 3.9"), std::string::npos) << why;
+
+  // bf16 alone contended (seen beside busy processes: fp32 355, bf16 1.0 GFLOP/s): the ISA decides too.
+  hw.math.fp32_gemm_gflops = 320;
+  hw.math.fp32_efficiency = 320.0 / 333;
+  hw.math.bf16_gemm_gflops = 1.0;
+  hw.math.bf16_efficiency = 1.0 / 666;
+  ASSERT_TRUE(hw.math.gemm_contended());
+  EXPECT_EQ(make_plan(hw, small_config()).precision, Precision::Bf16);
+
+  hw.math.fp32_gemm_gflops = 0.25 * 333;  // a slow BLAS, not a contended probe: the measurement decides
+  hw.math.fp32_efficiency = 0.25;
+  hw.math.bf16_gemm_gflops = 0.15 * 666;
+  hw.math.bf16_efficiency = 0.15;
+  ASSERT_FALSE(hw.math.gemm_contended());
+  p = make_plan(hw, small_config());
+  EXPECT_EQ(p.precision, Precision::Bf16);
+  EXPECT_DOUBLE_EQ(p.peak_flops, 0.15 * 666e9);
+  hw.math.bf16_gemm_gflops = 0.12 * 666;  // measured slower than fp32: fp32
+  hw.math.bf16_efficiency = 0.12;
+  p = make_plan(hw, small_config());
+  EXPECT_EQ(p.precision, Precision::Fp32);
+  EXPECT_DOUBLE_EQ(p.peak_flops, 0.25 * 333e9);
+}
+
 TEST(Planner, UserChoiceWins) {
   RunConfig c = small_config();
   c.apply_override("optimization.mixed_precision_dtype=fp32");

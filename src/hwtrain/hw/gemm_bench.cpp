@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <chrono>
 
 namespace hwt {
@@ -107,7 +108,11 @@ GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_on
     best.threads = r.threads;
     best.fp32_gflops = std::max(best.fp32_gflops, r.fp32_gflops);
     best.bf16_gflops = std::max(best.bf16_gflops, r.bf16_gflops);
-    if (n > 1 && agree(r.fp32_gflops, previous.fp32_gflops) && agree(r.bf16_gflops, previous.bf16_gflops)) break;
+    // Two contended runs agreeing only say the neighbour is still there: wait for it instead.
+    const auto low = [](double gflops, double peak) { return peak > 0 && gflops < MathLibInfo::kContendedShare * peak; };
+    const bool contended = low(r.fp32_gflops, fp32_peak_gflops) || (r.bf16_gflops > 0 && low(r.bf16_gflops, bf16_peak_gflops));
+    if (!contended && n > 1 && agree(r.fp32_gflops, previous.fp32_gflops) && agree(r.bf16_gflops, previous.bf16_gflops)) break;
+    if (contended && n < 4) std::this_thread::sleep_for(std::chrono::milliseconds(100 * n));
     previous = r;
   }
   if (runs) *runs = n;

@@ -24,7 +24,9 @@ GemmBenchResult run_gemm_bench(double budget_s);
 // probing at once on 2 cores measured 5.6 GFLOP/s and planned fp32): `run_once` is repeated until
 // two runs agree within 15% on both dtypes (at most 4 runs), and each dtype keeps its best rate.
 // A rate above twice the ISA peak (`*_peak_gflops`, 0 = unknown) is a timing error and is dropped
-// (0: not measured). `runs` reports how many were made.
+// (0: not measured). A run under MathLibInfo::kContendedShare of either ISA peak is contended:
+// it never counts as agreeing, and the next run waits a little longer (0.1, 0.2, 0.3 s) for the
+// neighbour to finish. `runs` reports how many were made.
 GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_once, double fp32_peak_gflops,
                                   double bf16_peak_gflops, int* runs = nullptr);
 

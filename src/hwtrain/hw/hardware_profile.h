@@ -82,6 +82,16 @@ struct MathLibInfo {
   double fp32_efficiency = 0;     // measured / peak, 0 when either is unknown
   double bf16_efficiency = 0;
   std::string peak_assumption;    // one line: FLOP/cycle, frequency, why
+
+  // Under this share of a dtype's ISA peak the probe measured its neighbours, not the machine
+  // (issue 19, defect 6: fp32 at 5.6 GFLOP/s of 333 while another rank probed; bf16 at 1 of 5325
+  // beside busy processes). Idle, a good BLAS reaches 50-95% in fp32 and AMX 25-35% in bf16.
+  static constexpr double kContendedShare = 0.1;
+  // Whether either rate is that contended reading: the planner then goes by the ISA instead.
+  bool gemm_contended() const {
+    const auto low = [](double efficiency) { return efficiency > 0 && efficiency < kContendedShare; };
+    return gemm_measured && (low(fp32_efficiency) || low(bf16_efficiency));
+  }
 };
 
 enum class Allocator { Glibc, Jemalloc, Tcmalloc, Mimalloc, Other };

@@ -91,6 +91,19 @@ void decide_gpu_settings(Plan& p, const PlanInputs& in) {
   }
 }
 
+namespace {
+
+// Why a measured GEMM rate was set aside (MathLibInfo::gemm_contended).
+std::string contended_note(const MathLibInfo& m) {
+  return " (the GEMM probe read " + format_number("%.1f", m.fp32_gemm_gflops) + " GFLOP/s fp32 of the ISA's " +
+         format_number("%.0f", m.peak_fp32_gflops) + ", " + format_number("%.1f", m.bf16_gemm_gflops) + " bf16 of " +
+         format_number("%.0f", m.peak_bf16_gflops) + ": under " + format_number("%.0f", 100 * MathLibInfo::kContendedShare) +
+         "%, other processes held the cores" +
+         (m.gemm_load_average > 0 ? ", load average " + format_number("%.1f", m.gemm_load_average) : std::string()) + ")";
+}
+
+}  // namespace
+
 void decide_mfu_peak(Plan& p, const PlanInputs& in) {
   if (const GpuInfo* gpu = plan_gpu(p, in)) {
     p.peak_flops = gpu->peak_bf16_tflops * 1e12;
@@ -100,17 +113,20 @@ void decide_mfu_peak(Plan& p, const PlanInputs& in) {
   }
   const auto& m = in.hw.math;
   const bool bf16 = p.precision == Precision::Bf16;
-  double measured = bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops;
-  if (measured <= 0) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
+  // A contended probe would make MFU read above 100% (issue 19, defect 6): the ISA peak instead.
+  double measured = m.gemm_measured && !m.gemm_contended() ? (bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops) : 0;
+  const bool use_measured = measured > 0;
+  if (!use_measured) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
   const int64_t cores = std::max(1, in.hw.cpu.num_physical_cores);
   const int64_t probe_threads = m.gemm_threads > 0 ? m.gemm_threads : cores;
   // Ranks sharing the machine each train on their share of the threads the probe used.
   const double share = std::min(1.0, static_cast<double>(p.intra_op_threads) / static_cast<double>(probe_threads));
   p.peak_flops = measured * share * 1e9;
   p.decide("mfu_peak", format_number("%.1f", measured * share) + " GFLOP/s",
-           std::string(m.gemm_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
+           std::string(use_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
                std::to_string(probe_threads) + " threads" +
-               (share < 1 ? ", scaled to this rank's " + std::to_string(p.intra_op_threads) : std::string()));
+               (share < 1 ? ", scaled to this rank's " + std::to_string(p.intra_op_threads) : std::string()) +
+               (m.gemm_contended() ? contended_note(m) : std::string()));
 }
 
 }  // namespace hwt

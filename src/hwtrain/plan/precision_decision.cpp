@@ -54,7 +54,9 @@ void decide_precision(Plan& p, const PlanInputs& in) {
   const bool on_gpu = p.on_gpu();
   const auto& m = hw.math;
   const bool cpu_bf16_isa = hw.cpu.isa.avx512_bf16 || hw.cpu.isa.amx_bf16;
-  const bool cpu_bf16_faster = !m.gemm_measured || m.bf16_gemm_gflops > m.fp32_gemm_gflops;
+  // A contended probe measured its neighbours (issue 19, defect 6): go by the ISA as if unmeasured.
+  const bool measured = m.gemm_measured && !m.gemm_contended();
+  const bool cpu_bf16_faster = !measured || m.bf16_gemm_gflops > m.fp32_gemm_gflops;
   p.hardware_bf16 = on_gpu ? (gpu && gpu->bf16) : cpu_bf16_isa;
   p.hardware_fp16 = on_gpu && gpu && gpu->cc_major >= 7;  // no CPU here has a fast fp16 matmul path
   p.loss_scaling = in.want.loss_scaling;
@@ -76,7 +78,10 @@ void decide_precision(Plan& p, const PlanInputs& in) {
   if (cpu_bf16_isa && cpu_bf16_faster) {
     p.precision = Precision::Bf16;
     std::string why = std::string(hw.cpu.isa.amx_bf16 ? "AMX-BF16" : "AVX512_BF16") + " present";
-    if (m.gemm_measured) {
+    if (m.gemm_contended()) {
+      why += "; the GEMM probe ran on busy cores (" + format_number("%.1f", m.bf16_gemm_gflops) + " GFLOP/s bf16, " +
+             format_number("%.1f", m.fp32_gemm_gflops) + " fp32), so its ratio was not used";
+    } else if (measured) {
       why += "; bf16 GEMM " + format_number("%.1f", m.bf16_gemm_gflops) + " vs fp32 " + format_number("%.1f", m.fp32_gemm_gflops) + " GFLOP/s (" +
              format_number("%.1f", m.bf16_gemm_gflops / std::max(1e-9, m.fp32_gemm_gflops)) + "x)";
     }
