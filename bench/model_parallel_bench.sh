@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Model parallelism on this machine (issue 18), processes on one node over Gloo, fp32:
-# 1. the pipeline bubble measured against (p-1)/(m+p-1) for p = 2 and m = 1..8 micro-batches per
-#    step: stage 0's compute (forward + backward seconds, which exclude waiting for stage 1) over
-#    its share of the step (step seconds less the optimizer's); the stages are balanced (2 | 2
-#    blocks, the head 1% of a block). Median over the steps after the first two.
+# 1. the pipeline bubble measured against (p-1)/(v m+p-1) for p = 2 and m = 1..8 micro-batches per
+#    step, 1F1B (v = 1 chunk per stage: blocks 0-1 | 2-3) and interleaved (v = 2: blocks 0, 2 | 1, 3;
+#    m even): stage 0's compute (forward + backward seconds, which exclude waiting for stage 1) over
+#    its share of the step (step seconds less the optimizer's); the head is 1% of a block. Median
+#    over the steps after the first two.
 # 2. tensor parallelism at TP2: the share of the run blocked in its all-reduces and all-gathers, and
 #    tokens/s next to one process and next to 2 data-parallel ranks on the same 2 cores.
 # Usage: bench/model_parallel_bench.sh [build-dir] [steps]
@@ -30,19 +31,22 @@ print(f"{vals[len(vals) // 2]:.3f}")
 PY
 }
 port=29760
-echo "-- pipeline bubble, p = 2 (micro-batch 2)"
-printf "%3s %10s %10s %12s\n" m measured predicted "tokens/s"
-for M in 1 2 4 8; do
-  port=$((port + 1))
-  run=$OUT/pp-m$M
-  "$HW" launch --nproc-per-node 2 --master-port $port -- train $COMMON --set dist.pipeline_parallel=2 \
-    --set train.micro_batch_size=2 --set train.grad_accum_steps=$M --out "$run" > "$run.log" 2>&1 ||
-    { echo "m=$M failed:"; tail -5 "$run.log"; continue; }
-  busy=$(busy_share "$run/metrics.jsonl")
-  tps=$(python3 -c "import json; r=[json.loads(l) for l in open('$run/metrics.jsonl') if '\"type\":\"step\"' in l]; v=sorted(x['tokens_per_second'] for x in r if x['step']>2); print(f'{v[len(v)//2]:.0f}')")
-  printf "%3d %10.3f %10.3f %12s\n" $M "$(echo "1 - $busy" | bc -l)" "$(echo "1 / ($M + 1)" | bc -l)" "$tps"
+echo "-- pipeline bubble, p = 2 (micro-batch 2), v chunks per stage"
+printf "%2s %3s %10s %10s %12s\n" v m measured predicted "tokens/s"
+for V in 1 2; do
+  for M in 1 2 4 8; do
+    [ $((M % 2)) -eq 0 ] || [ $V -eq 1 ] || continue  # interleaving groups the micro-batches by p
+    port=$((port + 1))
+    run=$OUT/pp-v$V-m$M
+    "$HW" launch --nproc-per-node 2 --master-port $port -- train $COMMON --set dist.pipeline_parallel=2 \
+      --set dist.pipeline_chunks=$V --set train.micro_batch_size=2 --set train.grad_accum_steps=$M --out "$run" \
+      > "$run.log" 2>&1 || { echo "v=$V m=$M failed:"; tail -5 "$run.log"; continue; }
+    busy=$(busy_share "$run/metrics.jsonl")
+    tps=$(python3 -c "import json; r=[json.loads(l) for l in open('$run/metrics.jsonl') if '\"type\":\"step\"' in l]; v=sorted(x['tokens_per_second'] for x in r if x['step']>2); print(f'{v[len(v)//2]:.0f}')")
+    printf "%2d %3d %10.3f %10.3f %12s\n" $V $M "$(echo "1 - $busy" | bc -l)" "$(echo "1 / ($V * $M + 1)" | bc -l)" "$tps"
+  done
+  grep -h "pipeline:" "$OUT/pp-v$V-m2.log" | head -1 | sed 's/^.*pipeline:/   pipeline:/'
 done
-grep -h "pipeline:" "$OUT/pp-m1.log" | head -1 | sed 's/^/   /'
 echo "-- tensor parallel vs one process vs data parallel (micro-batch 8)"
 for layout in one tp2 dp2; do
   port=$((port + 1))

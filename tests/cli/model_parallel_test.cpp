@@ -123,6 +123,49 @@ TEST(ModelParallelRun, TensorTimesPipelineMatchesOneProcessAndResumesInOne) {
   expect_same_losses(dir / "one", dir / "four", 20, 24, "resumed at TP1 x PP1");
 }
 
+// Interleaved 1F1B (dist.pipeline_chunks = 2: 2 stages of 2 chunks, GPT-2's tied head on the first
+// and last): the losses of one process; its checkpoint resumes in one process. Chunks without a
+// pipeline, or micro-batches that do not group by the stages, are one line naming the keys.
+TEST(ModelParallelRun, InterleavedPipelineMatchesOneProcessAndResumesInOne) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = kCommon + "--set model.preset=tiny --set model.n_layer=4 --set train.micro_batch_size=2 "
+                                       "--set train.grad_accum_steps=4 ";
+  ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29737 -- train " + common +
+                        "--set train.max_steps=20 --set checkpoint.save_final=true --set dist.pipeline_parallel=2 "
+                        "--set dist.pipeline_chunks=2 --set train.eval_interval=10 --out two",
+                    dir.path(), "two.log"),
+            0)
+      << testing::read_text(dir / "two.log");
+  const std::string log = testing::read_text(dir / "two.log");
+  EXPECT_NE(log.find("2 interleaved chunks per stage; this stage: blocks 0-0, 2-2"), std::string::npos) << log;
+  expect_same_losses(dir / "one", dir / "two", 0, 20, "the interleaved run");
+  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
+  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
+  ASSERT_EQ(hwtrain(more + "--resume two", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
+  expect_same_losses(dir / "one", dir / "two", 20, 24, "resumed in one process");
+
+  EXPECT_NE(hwtrain("train " + common + "--set dist.pipeline_chunks=2 --out x", dir.path(), "alone.log"), 0);
+  EXPECT_NE(testing::read_text(dir / "alone.log").find("dist.pipeline_chunks = 2 needs dist.pipeline_parallel > 1"),
+            std::string::npos)
+      << testing::read_text(dir / "alone.log");
+  EXPECT_NE(hwtrain("launch --nproc-per-node 2 --master-port 29739 -- train " + common +
+                        "--set train.grad_accum_steps=3 --set dist.pipeline_parallel=2 --set dist.pipeline_chunks=2 --out y",
+                    dir.path(), "groups.log"),
+            0);
+  EXPECT_NE(testing::read_text(dir / "groups.log").find("train.grad_accum_steps = 3 must be a multiple of it"),
+            std::string::npos)
+      << testing::read_text(dir / "groups.log");
+  EXPECT_NE(hwtrain("launch --nproc-per-node 2 --master-port 29741 -- train " + common +
+                        "--set dist.pipeline_parallel=2 --set dist.pipeline_chunks=3 --out z",
+                    dir.path(), "chunks.log"),
+            0);
+  EXPECT_NE(testing::read_text(dir / "chunks.log").find("= 6 model chunks is more than model.n_layer = 4"),
+            std::string::npos)
+      << testing::read_text(dir / "chunks.log");
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),
                          [](const auto& info) { return info.param; });
 

@@ -1,6 +1,6 @@
 // Threads as the ranks of a group, for testing model parallelism in one process: ThreadGroup
 // exchanges tensors among its threads (collectives once all have arrived; point-to-point through
-// one mailbox per (sender, receiver)); ThreadComm is one rank's TensorParallelComm over it.
+// one mailbox per (sender, receiver, tag)); ThreadComm is one rank's TensorParallelComm over it.
 #pragma once
 #include <torch/torch.h>
 
@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,15 +37,15 @@ class ThreadGroup {
     return result_;
   }
 
-  void post(int from, int to, const torch::Tensor& t) {
+  void post(int from, int to, int tag, const torch::Tensor& t) {
     std::lock_guard<std::mutex> lock(mutex_);
-    mail_[{from, to}].push_back(t.detach().clone());
+    mail_[{from, to, tag}].push_back(t.detach().clone());
     cv_.notify_all();
   }
 
-  torch::Tensor take(int from, int to) {
+  torch::Tensor take(int from, int to, int tag) {
     std::unique_lock<std::mutex> lock(mutex_);
-    auto& box = mail_[{from, to}];
+    auto& box = mail_[{from, to, tag}];
     cv_.wait(lock, [&] { return !box.empty(); });
     torch::Tensor t = box.front();
     box.pop_front();
@@ -57,7 +58,7 @@ class ThreadGroup {
   torch::Tensor result_;
   int arrived_ = 0;
   int64_t generation_ = 0;
-  std::map<std::pair<int, int>, std::deque<torch::Tensor>> mail_;
+  std::map<std::tuple<int, int, int>, std::deque<torch::Tensor>> mail_;  // (from, to, tag)
   std::mutex mutex_;
   std::condition_variable cv_;
 };
@@ -72,11 +73,11 @@ class ThreadComm : public TensorParallelComm {
   torch::Tensor reduce_scatter(const torch::Tensor& t) override {
     return group_.exchange(rank_, t).sum(0).chunk(group_.size(), 0)[static_cast<size_t>(rank_)].clone();
   }
-  std::function<void()> send_async(const torch::Tensor& t, int peer) override {
-    group_.post(rank_, peer, t);
+  std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override {
+    group_.post(rank_, peer, tag, t);
     return [] {};
   }
-  void recv(torch::Tensor& t, int peer) override { t.copy_(group_.take(peer, rank_)); }
+  void recv(torch::Tensor& t, int peer, int tag) override { t.copy_(group_.take(peer, rank_, tag)); }
 
  private:
   ThreadGroup& group_;

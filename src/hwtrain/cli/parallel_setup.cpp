@@ -12,10 +12,27 @@ namespace hwt::cli {
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size) {
   DeviceMesh mesh = DeviceMesh::from_config(config.dist, world_size);
   check_mesh_fits_model(mesh, config.model);
+  const int64_t virtual_stages = mesh.pipeline_parallel() * config.dist.pipeline_chunks;
+  if (config.dist.pipeline_chunks > 1 && virtual_stages > config.model.n_layer) {
+    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
+                      " x dist.pipeline_chunks = " + std::to_string(config.dist.pipeline_chunks) + " = " +
+                      std::to_string(virtual_stages) + " model chunks is more than model.n_layer = " +
+                      std::to_string(config.model.n_layer) + " blocks; valid: pipeline_chunks 1 to " +
+                      std::to_string(config.model.n_layer / mesh.pipeline_parallel()));
+  }
   return mesh;
 }
 
-void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan) {
+void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipeline_chunks) {
+  if (pipeline_chunks > 1 && mesh.pipeline_parallel() == 1) {
+    throw ConfigError("dist.pipeline_chunks = " + std::to_string(pipeline_chunks) + " needs dist.pipeline_parallel > 1 "
+                      "(the chunks interleave a pipeline's stages); set it 1 or set dist.pipeline_parallel");
+  }
+  if (pipeline_chunks > 1 && plan.grad_accum_steps % mesh.pipeline_parallel() != 0) {
+    throw ConfigError("dist.pipeline_chunks = " + std::to_string(pipeline_chunks) + " interleaves micro-batches in groups "
+                      "of dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) + ": train.grad_accum_steps = " +
+                      std::to_string(plan.grad_accum_steps) + " must be a multiple of it");
+  }
   if (mesh.tensor_parallel() * mesh.pipeline_parallel() == 1) return;
   const std::string tp = mesh.tensor_parallel() > 1 ? "dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel())
                                                     : "dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel());
@@ -61,7 +78,7 @@ OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<Process
 // This rank's stage: the blocks balanced over the stages, the pipeline group, and for a tied head the
 // group of the first and last stages, which both hold the embedding.
 std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinates& at, ProcessGroup& world, GPT& model,
-                                     std::shared_ptr<ProcessGroupComm>& stages) {
+                                     int64_t chunks, std::shared_ptr<ProcessGroupComm>& stages) {
   const int rank = world.rank();
   const std::vector<int> line = mesh.pipeline_group(rank);
   stages = std::make_shared<ProcessGroupComm>(world.subgroup(line, "pipeline-" + std::to_string(line.front())));
@@ -70,18 +87,25 @@ std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinat
     const std::vector<int> ends{line.front(), line.back()};
     shared = std::make_shared<ProcessGroupComm>(world.subgroup(ends, "embedding-" + std::to_string(line.front())));
   }
-  const std::vector<StageRange> cut = split_decoder(model->config(), model->vocab_size(), mesh.pipeline_parallel());
-  const StageRange mine = cut[static_cast<size_t>(at.pipeline)];
-  log_info("pipeline: {} ({} blocks per stage at most, balanced with the LM head on the last)", describe_stages(cut),
-           mine.end - mine.begin);
-  return std::make_shared<GptStage>(model, StagePlace{at.pipeline, mesh.pipeline_parallel(), mine.begin, mine.end},
-                                    stages, std::move(shared));
+  // Chunk c of stage s is virtual stage c p + s of the p x chunks the decoder is cut into.
+  const int64_t p = mesh.pipeline_parallel();
+  const std::vector<StageRange> cut = split_decoder(model->config(), model->vocab_size(), p * chunks);
+  StagePlace place{at.pipeline, p, {}};
+  std::string mine;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const StageRange& r = cut[static_cast<size_t>(c * p + at.pipeline)];
+    place.chunks.push_back({r.begin, r.end});
+    mine += (mine.empty() ? "" : ", ") + std::to_string(r.begin) + "-" + std::to_string(r.end - 1);
+  }
+  log_info("pipeline: {} ({}; this stage: blocks {}, balanced with the LM head on the last)", describe_stages(cut),
+           chunks > 1 ? std::to_string(chunks) + " interleaved chunks per stage" : std::string("one chunk per stage"), mine);
+  return std::make_shared<GptStage>(model, std::move(place), stages, std::move(shared));
 }
 
 }  // namespace
 
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
-                  bool sequence_parallel) {
+                  bool sequence_parallel, int64_t pipeline_chunks) {
   RunMesh run{mesh, mesh.coordinates(world ? world->rank() : 0), nullptr, nullptr};
   if (!world) return run;
   if (!run.model_parallel()) {
@@ -96,7 +120,7 @@ RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& w
     run.tensor_comm = std::make_shared<ProcessGroupComm>(run.tensor);
     model->set_tensor_parallel(run.tensor_comm, sequence_parallel);
   }
-  if (mesh.pipeline_parallel() > 1) run.stage = make_stage(mesh, run.at, *world, model, run.pipeline_comm);
+  if (mesh.pipeline_parallel() > 1) run.stage = make_stage(mesh, run.at, *world, model, pipeline_chunks, run.pipeline_comm);
   if (mesh.data_parallel() > 1) run.data = world->subgroup(data, "data-" + std::to_string(data.front()));
   log_info("parallel layout: {}{}; this rank is tensor rank {} of data-parallel replica {}", mesh.describe(),
            run.tensor && sequence_parallel ? " (sequence parallel)" : "", run.at.tensor, run.at.data);

@@ -34,19 +34,21 @@ struct RunMesh {
 };
 
 // The mesh alone, before any group exists (it decides the planner's data-parallel world size).
-// ConfigError for a mesh that does not divide the world size or cannot cut the model.
+// ConfigError for a mesh that does not divide the world size or cannot cut the model (into
+// dist.pipeline_parallel x dist.pipeline_chunks chunks of at least one block).
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size);
 
 // What model parallelism cannot run with, refused with the key named: ZeRO-2/3 of a rank's weights
 // (ZeRO-1 shards their moments over the data-parallel ranks), the batch-size probe (its OOM retries
-// are per rank), the optimizer in backward, 8-bit moments, and on a GPU offloaded ones.
-void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan);
+// are per rank), the optimizer in backward, 8-bit moments, and on a GPU offloaded ones; and pipeline
+// chunks without a pipeline, or with micro-batches that are not a multiple of its stages.
+void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipeline_chunks);
 
 // The groups this rank belongs to (collective: every rank calls it), the model's layers cut to this
 // rank's tensor-parallel shard when the mesh has one, and this rank's pipeline stage when it has
-// stages (the blocks cut by plan/stage_split.h).
+// stages (the blocks cut by plan/stage_split.h into pipeline_chunks chunks per stage).
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
-                  bool sequence_parallel);
+                  bool sequence_parallel, int64_t pipeline_chunks);
 
 // Data parallelism for the trainer over `group` (the data-parallel ranks): the loss averaged over
 // them, and the gradient sync of the planned sharding: bucketed all-reduce (none, zero1 with

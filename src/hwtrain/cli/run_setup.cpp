@@ -44,8 +44,10 @@ static RunConfig read_config(const ConfigOptions& options, const std::optional<f
   // a run trained at tensor_parallel = 2 resumes on one process unless this launch asks again.
   config.dist.tensor_parallel = RunConfig{}.dist.tensor_parallel;
   config.dist.pipeline_parallel = RunConfig{}.dist.pipeline_parallel;
-  saved.explicit_keys.erase("dist.tensor_parallel");
-  saved.explicit_keys.erase("dist.pipeline_parallel");
+  config.dist.pipeline_chunks = RunConfig{}.dist.pipeline_chunks;
+  for (const char* key : {"dist.tensor_parallel", "dist.pipeline_parallel", "dist.pipeline_chunks"}) {
+    saved.explicit_keys.erase(key);
+  }
   if (!options.config_file.empty()) config.apply_toml(read_file(options.config_file), options.config_file);
   for (const auto& o : overrides) config.apply_override(o);
   // The architecture comes from the checkpoint.

@@ -248,13 +248,14 @@ int run_train(const TrainArgs& a) {
 
   HardwareAwareOptimizer optimizer(config, run_hardware(group.get()), context);
   if (group) check_ranks_agree(*group, config, *data, checkpoint, optimizer.plan());
-  check_plan_for_mesh(mesh_shape, optimizer.plan());
+  check_plan_for_mesh(mesh_shape, optimizer.plan(), config.dist.pipeline_chunks);
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
   GPT model = build_run_model(optimizer, a.init_from);
-  const RunMesh mesh = join_mesh(mesh_shape, group, model, config.dist.sequence_parallel);  // tensor parallel: the layers cut to this rank's shard
+  const RunMesh mesh = join_mesh(mesh_shape, group, model, config.dist.sequence_parallel,  // TP: the layers cut to
+                                 config.dist.pipeline_chunks);                           // this rank's shard
   std::shared_ptr<TrainableModel> trained = mesh.stage;  // a pipeline stage, or the whole (or TP-cut) model
   if (!trained) trained = std::make_shared<GptModel>(model);
   auto windows = std::make_shared<TokenWindows>(data, config.model.block_size, static_cast<uint64_t>(config.train.seed) + 1);

@@ -43,12 +43,14 @@ struct DistConfig {
   // pipeline stages; data parallel is the rest of the world size.
   int64_t tensor_parallel = 1;
   int64_t pipeline_parallel = 1;
+  int64_t pipeline_chunks = 1;    // model chunks per stage: > 1 interleaves the 1F1B schedule
   bool sequence_parallel = true;  // with tensor_parallel > 1
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
     check_at_least("dist.tensor_parallel", tensor_parallel, 1);
     check_at_least("dist.pipeline_parallel", pipeline_parallel, 1);
+    check_at_least("dist.pipeline_chunks", pipeline_chunks, 1);
     if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
   }
 
@@ -68,6 +70,10 @@ struct DistConfig {
       "dropout, residual: 1/tensor_parallel of their activations; model.block_size must divide)");
     v("pipeline_parallel", pipeline_parallel,
       "pipeline stages the blocks are cut into (1 = none); data parallel is world size / (tensor x pipeline)");
+    v("pipeline_chunks", pipeline_chunks,
+      "model chunks per pipeline stage: v > 1 cuts the blocks into pipeline_parallel x v and runs interleaved "
+      "1F1B, a v times smaller bubble for v times the messages (train.grad_accum_steps must be a multiple of "
+      "pipeline_parallel)");
   }
 };
 

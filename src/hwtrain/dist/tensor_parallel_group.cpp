@@ -44,19 +44,19 @@ torch::Tensor ProcessGroupComm::reduce_scatter(const torch::Tensor& t) {
   return output.view(shape);
 }
 
-std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer) {
+std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer, int tag) {
   auto tensor = std::make_shared<torch::Tensor>(t.contiguous());
   ++stats_.sends;
   stats_.bytes += static_cast<int64_t>(tensor->nbytes());
-  auto work = group_->send_async(*tensor, peer, /*tag=*/0);
+  auto work = group_->send_async(*tensor, peer, tag);
   std::shared_ptr<ProcessGroup> group = group_;
   return [group, work, tensor, peer] { group->wait(work, "sending to rank " + std::to_string(group->world_rank(peer))); };
 }
 
-void ProcessGroupComm::recv(torch::Tensor& t, int peer) {
+void ProcessGroupComm::recv(torch::Tensor& t, int peer, int tag) {
   TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::recv needs a contiguous tensor");
   const auto start = Clock::now();
-  group_->recv(t, peer, /*tag=*/0);
+  group_->recv(t, peer, tag);
   stats_.seconds += seconds_since(start);
 }
 

@@ -17,8 +17,8 @@ class ProcessGroupComm : public TensorParallelComm {
   void all_reduce_sum(torch::Tensor& t) override;
   torch::Tensor all_gather(const torch::Tensor& t) override;
   torch::Tensor reduce_scatter(const torch::Tensor& t) override;
-  std::function<void()> send_async(const torch::Tensor& t, int peer) override;
-  void recv(torch::Tensor& t, int peer) override;
+  std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override;
+  void recv(torch::Tensor& t, int peer, int tag) override;
   ProcessGroup& group() { return *group_; }
 
   // What the group has carried so far (this rank's view; blocking time includes waiting for peers).

@@ -21,6 +21,7 @@ GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm
     : gpt_(std::move(gpt)), place_(place), stages_(std::move(stages)), shared_(std::move(shared)) {
   TORCH_CHECK(stages_ && stages_->size() == place_.count && stages_->rank() == place_.index,
               "GptStage: the pipeline group must have one rank per stage, this one at the stage's index");
+  TORCH_CHECK(!place_.chunks.empty(), "GptStage: a stage holds at least one chunk of blocks");
   device_ = gpt_->wte->weight.device();
   for (const auto& item : gpt_->named_parameters()) {  // whole shapes, also of tensor-parallel shards
     std::vector<int64_t> shape = item.value().sizes().vec();
@@ -34,7 +35,9 @@ GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm
   if (first || (last && cfg.tied_head())) stage_->register_module(llama ? "embed_tokens" : "wte", gpt_->wte.ptr());
   if (first && gpt_->wpe) stage_->register_module("wpe", gpt_->wpe.ptr());
   auto blocks = std::make_shared<ModuleGroup>();
-  for (int64_t i = place_.begin; i < place_.end; ++i) blocks->register_module(std::to_string(i), gpt_->h[i]);
+  for (const BlockRange& chunk : place_.chunks) {
+    for (int64_t i = chunk.begin; i < chunk.end; ++i) blocks->register_module(std::to_string(i), gpt_->h[i]);
+  }
   stage_->register_module(llama ? "layers" : "h", blocks);
   if (last) {
     if (gpt_->ln_f) stage_->register_module("ln_f", gpt_->ln_f.ptr());
@@ -52,11 +55,12 @@ GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm
 
 bool GptStage::holds_tied_copy() const { return place_.count > 1 && is_last() && gpt_->config().tied_head(); }
 
-torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::Tensor& targets) {
+torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::Tensor& targets, int64_t chunk) {
   if (gpt_->is_training() != stage_->is_training()) gpt_->train(stage_->is_training());
-  torch::Tensor x = is_first() ? gpt_->embed(input) : input;
-  x = gpt_->run_blocks(x, place_.begin, place_.end);
-  if (!is_last()) return x;
+  const BlockRange& blocks = place_.chunks.at(static_cast<size_t>(chunk));
+  torch::Tensor x = takes_tokens(chunk) ? gpt_->embed(input) : input;
+  x = gpt_->run_blocks(x, blocks.begin, blocks.end);
+  if (!computes_loss(chunk)) return x;
   return gpt_->head_loss(gpt_->final_norm(x), targets);
 }
 
@@ -65,21 +69,26 @@ std::vector<int64_t> GptStage::activation_shape(int64_t rows, int64_t row_elemen
   return {rows, tp && tp->sequence_parallel ? row_elements / tp->size() : row_elements, gpt_->config().n_embd};
 }
 
-// Evaluation: the micro-batch through every stage, forward only; every stage returns the loss.
+// Evaluation: the micro-batch through every stage (each chunk in turn), forward only; every stage
+// returns the loss. Tagged by virtual stage, as the training schedule's activations are.
 torch::Tensor GptStage::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
   TORCH_CHECK(!torch::GradMode::is_enabled(),
               "a pipeline stage trains through the pipeline schedule; forward_loss is for evaluation (no grad)");
-  torch::Tensor input = x_BT;
-  if (!is_first()) {
-    input = torch::empty(activation_shape(x_BT.size(0), x_BT.size(1)), x_BT.options().dtype(torch::kFloat));
-    stages_->recv(input, static_cast<int>(place_.index - 1));
-  }
-  torch::Tensor out = forward_stage(input, y_BT);
+  const int prev = static_cast<int>((place_.index - 1 + place_.count) % place_.count);
+  const int next = static_cast<int>((place_.index + 1) % place_.count);
   torch::Tensor loss = torch::zeros({1}, x_BT.options().dtype(torch::kFloat));
-  if (!is_last()) {
-    stages_->send_async(out.to(torch::kFloat).contiguous(), static_cast<int>(place_.index + 1))();
-  } else {
-    loss += out.to(torch::kFloat);
+  for (int64_t chunk = 0; chunk < chunk_count(); ++chunk) {
+    torch::Tensor input = x_BT;
+    if (!takes_tokens(chunk)) {
+      input = torch::empty(activation_shape(x_BT.size(0), x_BT.size(1)), x_BT.options().dtype(torch::kFloat));
+      stages_->recv(input, prev, static_cast<int>(2 * virtual_stage(chunk)));
+    }
+    torch::Tensor out = forward_stage(input, y_BT, chunk);
+    if (!computes_loss(chunk)) {
+      stages_->send_async(out.to(torch::kFloat).contiguous(), next, static_cast<int>(2 * virtual_stage(chunk) + 2))();
+    } else {
+      loss += out.to(torch::kFloat);
+    }
   }
   stages_->all_reduce_sum(loss);  // the last stage's loss on every stage
   return loss[0];

@@ -1,6 +1,7 @@
 // GptStage: one pipeline stage of the built-in decoder (either family) as a TrainableModel and a
 // PipelineStage: blocks [begin, end) of a GPT built whole from the run's seed on every stage (so
-// the stages hold exactly the weights one process would), with the embeddings on the first stage
+// the stages hold exactly the weights one process would; with interleaving, one such range per model
+// chunk: model/pipeline_stage.h), with the embeddings on the first stage
 // and the final norm, LM head and loss on the last. The weights of the other stages are freed. A
 // tied head (GPT-2, tie_word_embeddings) keeps a copy of the embedding on the first and the last
 // stage; their gradients are summed over `shared` (those two stages) so the copies stay equal, and
@@ -21,9 +22,13 @@
 
 namespace hwt {
 
+struct BlockRange {
+  int64_t begin = 0, end = 0;  // blocks [begin, end)
+};
+
 struct StagePlace {
   int64_t index = 0, count = 1;
-  int64_t begin = 0, end = 0;  // blocks
+  std::vector<BlockRange> chunks;  // chunk c: virtual stage c count + index (one chunk: no interleaving)
 };
 
 class GptStage : public TrainableModel, public PipelineStage {
@@ -51,7 +56,8 @@ class GptStage : public TrainableModel, public PipelineStage {
 
   int64_t stage_index() const override { return place_.index; }
   int64_t stage_count() const override { return place_.count; }
-  torch::Tensor forward_stage(const torch::Tensor& input, const torch::Tensor& targets) override;
+  int64_t chunk_count() const override { return static_cast<int64_t>(place_.chunks.size()); }
+  torch::Tensor forward_stage(const torch::Tensor& input, const torch::Tensor& targets, int64_t chunk) override;
   std::vector<int64_t> activation_shape(int64_t rows, int64_t row_elements) const override;
   TensorParallelComm& stages() override { return *stages_; }
   // Sequence-parallel gradients over the tensor group, then the tied embedding's two copies.

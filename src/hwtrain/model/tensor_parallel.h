@@ -37,8 +37,10 @@ class TensorParallelComm {
   virtual torch::Tensor reduce_scatter(const torch::Tensor& t) = 0;
   // Point to point, for pipeline stages (peer: a rank of this group): `t` sent asynchronously (the
   // returned function waits for the send; t must live until then), and received in place, blocking.
-  virtual std::function<void()> send_async(const torch::Tensor& t, int peer) = 0;
-  virtual void recv(torch::Tensor& t, int peer) = 0;
+  // `tag` keeps apart messages between one pair of ranks that are received in another order than
+  // sent (an interleaved pipeline's activations and gradients on two stages); one tag is in order.
+  virtual std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) = 0;
+  virtual void recv(torch::Tensor& t, int peer, int tag) = 0;
 
   // Whether the layers using this group keep activations cut along the sequence between them
   // (sequence parallelism); set once by GPT::set_tensor_parallel.

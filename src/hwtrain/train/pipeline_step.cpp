@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "hwtrain/core/clock.h"
+#include "hwtrain/core/error.h"
 
 namespace hwt {
 
@@ -18,54 +19,99 @@ std::vector<PipeAction> one_f_one_b(int64_t stage, int64_t stages, int64_t micro
   return out;
 }
 
+std::vector<PipeAction> interleaved_one_f_one_b(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches) {
+  if (micro_batches % stages != 0) {
+    throw ConfigError("train.grad_accum_steps = " + std::to_string(micro_batches) + " micro-batches cannot be " +
+                      "interleaved over dist.pipeline_parallel = " + std::to_string(stages) + " stages of " +
+                      "dist.pipeline_chunks = " + std::to_string(chunks) + " chunks: it must be a multiple of " +
+                      std::to_string(stages));
+  }
+  const int64_t total = micro_batches * chunks, group = stages * chunks;
+  // The k-th forward (backward) of this stage: micro-batches in groups of `stages`, each group through
+  // every chunk in turn (backwards through the chunks in reverse).
+  const auto action = [&](PipeOp op, int64_t k) {
+    const int64_t chunk = (k % group) / stages;
+    return PipeAction{op, (k / group) * stages + k % stages, op == PipeOp::Forward ? chunk : chunks - 1 - chunk};
+  };
+  const int64_t warmup = micro_batches == stages ? total : std::min(total, 2 * (stages - stage - 1) + (chunks - 1) * stages);
+  std::vector<PipeAction> out;
+  for (int64_t k = 0; k < warmup; ++k) out.push_back(action(PipeOp::Forward, k));
+  for (int64_t k = 0; k < total - warmup; ++k) {
+    out.push_back(action(PipeOp::Forward, warmup + k));
+    out.push_back(action(PipeOp::Backward, k));
+  }
+  for (int64_t k = total - warmup; k < total; ++k) out.push_back(action(PipeOp::Backward, k));
+  return out;
+}
+
+std::vector<PipeAction> pipeline_schedule(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches) {
+  return chunks == 1 ? one_f_one_b(stage, stages, micro_batches)
+                     : interleaved_one_f_one_b(stage, stages, chunks, micro_batches);
+}
+
+namespace {
+
+// Message tags: a virtual stage's input activations, and the gradient of its outputs.
+int activation_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage); }
+int gradient_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage + 1); }
+
+}  // namespace
+
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
   TensorParallelComm& stages = stage.stages();
+  const int64_t p = stage.stage_count();
   const int s = static_cast<int>(stage.stage_index());
+  const int prev = static_cast<int>((s - 1 + p) % p), next = static_cast<int>((s + 1) % p);
   const auto act_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
   const std::vector<int64_t> act_shape = stage.activation_shape(micro_batch, x_NT.size(1));
-  std::vector<torch::Tensor> inputs(static_cast<size_t>(micro_batches)), outputs(inputs.size());
+  const std::vector<PipeAction> schedule = pipeline_schedule(s, p, stage.chunk_count(), micro_batches);
+  std::vector<torch::Tensor> inputs(static_cast<size_t>(micro_batches * stage.chunk_count())), outputs(inputs.size());
   std::vector<std::function<void()>> sends;  // waited for at the end of the step
   double loss_sum = 0;
-  for (const PipeAction& a : one_f_one_b(s, stage.stage_count(), micro_batches)) {
-    const size_t k = static_cast<size_t>(a.micro);
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const PipeAction& a = schedule[i];
+    const size_t k = static_cast<size_t>(a.chunk * micro_batches + a.micro);
+    const int64_t vs = stage.virtual_stage(a.chunk);
     if (a.op == PipeOp::Forward) {
       const auto y = y_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       torch::Tensor in;
-      if (stage.is_first()) {
+      if (stage.takes_tokens(a.chunk)) {
         in = x_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       } else {
         in = torch::empty(act_shape, act_options);
-        stages.recv(in, s - 1);
+        stages.recv(in, prev, activation_tag(vs));
         in.requires_grad_(true);
       }
       const auto t0 = Clock::now();
-      torch::Tensor out = hooks.forward(in, y);
+      torch::Tensor out = hooks.forward(in, y, a.chunk);
       m.forward_seconds += seconds_since(t0);
-      if (stage.is_last()) {
+      if (stage.computes_loss(a.chunk)) {
         loss_sum += out.detach().item<double>();
       } else {
-        sends.push_back(stages.send_async(out.detach().to(torch::kFloat).contiguous(), s + 1));
+        sends.push_back(stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, activation_tag(vs + 1)));
       }
       inputs[k] = in;
       outputs[k] = out;
       continue;
     }
-    hooks.before_backward(a.micro == micro_batches - 1);
+    hooks.before_backward(i + 1 == schedule.size());
     torch::Tensor grad;
-    if (!stage.is_last()) {
+    if (!stage.computes_loss(a.chunk)) {
       grad = torch::empty(act_shape, act_options);
-      stages.recv(grad, s + 1);
+      stages.recv(grad, next, gradient_tag(vs));
     }
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
-    if (stage.is_last()) {
+    if (stage.computes_loss(a.chunk)) {
       hooks.backward_loss(outputs[k]);
     } else {
       torch::autograd::backward({outputs[k]}, {grad.to(outputs[k].scalar_type())});
     }
     m.backward_seconds += seconds_since(t1);
-    if (!stage.is_first()) sends.push_back(stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), s - 1));
+    if (!stage.takes_tokens(a.chunk)) {
+      sends.push_back(stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, gradient_tag(vs - 1)));
+    }
     inputs[k] = outputs[k] = torch::Tensor();  // this micro-batch's activations are freed
   }
   for (auto& wait : sends) wait();

@@ -15,10 +15,10 @@ void Trainer::set_gradient_sync(std::shared_ptr<GradientSync> sync) {
 double Trainer::run_pipeline_micro_steps(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                                          StepMetrics& m) {
   PipelineStepHooks hooks;
-  hooks.forward = [this, &stage](const torch::Tensor& input, const torch::Tensor& targets) {
+  hooks.forward = [this, &stage](const torch::Tensor& input, const torch::Tensor& targets, int64_t chunk) {
     AutocastGuard autocast(device_.type(), precision_->autocast_dtype(), true, plan_.autocast.cache);
-    torch::Tensor out = stage.forward_stage(input, targets);
-    if (!stage.is_last()) return out;
+    torch::Tensor out = stage.forward_stage(input, targets, chunk);
+    if (!stage.computes_loss(chunk)) return out;
     check_scalar_loss(out, "the last pipeline stage's loss");
     return loss_hook_ ? loss_hook_(out) : out;
   };
