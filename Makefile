@@ -15,6 +15,8 @@ BUILD_TYPE := RelWithDebInfo
 endif
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
+# Seconds per test (scripts/sanitize.sh gives instrumented tests more).
+TEST_TIMEOUT ?= 600
 TORCH_PYTHON_FILE := $(BUILD_DIR)/torch-python
 
 .PHONY: all deps configure build build-cli run test bench clean
@@ -43,7 +45,7 @@ run: build-cli
 	./$(BUILD_DIR)/hwtrain train $(ARGS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 	@if [ -z "$(SANITIZE)" ] && [ "$(FUZZ_SECONDS)" != 0 ]; then bash scripts/fuzz.sh --ci $(FUZZ_SECONDS); fi
 
 bench: build

@@ -6,7 +6,11 @@
 # fuzz/corpus/<target>/ as a regression input (tests/cli/fuzz_corpus_test.cpp replays it in CI).
 #   scripts/fuzz.sh [SECONDS=60] [TARGET...]        every target (default) one after another
 #   scripts/fuzz.sh --ci [SECONDS=15] [TARGET...]   what `make test` runs: every target, as many at
-#                                                   once as there are cores; installs clang if missing
+#                                                   once as there are cores; installs clang if missing;
+#                                                   from the seed corpus alone, with a fixed seed
+#                                                   (FUZZ_SEED, default 1), so that what CI finds a
+#                                                   local --ci run finds too. Without --ci the seed is
+#                                                   random and the corpus grows from run to run.
 # Exits 1 if any target crashed (or hung, or ran out of memory), 2 on bad arguments or no toolchain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,10 +65,13 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # One target for `seconds`; its table row goes to build-fuzz/row-<target>.
 run_target() {
   local t=$1 corpus=build-fuzz/corpus/$1 crashes=build-fuzz/crashes/$1 log=build-fuzz/fuzz-$1.log status=ok
+  if [ "$ci" -eq 1 ]; then rm -rf "$corpus"; fi  # CI starts from the seeds; so does a local --ci run
   mkdir -p "$corpus" "$crashes"
   cp -n fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true
   local before; before=$(find "$crashes" -type f | wc -l)
-  build-fuzz/fuzz/fuzz_$t "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+  local seed=()
+  if [ "$ci" -eq 1 ]; then seed=(-seed="${FUZZ_SEED:-1}"); fi
+  build-fuzz/fuzz/fuzz_$t "$corpus" "${seed[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$crashes/" > "$log" 2>&1 || status=CRASH
   local runs rate edges found
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -75,7 +82,7 @@ run_target() {
     > build-fuzz/row-$t
 }
 export -f run_target
-export seconds
+export seconds ci
 rm -f build-fuzz/row-*
 jobs=1; [ $ci -eq 1 ] && jobs=$(nproc)
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_target {}' || true  # rows say what happened

@@ -40,6 +40,26 @@ const std::string kCommon =
     "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
     "--set optimization.intra_op_threads=1 --set train.device=cpu --set dist.sharding=none ";
 
+// Trains `common` for 20 steps in one process ("one") and launched on `nproc` ranks with `layout`
+// ("split"): the same losses within 1e-5. Then both resume in one process for 4 more steps: the split
+// run's checkpoint (whole tensors) continues as the single-process run's does. Returns the split log.
+std::string expect_split_run_matches_one_process(const testing::TempDir& dir, const std::string& common, int nproc,
+                                                 int port, const std::string& layout) {
+  const std::string first = common + "--set train.max_steps=20 --set checkpoint.save_final=true ";
+  EXPECT_EQ(hwtrain("train " + first + "--out one", dir.path()), 0);
+  EXPECT_EQ(hwtrain("launch --nproc-per-node " + std::to_string(nproc) + " --master-port " + std::to_string(port) +
+                        " -- train " + first + layout + " --out split",
+                    dir.path(), "split.log"),
+            0)
+      << testing::read_text(dir / "split.log");
+  expect_same_losses(dir / "one", dir / "split", 0, 20, "the run");
+  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
+  EXPECT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
+  EXPECT_EQ(hwtrain(more + "--resume split", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
+  expect_same_losses(dir / "one", dir / "split", 20, 24, "resumed in one process");
+  return testing::read_text(dir / "split.log");
+}
+
 // (model family, "tensor" or "pipeline")
 struct ModelParallelRun : ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -51,22 +71,9 @@ TEST_P(ModelParallelRun, TwoRanksMatchOneProcessAndTheCheckpointResumesInOne) {
                                                                        "--set optimization.checkpoint_every=1 ";
   const std::string common = kCommon + model + "--set train.micro_batch_size=2 --set train.grad_accum_steps=4 ";
   const int port = (llama ? 29703 : 29701) + (pipeline ? 10 : 0);
-  const std::string layout = pipeline ? "--set dist.pipeline_parallel=2 " : "--set dist.tensor_parallel=2 ";
-  ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common +
-                    "--set train.max_steps=20 --set checkpoint.save_final=true " + layout + "--out two",
-                dir.path(), "two.log"),
-            0)
-      << testing::read_text(dir / "two.log");
-  EXPECT_NE(testing::read_text(dir / "two.log").find(pipeline ? "1 data x 2 pipeline x 1 tensor" : "1 data x 1 pipeline x 2 tensor"),
-            std::string::npos);
-  expect_same_losses(dir / "one", dir / "two", 0, 20, "the run");
-
-  // The TP2 / PP2 checkpoint holds whole tensors: one process resumes it like the single-process run's.
-  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
-  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
-  ASSERT_EQ(hwtrain(more + "--resume two", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
-  expect_same_losses(dir / "one", dir / "two", 20, 24, "resumed at TP1");
+  const std::string log = expect_split_run_matches_one_process(
+      dir, common, 2, port, pipeline ? "--set dist.pipeline_parallel=2" : "--set dist.tensor_parallel=2");
+  EXPECT_NE(log.find(pipeline ? "1 data x 2 pipeline x 1 tensor" : "1 data x 1 pipeline x 2 tensor"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelParallelRun,
@@ -108,19 +115,9 @@ TEST(ModelParallelRun, TensorTimesPipelineMatchesOneProcessAndResumesInOne) {
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common = kCommon + "--set model.preset=llama-tiny --set train.micro_batch_size=2 "
                                        "--set train.grad_accum_steps=4 --set optimization.checkpoint_every=1 ";
-  ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port 29717 -- train " + common +
-                        "--set train.max_steps=20 --set checkpoint.save_final=true --set dist.tensor_parallel=2 "
-                        "--set dist.pipeline_parallel=2 --out four",
-                    dir.path(), "four.log"),
-            0)
-      << testing::read_text(dir / "four.log");
-  EXPECT_NE(testing::read_text(dir / "four.log").find("1 data x 2 pipeline x 2 tensor"), std::string::npos);
-  expect_same_losses(dir / "one", dir / "four", 0, 20, "the run");
-  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
-  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
-  ASSERT_EQ(hwtrain(more + "--resume four", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
-  expect_same_losses(dir / "one", dir / "four", 20, 24, "resumed at TP1 x PP1");
+  const std::string log = expect_split_run_matches_one_process(
+      dir, common, 4, 29717, "--set dist.tensor_parallel=2 --set dist.pipeline_parallel=2");
+  EXPECT_NE(log.find("1 data x 2 pipeline x 2 tensor"), std::string::npos);
 }
 
 // Interleaved 1F1B (dist.pipeline_chunks = 2: 2 stages of 2 chunks, GPT-2's tied head on the first
@@ -131,20 +128,9 @@ TEST(ModelParallelRun, InterleavedPipelineMatchesOneProcessAndResumesInOne) {
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common = kCommon + "--set model.preset=tiny --set model.n_layer=4 --set train.micro_batch_size=2 "
                                        "--set train.grad_accum_steps=4 ";
-  ASSERT_EQ(hwtrain("train " + common + "--set train.max_steps=20 --set checkpoint.save_final=true --out one", dir.path()), 0);
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29737 -- train " + common +
-                        "--set train.max_steps=20 --set checkpoint.save_final=true --set dist.pipeline_parallel=2 "
-                        "--set dist.pipeline_chunks=2 --set train.eval_interval=10 --out two",
-                    dir.path(), "two.log"),
-            0)
-      << testing::read_text(dir / "two.log");
-  const std::string log = testing::read_text(dir / "two.log");
+  const std::string log = expect_split_run_matches_one_process(
+      dir, common, 2, 29737, "--set dist.pipeline_parallel=2 --set dist.pipeline_chunks=2 --set train.eval_interval=10");
   EXPECT_NE(log.find("2 interleaved chunks per stage; this stage: blocks 0-0, 2-2"), std::string::npos) << log;
-  expect_same_losses(dir / "one", dir / "two", 0, 20, "the interleaved run");
-  const std::string more = "train " + common + "--set train.max_steps=24 --set checkpoint.save_final=false ";
-  ASSERT_EQ(hwtrain(more + "--resume one", dir.path()), 0);
-  ASSERT_EQ(hwtrain(more + "--resume two", dir.path(), "resume.log"), 0) << testing::read_text(dir / "resume.log");
-  expect_same_losses(dir / "one", dir / "two", 20, 24, "resumed in one process");
 
   EXPECT_NE(hwtrain("train " + common + "--set dist.pipeline_chunks=2 --out x", dir.path(), "alone.log"), 0);
   EXPECT_NE(testing::read_text(dir / "alone.log").find("dist.pipeline_chunks = 2 needs dist.pipeline_parallel > 1"),
