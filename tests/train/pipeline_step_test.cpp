@@ -90,11 +90,18 @@ TEST(InterleavedOneFOneB, EveryChunkRunsEveryMicroBatchWithoutDeadlockAndASmalle
           const auto actions = pipeline_schedule(s, p, v, m);
           ASSERT_EQ(static_cast<int64_t>(actions.size()), 2 * m * v);
           std::vector<int> state(static_cast<size_t>(m * v), 0);
+          int64_t in_flight = 0, most = 0;  // chunk-forwards whose activations are held
           for (const auto& a : actions) {
             int& st = state[static_cast<size_t>(a.chunk * m + a.micro)];
             EXPECT_EQ(st, a.op == PipeOp::Forward ? 0 : 1) << "p " << p << " v " << v << " m " << m << " s " << s;
             ++st;
+            in_flight += a.op == PipeOp::Forward ? 1 : -1;
+            most = std::max(most, in_flight);
           }
+          // The memory docs/parallelism.md states: the warm-up's forwards and one more (with m = p every
+          // forward warms up, as Megatron-LM does; stage 0 holds them all in either case).
+          const int64_t bound = v == 1 ? p - s : m == p ? m * v : 2 * (p - s - 1) + (v - 1) * p + 1;
+          EXPECT_EQ(most, std::min(bound, m * v)) << "p " << p << " v " << v << " m " << m << " s " << s;
           EXPECT_EQ(actions.back().op, PipeOp::Backward);
         }
         const int64_t rounds = simulate_rounds(p, v, m);
