@@ -52,7 +52,9 @@ TEST(RankPlans, APinnedRankTrainsWithRankZerosPlan) {
   std::ifstream metrics(dir / "run" / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("mfu") && j["mfu"].is_number()) EXPECT_LT(j["mfu"].get<double>(), 1.0) << line;
+    if (j.is_object() && j.contains("mfu") && j["mfu"].is_number()) {
+      EXPECT_LT(j["mfu"].get<double>(), 1.0) << line;
+    }
   }
 }
 

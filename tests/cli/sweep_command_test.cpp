@@ -73,7 +73,9 @@ TEST_F(SweepCommand, RunsTrialsResumesAndWritesABestConfigThatTrains) {
     std::istringstream fields(row);
     std::string number, state, value, seconds;
     fields >> number >> state >> value >> seconds;
-    if (state == "complete") EXPECT_NE(seconds, "-") << "earlier trials keep their seconds: " << row;
+    if (state == "complete") {
+      EXPECT_NE(seconds, "-") << "earlier trials keep their seconds: " << row;
+    }
   }
   // best.toml is a train config: the base's keys and the best trial's values.
   const std::string best = slurp(dir_ / "sweep" / "best.toml");

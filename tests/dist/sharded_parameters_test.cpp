@@ -84,7 +84,9 @@ TEST(DistWorker, ShardedZero3) {
   for (const auto& [name, w] : s.full_parameters(/*everywhere=*/true)) {
     for (const auto& u : reference) {
       for (const auto& [n, p] : u.params) {
-        if (n == name) EXPECT_TRUE(torch::equal(w, p.detach())) << name;
+        if (n == name) {
+          EXPECT_TRUE(torch::equal(w, p.detach())) << name;
+        }
       }
     }
   }
@@ -134,7 +136,9 @@ TEST(DistWorker, ShardedZero2) {
   for (const auto& [name, w] : s.full_parameters(/*everywhere=*/true)) {
     for (const auto& u : units) {
       for (const auto& [n, p] : u.params) {
-        if (n == name) EXPECT_TRUE(torch::equal(w, p.detach())) << name;
+        if (n == name) {
+          EXPECT_TRUE(torch::equal(w, p.detach())) << name;
+        }
       }
     }
   }

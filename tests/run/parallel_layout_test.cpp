@@ -161,7 +161,9 @@ TEST(ParallelLayoutTorchtitan, Llama8BFsdpOn8H100s) {
   const std::string why = explain_published(problem, 1, 1, chosen);
   std::cout << "8B on 8 H100s: chose " << chosen.summary() << "; published tp1 x pp1: " << why << "\n";
   EXPECT_EQ(chosen.pipeline_parallel, 1);
-  if (chosen.tensor_parallel != 1) EXPECT_NE(why.find("recomputation"), std::string::npos) << why;
+  if (chosen.tensor_parallel != 1) {
+    EXPECT_NE(why.find("recomputation"), std::string::npos) << why;
+  }
 }
 
 // torchtitan Table 2, first row: Llama 3.1 8B, FSDP 8, sequence 32768, local batch 1, full activation

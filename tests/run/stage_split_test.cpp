@@ -56,7 +56,9 @@ TEST(StageSplit, TheCutIsContiguousAndAsBalancedAsAnyCut) {
       EXPECT_EQ(cut.back().end, 8);
       for (size_t s = 0; s < cut.size(); ++s) {
         EXPECT_LT(cut[s].begin, cut[s].end);
-        if (s > 0) EXPECT_EQ(cut[s].begin, cut[s - 1].end);
+        if (s > 0) {
+          EXPECT_EQ(cut[s].begin, cut[s - 1].end);
+        }
       }
       EXPECT_DOUBLE_EQ(worst(cut, cost, 1.0, last), brute_force(cost, 1.0, last, p)) << "p " << p;
     }

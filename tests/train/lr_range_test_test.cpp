@@ -27,7 +27,9 @@ TEST(LrRangeTest, RampsExponentiallyThroughTheScaleAndStopsAtTheEnd) {
   EXPECT_NEAR(t.scale * 1e-3, 1e-6, 1e-18);
   for (int64_t s = 1; s <= 11; ++s) {
     test.on_step_end(t, step_record(s, 5.0 - 0.1 * s));
-    if (s < 11) EXPECT_NEAR(t.scale * 1e-3 / range_test_lr(o, s), 1.0, 1e-12) << s;
+    if (s < 11) {
+      EXPECT_NEAR(t.scale * 1e-3 / range_test_lr(o, s), 1.0, 1e-12) << s;
+    }
   }
   EXPECT_NEAR(test.points()[4].lr, 1e-4, 1e-16);
   EXPECT_NEAR(test.points().back().lr, 1e-1, 1e-13);

@@ -99,7 +99,9 @@ TEST(OptimizerInBackward, RemovesItsHooksWhenDestroyed) {
   model.gpt->zero_grad();
   model.gpt->forward_loss(x, y).backward();
   for (const auto& p : model.gpt->named_parameters()) {
-    if (p.value().requires_grad()) EXPECT_TRUE(p.value().grad().defined()) << p.key() << " lost its gradient to a hook";
+    if (p.value().requires_grad()) {
+      EXPECT_TRUE(p.value().grad().defined()) << p.key() << " lost its gradient to a hook";
+    }
   }
 }
 

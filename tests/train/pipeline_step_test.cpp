@@ -107,7 +107,9 @@ TEST(InterleavedOneFOneB, EveryChunkRunsEveryMicroBatchWithoutDeadlockAndASmalle
         const int64_t rounds = simulate_rounds(p, v, m);
         ASSERT_GT(rounds, 0) << "deadlock at p " << p << " v " << v << " m " << m;
         // A chunk's forward or backward is 1/v of a stage's: v rounds make a whole stage's work.
-        if (v > 1) EXPECT_LT(static_cast<double>(rounds) / v, simulate_rounds(p, 1, m)) << "p " << p << " v " << v << " m " << m;
+        if (v > 1) {
+          EXPECT_LT(static_cast<double>(rounds) / v, simulate_rounds(p, 1, m)) << "p " << p << " v " << v << " m " << m;
+        }
       }
     }
   }

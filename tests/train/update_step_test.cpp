@@ -11,6 +11,14 @@
 namespace hwt {
 namespace {
 
+// One process's rule: no norm or verdict across ranks.
+UpdateRule rule(double max_grad_norm, bool low_precision) {
+  UpdateRule r;
+  r.max_grad_norm = max_grad_norm;
+  r.low_precision = low_precision;
+  return r;
+}
+
 struct Counted {
   int updates = 0, zeroed = 0;
   std::function<void()> update() {
@@ -33,7 +41,7 @@ TEST(UpdateStep, ClipsTheGlobalNormAndReportsItBeforeClipping) {
   p.mutable_grad() = torch::tensor({3.0f, 4.0f});
   GradScaler s = plain_scaler();
   Counted c;
-  UpdateOutcome out = update_after_backward({p}, s, 1.0, {1.0, false}, c.update(), c.zero());
+  UpdateOutcome out = update_after_backward({p}, s, 1.0, rule(1.0, false), c.update(), c.zero());
   EXPECT_NEAR(out.grad_norm, 5.0, 1e-6);
   EXPECT_TRUE(out.updated);
   EXPECT_EQ(c.updates, 1);
@@ -41,7 +49,7 @@ TEST(UpdateStep, ClipsTheGlobalNormAndReportsItBeforeClipping) {
   EXPECT_NEAR(p.grad().norm().item<double>(), 1.0, 1e-5);  // clipped (zero_grad is the caller's)
 
   p.mutable_grad() = torch::tensor({3.0f, 4.0f});
-  out = update_after_backward({p}, s, 1.0, {0.0, false}, c.update(), c.zero());
+  out = update_after_backward({p}, s, 1.0, rule(0.0, false), c.update(), c.zero());
   EXPECT_NEAR(out.grad_norm, 5.0, 1e-6);
   EXPECT_TRUE(p.grad().equal(torch::tensor({3.0f, 4.0f})));  // measured, not clipped
 }
@@ -51,13 +59,13 @@ TEST(UpdateStep, ANonFiniteLossSkipsTheUpdateInLowPrecisionOnly) {
   GradScaler s = plain_scaler();
   Counted c;
   p.mutable_grad() = torch::ones({2});
-  UpdateOutcome out = update_after_backward({p}, s, NAN, {1.0, true}, c.update(), c.zero());
+  UpdateOutcome out = update_after_backward({p}, s, NAN, rule(1.0, true), c.update(), c.zero());
   EXPECT_FALSE(out.updated);
   EXPECT_TRUE(out.skipped_for_loss);
   EXPECT_EQ(c.updates, 0);
   EXPECT_EQ(c.zeroed, 1);  // the gradients are cleared either way
   p.mutable_grad() = torch::ones({2});
-  out = update_after_backward({p}, s, NAN, {1.0, false}, c.update(), c.zero());
+  out = update_after_backward({p}, s, NAN, rule(1.0, false), c.update(), c.zero());
   EXPECT_TRUE(out.updated);  // fp32 steps regardless
   EXPECT_FALSE(out.skipped_for_loss);
 }
@@ -67,7 +75,7 @@ TEST(UpdateStep, InfGradientsUnderLossScalingSkipAndBackOff) {
   GradScaler s = plain_scaler(/*enabled=*/true);
   Counted c;
   p.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::infinity()});
-  UpdateOutcome out = update_after_backward({p}, s, 1.0, {1.0, true}, c.update(), c.zero());
+  UpdateOutcome out = update_after_backward({p}, s, 1.0, rule(1.0, true), c.update(), c.zero());
   EXPECT_FALSE(out.updated);
   EXPECT_FALSE(out.skipped_for_loss);  // the scaler's skip, counted by the scaler
   EXPECT_EQ(s.skipped_steps(), 1);

@@ -106,7 +106,7 @@ std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinat
 
 RunMesh join_mesh(const DeviceMesh& mesh, const std::shared_ptr<ProcessGroup>& world, GPT& model,
                   bool sequence_parallel, int64_t pipeline_chunks) {
-  RunMesh run{mesh, mesh.coordinates(world ? world->rank() : 0), nullptr, nullptr};
+  RunMesh run{mesh, mesh.coordinates(world ? world->rank() : 0), nullptr, nullptr, nullptr, nullptr, nullptr};
   if (!world) return run;
   if (!run.model_parallel()) {
     run.data = world;

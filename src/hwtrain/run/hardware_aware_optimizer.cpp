@@ -122,7 +122,9 @@ double HardwareAwareOptimizer::step(torch::optim::Optimizer& optimizer, double m
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) params.push_back(p);
   }
-  const UpdateRule rule{max_grad_norm, plan_.precision != Precision::Fp32};
+  UpdateRule rule;  // one process: no global norm or verdict across ranks
+  rule.max_grad_norm = max_grad_norm;
+  rule.low_precision = plan_.precision != Precision::Fp32;
   const double loss = nonfinite_loss_ ? NAN : 0.0;  // the losses of the backward calls since the last step
   nonfinite_loss_ = false;
   const UpdateOutcome out = update_after_backward(

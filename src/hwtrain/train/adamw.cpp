@@ -15,7 +15,11 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_decay,
   auto add = [&](auto& group, bool decay) {
     for (auto& [name, p] : group) {
       const c10::Device at = options.host_state ? c10::Device(torch::kCPU) : p.device();
-      Slot s{name, p, {}, {}, torch::zeros({}, p.options().dtype(torch::kFloat32).device(at)), decay};
+      Slot s;
+      s.name = name;
+      s.param = p;
+      s.step = torch::zeros({}, p.options().dtype(torch::kFloat32).device(at));
+      s.decay = decay;
       s.quantized = options.int8_moments && p.numel() >= kMinInt8MomentElements;
       if (!options.defer_state) zero_moments(s);
       slots_.push_back(std::move(s));

@@ -81,7 +81,7 @@ class AdamW {
   struct Slot {
     std::string name;
     torch::Tensor param, exp_avg, exp_avg_sq, step;  // step: fp32 scalar tensor (fused API)
-    bool decay;
+    bool decay = false;
     bool owned = true;
     bool quantized = false;       // 8-bit moments in qm / qv; exp_avg and exp_avg_sq are undefined
     BlockQuantized qm, qv;

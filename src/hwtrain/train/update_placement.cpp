@@ -22,7 +22,9 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
   // Every rank sees the same averaged gradients and loss, so all skip (or not) together.
   if (parts_.loss_mean) loss = parts_.loss_mean(loss);
   MixedPrecision& precision = *parts_.precision;
-  UpdateRule rule{parts_.grad_clip, precision.precision() != Precision::Fp32};
+  UpdateRule rule;
+  rule.max_grad_norm = parts_.grad_clip;
+  rule.low_precision = precision.precision() != Precision::Fp32;
   rule.global_norm = parts_.sharding.global_norm ? parts_.sharding.global_norm : parts_.model_parallel_norm;
   rule.sum_across_ranks = parts_.sharding.sum_across_ranks ? parts_.sharding.sum_across_ranks : parts_.model_parallel_sum;
   const UpdateOutcome out = update_after_backward(
