@@ -11,15 +11,7 @@ namespace hwt::cli {
 
 DeviceMesh run_mesh_shape(const RunConfig& config, int world_size) {
   DeviceMesh mesh = DeviceMesh::from_config(config.dist, world_size);
-  check_mesh_fits_model(mesh, config.model);
-  const int64_t virtual_stages = mesh.pipeline_parallel() * config.dist.pipeline_chunks;
-  if (config.dist.pipeline_chunks > 1 && virtual_stages > config.model.n_layer) {
-    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
-                      " x dist.pipeline_chunks = " + std::to_string(config.dist.pipeline_chunks) + " = " +
-                      std::to_string(virtual_stages) + " model chunks is more than model.n_layer = " +
-                      std::to_string(config.model.n_layer) + " blocks; valid: pipeline_chunks 1 to " +
-                      std::to_string(config.model.n_layer / mesh.pipeline_parallel()));
-  }
+  check_mesh_fits_model(mesh, config.model, config.dist.pipeline_chunks);
   return mesh;
 }
 

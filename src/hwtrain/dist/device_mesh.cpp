@@ -58,12 +58,18 @@ std::string DeviceMesh::describe() const {
          " tensor";
 }
 
-void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model) {
+void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model, int64_t pipeline_chunks) {
   check_tensor_parallel_fits(model, mesh.tensor_parallel());
-  if (mesh.pipeline_parallel() > model.n_layer) {
-    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
-                      " is more stages than model.n_layer = " + std::to_string(model.n_layer) +
-                      " blocks; valid: 1 to " + std::to_string(model.n_layer));
+  const int64_t p = mesh.pipeline_parallel();
+  if (p > model.n_layer) {
+    throw ConfigError("dist.pipeline_parallel = " + std::to_string(p) + " is more stages than model.n_layer = " +
+                      std::to_string(model.n_layer) + " blocks; valid: 1 to " + std::to_string(model.n_layer));
+  }
+  if (p * pipeline_chunks > model.n_layer) {
+    throw ConfigError("dist.pipeline_parallel = " + std::to_string(p) + " x dist.pipeline_chunks = " +
+                      std::to_string(pipeline_chunks) + " = " + std::to_string(p * pipeline_chunks) +
+                      " model chunks is more than model.n_layer = " + std::to_string(model.n_layer) +
+                      " blocks; valid: pipeline_chunks 1 to " + std::to_string(model.n_layer / p));
   }
 }
 

@@ -49,6 +49,7 @@ class DeviceMesh {
 // ConfigError, one line naming the key and the valid values, when the model cannot be cut by the
 // mesh: tensor parallel must divide the heads, key/value heads and MLP width
 // (check_tensor_parallel_fits), pipeline parallel may not exceed model.n_layer.
-void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model);
+// pipeline_chunks: model chunks per stage (interleaved 1F1B); every one of the p x chunks holds a block.
+void check_mesh_fits_model(const DeviceMesh& mesh, const ModelConfig& model, int64_t pipeline_chunks = 1);
 
 }  // namespace hwt

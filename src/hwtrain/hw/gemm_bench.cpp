@@ -109,8 +109,8 @@ GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_on
     best.fp32_gflops = std::max(best.fp32_gflops, r.fp32_gflops);
     best.bf16_gflops = std::max(best.bf16_gflops, r.bf16_gflops);
     // Two contended runs agreeing only say the neighbour is still there: wait for it instead.
-    const auto low = [](double gflops, double peak) { return peak > 0 && gflops < MathLibInfo::kContendedShare * peak; };
-    const bool contended = low(r.fp32_gflops, fp32_peak_gflops) || (r.bf16_gflops > 0 && low(r.bf16_gflops, bf16_peak_gflops));
+    const bool contended = MathLibInfo::below_contended_share(r.fp32_gflops, fp32_peak_gflops) ||
+                           (r.bf16_gflops > 0 && MathLibInfo::below_contended_share(r.bf16_gflops, bf16_peak_gflops));
     if (!contended && n > 1 && agree(r.fp32_gflops, previous.fp32_gflops) && agree(r.bf16_gflops, previous.bf16_gflops)) break;
     if (contended && n < 4) std::this_thread::sleep_for(std::chrono::milliseconds(100 * n));
     previous = r;

@@ -87,10 +87,14 @@ struct MathLibInfo {
   // (issue 19, defect 6: fp32 at 5.6 GFLOP/s of 333 while another rank probed; bf16 at 1 of 5325
   // beside busy processes). Idle, a good BLAS reaches 50-95% in fp32 and AMX 25-35% in bf16.
   static constexpr double kContendedShare = 0.1;
-  // Whether either rate is that contended reading: the planner then goes by the ISA instead.
+  // Whether a rate reads under that share of a known peak (0 counts as under: no rate).
+  static bool below_contended_share(double gflops, double peak_gflops) {
+    return peak_gflops > 0 && gflops < kContendedShare * peak_gflops;
+  }
+  // Whether either measured rate is that contended reading: the planner then goes by the ISA instead.
   bool gemm_contended() const {
-    const auto low = [](double efficiency) { return efficiency > 0 && efficiency < kContendedShare; };
-    return gemm_measured && (low(fp32_efficiency) || low(bf16_efficiency));
+    const auto low = [](double gflops, double peak) { return gflops > 0 && below_contended_share(gflops, peak); };
+    return gemm_measured && (low(fp32_gemm_gflops, peak_fp32_gflops) || low(bf16_gemm_gflops, peak_bf16_gflops));
   }
 };
 

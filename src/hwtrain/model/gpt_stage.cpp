@@ -81,11 +81,11 @@ torch::Tensor GptStage::forward_loss(const torch::Tensor& x_BT, const torch::Ten
     torch::Tensor input = x_BT;
     if (!takes_tokens(chunk)) {
       input = torch::empty(activation_shape(x_BT.size(0), x_BT.size(1)), x_BT.options().dtype(torch::kFloat));
-      stages_->recv(input, prev, static_cast<int>(2 * virtual_stage(chunk)));
+      stages_->recv(input, prev, activation_tag(virtual_stage(chunk)));
     }
     torch::Tensor out = forward_stage(input, y_BT, chunk);
     if (!computes_loss(chunk)) {
-      stages_->send_async(out.to(torch::kFloat).contiguous(), next, static_cast<int>(2 * virtual_stage(chunk) + 2))();
+      stages_->send_async(out.to(torch::kFloat).contiguous(), next, activation_tag(virtual_stage(chunk) + 1))();
     } else {
       loss += out.to(torch::kFloat);
     }

@@ -26,6 +26,10 @@ class PipelineStage {
   int64_t virtual_stage(int64_t chunk) const { return chunk * stage_count() + stage_index(); }
   bool takes_tokens(int64_t chunk) const { return virtual_stage(chunk) == 0; }
   bool computes_loss(int64_t chunk) const { return virtual_stage(chunk) == stage_count() * chunk_count() - 1; }
+  // Point-to-point tags (TensorParallelComm::send_async / recv): a virtual stage's input activations,
+  // and the gradient of its outputs; training and evaluation use the same ones.
+  static int activation_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage); }
+  static int gradient_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage + 1); }
   // Chunk `chunk`'s forward: the first virtual stage takes the micro-batch's inputs, the others the
   // previous virtual stage's activations; the last returns the micro-batch's mean loss (a scalar),
   // the others their activations.

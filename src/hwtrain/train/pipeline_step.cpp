@@ -49,14 +49,6 @@ std::vector<PipeAction> pipeline_schedule(int64_t stage, int64_t stages, int64_t
                      : interleaved_one_f_one_b(stage, stages, chunks, micro_batches);
 }
 
-namespace {
-
-// Message tags: a virtual stage's input activations, and the gradient of its outputs.
-int activation_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage); }
-int gradient_tag(int64_t virtual_stage) { return static_cast<int>(2 * virtual_stage + 1); }
-
-}  // namespace
-
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
@@ -81,7 +73,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
         in = x_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       } else {
         in = torch::empty(act_shape, act_options);
-        stages.recv(in, prev, activation_tag(vs));
+        stages.recv(in, prev, PipelineStage::activation_tag(vs));
         in.requires_grad_(true);
       }
       const auto t0 = Clock::now();
@@ -90,7 +82,8 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
       if (stage.computes_loss(a.chunk)) {
         loss_sum += out.detach().item<double>();
       } else {
-        sends.push_back(stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, activation_tag(vs + 1)));
+        sends.push_back(
+            stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1)));
       }
       inputs[k] = in;
       outputs[k] = out;
@@ -100,7 +93,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     torch::Tensor grad;
     if (!stage.computes_loss(a.chunk)) {
       grad = torch::empty(act_shape, act_options);
-      stages.recv(grad, next, gradient_tag(vs));
+      stages.recv(grad, next, PipelineStage::gradient_tag(vs));
     }
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
     if (stage.computes_loss(a.chunk)) {
@@ -110,7 +103,8 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     }
     m.backward_seconds += seconds_since(t1);
     if (!stage.takes_tokens(a.chunk)) {
-      sends.push_back(stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, gradient_tag(vs - 1)));
+      sends.push_back(
+          stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1)));
     }
     inputs[k] = outputs[k] = torch::Tensor();  // this micro-batch's activations are freed
   }
