@@ -3,7 +3,8 @@
 // for GPT-2 (with activation checkpointing; tied head split over the stages) and Llama (GQA);
 // DP2 x TP2 and DP2 x PP2 on 4 ranks give those of one process with the same global batch; a
 // checkpoint written at TP2 or PP2 holds whole tensors and resumes in one process with the
-// continuation of the single-process run. A mesh that does not fit is one line naming the key.
+// continuation of the single-process run; dist.tensor_parallel / pipeline_parallel = auto runs the
+// plan's layout. A mesh that does not fit is one line naming the key.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -150,6 +151,23 @@ TEST(ModelParallelRun, InterleavedPipelineMatchesOneProcessAndResumesInOne) {
   EXPECT_NE(testing::read_text(dir / "chunks.log").find("= 6 model chunks is more than model.n_layer = 4"),
             std::string::npos)
       << testing::read_text(dir / "chunks.log");
+}
+
+// dist.tensor_parallel = dist.pipeline_parallel = auto on 2 ranks: a global batch of 3 sequences
+// cannot be shared by two replicas, so the plan's layout search cuts the model (into a tensor or a
+// pipeline pair, whichever it predicts faster) and the launch runs that mesh: the losses of one
+// process, and a checkpoint that resumes in one.
+TEST(ModelParallelRun, AutoLayoutRunsThePlansMeshWithTheLossesOfOneProcess) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = kCommon + "--set model.preset=llama-tiny --set train.micro_batch_size=1 "
+                                       "--set optimization.target_batch_size=3 ";
+  const std::string log = expect_split_run_matches_one_process(
+      dir, common, 2, 29751, "--set dist.tensor_parallel=auto --set dist.pipeline_parallel=auto");
+  EXPECT_TRUE(log.find("1 data x 1 pipeline x 2 tensor") != std::string::npos ||
+              log.find("1 data x 2 pipeline x 1 tensor") != std::string::npos)
+      << log;
+  EXPECT_NE(log.find("global batch 3 is not a multiple of dp 2"), std::string::npos) << log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),

@@ -29,6 +29,10 @@ TEST(Strings, DidYouMean) {
   EXPECT_EQ(closest_match("zzzzzz", {"max_steps", "seed"}), "");
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_seconds(1.234), "1.23 s");
+  EXPECT_EQ(format_seconds(0.004567), "4.57 ms");
+  EXPECT_EQ(format_seconds(0.000789), "789 us");
+  EXPECT_EQ(format_seconds(0), "0 s");
 }
 
 TEST(Files, AtomicWriteReplacesContentAndLeavesNoTemp) {

@@ -27,29 +27,6 @@ struct PlanArgs {
   bool json = false;
 };
 
-// The layouts the planner weighed (multi-GPU plans): the chosen one, the best few and one example of
-// each other reason for losing, with their per-GPU memory and predicted step time and MFU.
-void print_layouts(const Plan& plan) {
-  if (plan.layouts_considered.empty()) return;
-  if (plan.layout) std::cout << "\nparallel layout: " << plan.layout->summary() << "\n";
-  std::cout << "\nlayouts considered (best variant of each tp x pp; memory per GPU, predicted step time and MFU):\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "  %-20s %-6s %-11s %-9s %11s %9s %5s  %s\n", "layout", "zero", "micro x m",
-                "recompute", "memory", "step", "MFU", "verdict");
-  std::cout << line;
-  for (const LayoutOption& o : plan.layouts_considered) {
-    const ParallelLayout& l = o.layout;
-    const std::string micro = std::to_string(l.micro_batch_size) + " x " + std::to_string(l.num_micro_batches);
-    const std::string step = l.predicted_step_seconds > 0 ? format_number("%.2f s", l.predicted_step_seconds) : "-";
-    const std::string mfu = l.predicted_mfu > 0 ? format_number("%.0f%%", 100.0 * l.predicted_mfu) : "-";
-    const std::string memory = l.predicted_peak_bytes > 0 ? format_bytes(l.predicted_peak_bytes) : "-";
-    std::snprintf(line, sizeof line, "  %-20s %-6s %-11s %-9s %11s %9s %5s  ", l.name().c_str(),
-                  sharding_name(l.sharding), micro.c_str(), l.checkpoint_every > 0 ? "on" : "off", memory.c_str(),
-                  step.c_str(), mfu.c_str());
-    std::cout << line << o.verdict << "\n";
-  }
-}
-
 int run_plan(const PlanArgs& a) {
   init_logging(-1, "warn");
   RunConfig config = resolve_config(a.config, std::nullopt);
@@ -89,7 +66,7 @@ int run_plan(const PlanArgs& a) {
   std::cout << "plan for " << config.model.n_layer << " layers x " << config.model.n_embd << " wide, block "
             << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << ctx.world_size << " device(s):\n"
             << plan.to_text();
-  print_layouts(plan);
+  if (!plan.layouts_considered.empty()) std::cout << "\n" << plan.layouts_text();
   return 0;
 }
 

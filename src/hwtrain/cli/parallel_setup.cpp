@@ -9,8 +9,26 @@
 
 namespace hwt::cli {
 
-DeviceMesh run_mesh_shape(const RunConfig& config, int world_size) {
-  DeviceMesh mesh = DeviceMesh::from_config(config.dist, world_size);
+std::optional<DeviceMesh> run_mesh_shape(const RunConfig& config, int world_size) {
+  if (!config.dist.tensor_parallel || !config.dist.pipeline_parallel) return std::nullopt;
+  DeviceMesh mesh(world_size, *config.dist.tensor_parallel, *config.dist.pipeline_parallel);
+  check_mesh_fits_model(mesh, config.model, config.dist.pipeline_chunks);
+  return mesh;
+}
+
+PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const DistEnv& env) {
+  PlanContext context{fixed ? fixed->data_parallel() : env.world_size, env.local_rank};
+  if (fixed) context.model_parallel = fixed->tensor_parallel() * fixed->pipeline_parallel();
+  context.ranks_per_node = env.local_world_size;
+  return context;
+}
+
+DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunConfig& config, const Plan& plan,
+                              int world_size) {
+  if (fixed) return *fixed;
+  const int64_t tp = plan.layout ? plan.layout->tensor_parallel : 1;
+  const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : 1;
+  DeviceMesh mesh(world_size, tp, pp);
   check_mesh_fits_model(mesh, config.model, config.dist.pipeline_chunks);
   return mesh;
 }

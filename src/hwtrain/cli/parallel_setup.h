@@ -1,10 +1,11 @@
 // The parallel layout of a `hwtrain train` run: the (data x pipeline x tensor) mesh from
-// dist.tensor_parallel and dist.pipeline_parallel (dist/device_mesh.h), checked against the model
+// dist.tensor_parallel and dist.pipeline_parallel or the plan's layout (dist/device_mesh.h), checked against the model
 // and the plan, and the process groups it needs: the tensor-parallel group the model's layers talk
 // over, and the data-parallel group the gradients are averaged over (the world group itself when
 // there is no model parallelism, so that plain data-parallel runs are what they were).
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/device_mesh.h"
@@ -15,6 +16,7 @@
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/model/gpt_stage.h"
 #include "hwtrain/plan/plan.h"
+#include "hwtrain/plan/planner.h"
 #include "hwtrain/run/run_config.h"
 #include "hwtrain/train/trainer.h"
 
@@ -33,10 +35,20 @@ struct RunMesh {
   int data_size() const { return mesh.data_parallel(); }
 };
 
-// The mesh alone, before any group exists (it decides the planner's data-parallel world size).
+// The mesh alone, before any group exists (it decides the planner's data-parallel world size), or
+// empty when dist.tensor_parallel or dist.pipeline_parallel is "auto": the plan chooses it then.
 // ConfigError for a mesh that does not divide the world size or cannot cut the model (into
 // dist.pipeline_parallel x dist.pipeline_chunks chunks of at least one block).
-DeviceMesh run_mesh_shape(const RunConfig& config, int world_size);
+std::optional<DeviceMesh> run_mesh_shape(const RunConfig& config, int world_size);
+
+// What the planner is told of the mesh: a fixed one's data-parallel ranks and ranks per replica;
+// under "auto" the whole world, for its layout search (plan/layout_decision.cpp) to cut.
+PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const DistEnv& env);
+
+// The mesh of a run: the fixed one, or under "auto" the plan's layout (tensor x pipeline; one
+// replica per rank when the plan has none), checked against the model like a fixed one.
+DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunConfig& config, const Plan& plan,
+                              int world_size);
 
 // What model parallelism cannot run with, refused with the key named: ZeRO-2/3 of a rank's weights
 // (ZeRO-1 shards their moments over the data-parallel ranks), the batch-size probe (its OOM retries

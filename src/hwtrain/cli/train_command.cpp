@@ -229,9 +229,8 @@ int run_train(const TrainArgs& a) {
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
   if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
-  const DeviceMesh mesh_shape = run_mesh_shape(config, env.world_size);  // data parallel = the rest
-  PlanContext context{mesh_shape.data_parallel(), env.local_rank};
-  context.model_parallel = mesh_shape.tensor_parallel() * mesh_shape.pipeline_parallel();
+  const std::optional<DeviceMesh> fixed_mesh = run_mesh_shape(config, env.world_size);  // empty: "auto"
+  const PlanContext context = mesh_plan_context(fixed_mesh, env);
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) group = join_group(env, config, context);
   // Rank 0 chooses the run directory (and prepares the data) first; the others follow it.
@@ -248,6 +247,7 @@ int run_train(const TrainArgs& a) {
 
   HardwareAwareOptimizer optimizer(config, run_hardware(group.get()), context);
   if (group) check_ranks_agree(*group, config, *data, checkpoint, optimizer.plan());
+  const DeviceMesh mesh_shape = planned_mesh_shape(fixed_mesh, config, optimizer.plan(), env.world_size);
   check_plan_for_mesh(mesh_shape, optimizer.plan(), config.dist.pipeline_chunks);
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());

@@ -77,4 +77,12 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+std::string format_seconds(double seconds) {
+  if (std::isnan(seconds)) return "nan";
+  const double a = std::abs(seconds);
+  if (a >= 1.0 || a == 0.0) return format_number("%.3g s", seconds);
+  if (a >= 1e-3) return format_number("%.3g ms", seconds * 1e3);
+  return format_number("%.3g us", seconds * 1e6);
+}
+
 }  // namespace hwt

@@ -21,6 +21,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep =
 // Human-readable byte count: "1.5 GiB".
 std::string format_bytes(double bytes);
 
+// A duration with three significant digits in a unit that shows them: "1.23 s", "4.56 ms", "789 us".
+std::string format_seconds(double seconds);
+
 // 16 lower-case hex digits: "00000000deadbeef".
 std::string hex64(uint64_t v);
 

@@ -1,7 +1,7 @@
 // DeviceMesh: the (data x pipeline x tensor) layout of a run's ranks, from dist.tensor_parallel and
-// dist.pipeline_parallel (data parallel is the rest of the world size). Ranks are numbered with the
-// tensor coordinate fastest, then the pipeline stage, then the data-parallel replica (Megatron-LM's
-// order): a tensor-parallel group is a run of consecutive ranks, so it stays on one node whenever its
+// dist.pipeline_parallel or the planner's layout (data parallel is the rest of the world size).
+// Ranks are numbered with the tensor coordinate fastest, then the pipeline stage, then the
+// data-parallel replica (Megatron-LM's order): a tensor-parallel group is a run of consecutive ranks, so it stays on one node whenever its
 // size divides the ranks per node. check_mesh_fits_model refuses a mesh the model cannot be cut by.
 // Pure arithmetic: the process groups themselves come from ProcessGroup::subgroup.
 #pragma once
@@ -23,9 +23,6 @@ class DeviceMesh {
   // Throws ConfigError naming dist.tensor_parallel / dist.pipeline_parallel when their product does
   // not divide the world size, with the values that would.
   DeviceMesh(int world_size, int64_t tensor_parallel, int64_t pipeline_parallel);
-  static DeviceMesh from_config(const DistConfig& config, int world_size) {
-    return DeviceMesh(world_size, config.tensor_parallel, config.pipeline_parallel);
-  }
 
   int world_size() const { return data_ * pipeline_ * tensor_; }
   int data_parallel() const { return data_; }

@@ -40,16 +40,17 @@ struct DistConfig {
   std::optional<Sharding> sharding;  // empty = auto: the planner's choice
   double timeout = 60.0;
   // The (data x pipeline x tensor) mesh (dist/device_mesh.h): ranks per tensor-parallel group and
-  // pipeline stages; data parallel is the rest of the world size.
-  int64_t tensor_parallel = 1;
-  int64_t pipeline_parallel = 1;
+  // pipeline stages; data parallel is the rest of the world size. Empty = auto: the planner's layout
+  // search (plan/parallel_layout.h) chooses.
+  std::optional<int64_t> tensor_parallel = 1;
+  std::optional<int64_t> pipeline_parallel = 1;
   int64_t pipeline_chunks = 1;    // model chunks per stage: > 1 interleaves the 1F1B schedule
   bool sequence_parallel = true;  // with tensor_parallel > 1
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
-    check_at_least("dist.tensor_parallel", tensor_parallel, 1);
-    check_at_least("dist.pipeline_parallel", pipeline_parallel, 1);
+    if (tensor_parallel) check_at_least("dist.tensor_parallel", *tensor_parallel, 1);
+    if (pipeline_parallel) check_at_least("dist.pipeline_parallel", *pipeline_parallel, 1);
     check_at_least("dist.pipeline_chunks", pipeline_chunks, 1);
     if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
   }
@@ -64,12 +65,14 @@ struct DistConfig {
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
     v("tensor_parallel", tensor_parallel,
       "ranks that split each layer's weights (Megatron-style tensor parallelism; consecutive ranks, so a group "
-      "stays on one node); must divide the world size, model.n_head and model.n_kv_head");
+      "stays on one node); must divide the world size, model.n_head and model.n_kv_head; auto: the planner's "
+      "layout search chooses it (with dist.pipeline_parallel) by predicted memory and step time");
     v("sequence_parallel", sequence_parallel,
       "with tensor_parallel > 1, each rank keeps only its slice of the sequence between the layers (norms, "
       "dropout, residual: 1/tensor_parallel of their activations; model.block_size must divide)");
     v("pipeline_parallel", pipeline_parallel,
-      "pipeline stages the blocks are cut into (1 = none); data parallel is world size / (tensor x pipeline)");
+      "pipeline stages the blocks are cut into (1 = none); data parallel is world size / (tensor x pipeline); "
+      "auto: the planner's layout search chooses it");
     v("pipeline_chunks", pipeline_chunks,
       "model chunks per pipeline stage: v > 1 cuts the blocks into pipeline_parallel x v and runs interleaved "
       "1F1B, a v times smaller bubble for v times the messages (train.grad_accum_steps must be a multiple of "

@@ -26,12 +26,22 @@ const GpuInfo* local_gpu(const PlanInputs& in);
 // The plan's GPU once the device is decided: null when the plan runs on the CPU.
 const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in);
 
+// The run's processes on this machine, which share its cores and, on the CPU, its memory.
+int64_t local_ranks(const PlanInputs& in);
+
 // device_decisions.cpp
 void decide_device(Plan& p, const PlanInputs& in);
 void decide_threads(Plan& p, const PlanInputs& in);
 void decide_loader(Plan& p, const PlanInputs& in);
 void decide_gpu_settings(Plan& p, const PlanInputs& in);  // pinned memory, TF32, cuDNN, CUDA graphs
 void decide_mfu_peak(Plan& p, const PlanInputs& in);
+// On the CPU: the dense GEMM rate one rank can reach at the plan's precision on its threads (the
+// probe's, scaled; the ISA's when the probe was contended or not run), and where it comes from.
+struct CpuRankPeak {
+  double flops = 0;
+  std::string reason;  // "measured bf16 GEMM on 16 threads, scaled to this rank's 8"
+};
+CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in);
 
 // precision_decision.cpp: precision, loss scaling and the bf16-weights choice.
 void decide_precision(Plan& p, const PlanInputs& in);
@@ -40,7 +50,8 @@ void decide_weights(Plan& p, const PlanInputs& in);
 // memory_decisions.cpp
 void decide_memory_budget(Plan& p, const PlanInputs& in);  // no decision line; the memory line says it
 // layout_decision.cpp: the (data x pipeline x tensor) layout of a multi-GPU plan (plan/parallel_layout.h).
-void decide_parallel_layout(Plan& p, const PlanInputs& in);  // sets p.layout; none on one device or the CPU
+// On the CPU only for a run that asks (dist.tensor_parallel / pipeline_parallel = auto): its ranks are processes.
+void decide_parallel_layout(Plan& p, const PlanInputs& in);  // sets p.layout; none on one device
 bool plan_splits_model(const Plan& p);                        // the layout has tensor or pipeline parallelism
 // For such a layout: its sharding, attention, head, recomputation, batch and memory lines, instead of
 // the whole-model decisions below.

@@ -17,6 +17,11 @@ const GpuInfo* local_gpu(const PlanInputs& in) {
 
 const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in) { return p.on_gpu() ? local_gpu(in) : nullptr; }
 
+int64_t local_ranks(const PlanInputs& in) {
+  const int64_t all = std::max<int64_t>(1, in.ctx.world_size * in.ctx.model_parallel);
+  return in.ctx.ranks_per_node > 0 ? std::min(all, in.ctx.ranks_per_node) : all;
+}
+
 void decide_device(Plan& p, const PlanInputs& in) {
   const GpuInfo* gpu = local_gpu(in);
   const bool gpu_usable = gpu && (gpu->usable_by_torch || in.ctx.paper);
@@ -50,11 +55,11 @@ void decide_threads(Plan& p, const PlanInputs& in) {
     p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
     return;
   }
-  const int64_t local_ranks = p.on_gpu() ? 1 : std::max<int64_t>(1, in.ctx.world_size * in.ctx.model_parallel);
-  p.intra_op_threads = std::max<int64_t>(1, cores / local_ranks);
+  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  p.intra_op_threads = std::max<int64_t>(1, cores / sharing);
   p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
            std::to_string(cores) + " physical cores usable by this process" +
-               (local_ranks > 1 ? " shared by " + std::to_string(local_ranks) + " local ranks" : ""));
+               (sharing > 1 ? " shared by " + std::to_string(sharing) + " local ranks" : ""));
 }
 
 void decide_loader(Plan& p, const PlanInputs& in) {
@@ -104,13 +109,7 @@ std::string contended_note(const MathLibInfo& m) {
 
 }  // namespace
 
-void decide_mfu_peak(Plan& p, const PlanInputs& in) {
-  if (const GpuInfo* gpu = plan_gpu(p, in)) {
-    p.peak_flops = gpu->peak_bf16_tflops * 1e12;
-    p.decide("mfu_peak", format_number("%.1f", gpu->peak_bf16_tflops) + " TFLOP/s",
-             "dense bf16 tensor-core peak of " + gpu->name);
-    return;
-  }
+CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in) {
   const auto& m = in.hw.math;
   const bool bf16 = p.precision == Precision::Bf16;
   // A contended probe would make MFU read above 100% (issue 19, defect 6): the ISA peak instead.
@@ -121,12 +120,25 @@ void decide_mfu_peak(Plan& p, const PlanInputs& in) {
   const int64_t probe_threads = m.gemm_threads > 0 ? m.gemm_threads : cores;
   // Ranks sharing the machine each train on their share of the threads the probe used.
   const double share = std::min(1.0, static_cast<double>(p.intra_op_threads) / static_cast<double>(probe_threads));
-  p.peak_flops = measured * share * 1e9;
-  p.decide("mfu_peak", format_number("%.1f", measured * share) + " GFLOP/s",
-           std::string(use_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
-               std::to_string(probe_threads) + " threads" +
-               (share < 1 ? ", scaled to this rank's " + std::to_string(p.intra_op_threads) : std::string()) +
-               (m.gemm_contended() ? contended_note(m) : std::string()));
+  CpuRankPeak peak;
+  peak.flops = measured * share * 1e9;
+  peak.reason = std::string(use_measured ? "measured " : "ISA peak of ") + (bf16 ? "bf16" : "fp32") + " GEMM on " +
+                std::to_string(probe_threads) + " threads" +
+                (share < 1 ? ", scaled to this rank's " + std::to_string(p.intra_op_threads) : std::string()) +
+                (m.gemm_contended() ? contended_note(m) : std::string());
+  return peak;
+}
+
+void decide_mfu_peak(Plan& p, const PlanInputs& in) {
+  if (const GpuInfo* gpu = plan_gpu(p, in)) {
+    p.peak_flops = gpu->peak_bf16_tflops * 1e12;
+    p.decide("mfu_peak", format_number("%.1f", gpu->peak_bf16_tflops) + " TFLOP/s",
+             "dense bf16 tensor-core peak of " + gpu->name);
+    return;
+  }
+  const CpuRankPeak peak = cpu_rank_peak(p, in);
+  p.peak_flops = peak.flops;
+  p.decide("mfu_peak", format_number("%.1f", peak.flops / 1e9) + " GFLOP/s", peak.reason);
 }
 
 }  // namespace hwt

@@ -22,10 +22,6 @@ constexpr double kGemmEfficiency = 0.6;
 // NCCL ring collectives reach about this share of a link's data-sheet bandwidth (bus bandwidth of
 // all-reduce in nccl-tests on DGX nodes); assumed, not measured here.
 constexpr double kLinkEfficiency = 0.8;
-// Each collective or send costs at least this, whatever its size: the small-message latency of NCCL
-// on DGX-class nodes is about 10-30 us (nccl-tests); assumed, not measured. It keeps tensor
-// parallelism (4 collectives a block) from winning on models too small to need it.
-constexpr double kCollectiveLatency = 20e-6;
 // Gradients are reduced in buckets of this size (dist.bucket_size_mb's default), one collective each.
 constexpr double kBucketBytes = 25e6;
 // Gradients are reduced in fp32 (the trainer keeps fp32 gradients; dist/ddp.h, dist/zero1.h).
@@ -143,12 +139,13 @@ LayoutTime stage_step(const LayoutProblem& problem, const ParallelLayout& l, con
   const double activation_bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0);
   const double collectives = 4.0 * static_cast<double>(s.blocks) + 2.0 * static_cast<double>(recomputed);
   if (l.tensor_parallel > 1) {
-    step.tensor_comm = collectives * (kCollectiveLatency + ring_all_reduce(t) * activation_bytes / bytes_per_second(hw.nvlink_gbs));
+    const double per_collective = ring_all_reduce(t) * activation_bytes / bytes_per_second(hw.nvlink_gbs);
+    step.tensor_comm = collectives * (hw.collective_latency_s + per_collective);
   }
   if (l.pipeline_parallel > 1) {  // stages cross nodes once tensor x pipeline ranks exceed a node
     const bool across_nodes = l.tensor_parallel * l.pipeline_parallel > hw.gpus_per_node;
-    step.pipeline_comm =
-        2.0 * (kCollectiveLatency + activation_bytes / t / bytes_per_second(across_nodes ? hw.inter_node_gbs : hw.nvlink_gbs));
+    const double link = bytes_per_second(across_nodes ? hw.inter_node_gbs : hw.nvlink_gbs);
+    step.pipeline_comm = 2.0 * (hw.collective_latency_s + activation_bytes / t / link);
   }
   return step;
 }
@@ -164,7 +161,7 @@ double data_parallel_seconds(const LayoutProblem& problem, const ParallelLayout&
   const LayoutMachine& hw = problem.machine;
   const double bandwidth = bytes_per_second(hw.num_gpus > hw.gpus_per_node ? hw.inter_node_gbs : hw.nvlink_gbs);
   const double buckets = std::ceil(rank_params * kGradientBytes / kBucketBytes);
-  double seconds = buckets * kCollectiveLatency + ring_all_reduce(d) * rank_params * kGradientBytes / bandwidth;
+  double seconds = buckets * hw.collective_latency_s + ring_all_reduce(d) * rank_params * kGradientBytes / bandwidth;
   if (l.sharding == Sharding::Zero3) {
     const double compute_bytes = low_precision(problem.base) ? 2.0 : 4.0;
     const double gathers = 2.0 * static_cast<double>(l.num_micro_batches) * (d - 1.0) / d * rank_params *

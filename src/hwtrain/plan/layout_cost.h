@@ -15,7 +15,7 @@
 
 namespace hwt {
 
-// The cluster as the cost model sees it.
+// The cluster as the cost model sees it: GPUs, or CPU processes (plan/layout_decision.cpp).
 struct LayoutMachine {
   int64_t num_gpus = 1;
   int64_t gpus_per_node = 1;
@@ -23,6 +23,10 @@ struct LayoutMachine {
   double nvlink_gbs = 0;           // GB/s per direction between GPUs of a node
   double inter_node_gbs = 0;       // GB/s per direction from one GPU to other nodes (unused on one node)
   double memory_budget_bytes = 0;  // per GPU: optimization.memory_threshold x its memory
+  // What each collective or send costs at least, whatever its size: NCCL's small-message latency on
+  // DGX-class nodes is about 10-30 us (nccl-tests); assumed, not measured. It keeps tensor parallelism
+  // (4 collectives a block) from winning on models too small to need it.
+  double collective_latency_s = 20e-6;
 };
 
 // What the search is asked: the model and the plan's settings as a memory query (its micro-batch,
@@ -35,6 +39,10 @@ struct LayoutProblem {
   int64_t max_micro_batch = 64;  // optimization.max_batch_size
   std::optional<int64_t> tensor_parallel, pipeline_parallel, micro_batch_size, checkpoint_every;
   std::optional<Sharding> sharding;
+  // Only what a run can execute today: a layout that splits the model shards at most the moments
+  // (ZeRO-2/3 over a tensor or pipeline rank's weights are not implemented: cli/parallel_setup.h).
+  bool runnable_only = false;
+  const char* devices = "GPUs";  // what the machine's ranks are, for the search's description
 };
 
 // Seconds per optimizer step, term by term, on the critical path (the slowest stage).

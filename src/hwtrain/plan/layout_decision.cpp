@@ -19,6 +19,11 @@ namespace {
 // GPU between nodes (a common Ethernet/RoCE NIC); the decision's reason says when they were used.
 constexpr double kAssumedIntraNodeGbs = 32.0;
 constexpr double kAssumedInterNodeGbs = 12.5;
+// Gloo between processes of one machine (TCP over the loopback): a few GB/s for large messages and
+// about 100 us a collective; assumed, not measured (bench/model_parallel_bench.sh measures the
+// communication share of real CPU runs).
+constexpr double kAssumedLoopbackGbs = 2.0;
+constexpr double kAssumedGlooLatency = 100e-6;
 
 int64_t gpus_per_node(const HardwareProfile& hw) {
   return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
@@ -31,13 +36,8 @@ double peak_flops(const Plan& p, const GpuInfo& gpu) {
   return gpu.peak_bf16_tflops * 1e12 * (p.precision == Precision::Fp32 ? 0.5 : 1.0);
 }
 
-LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
-  LayoutProblem problem;
-  problem.base = memory_query(p, in, 1, 0);
-  problem.base.attention = in.want.attention.value_or(AttentionKernel::Sdpa);  // decide_attention's GPU choice
-  problem.base.fused_lm_head_loss = in.want.fused_lm_head_loss.value_or(false);
-  problem.base.int8_moments = in.want.optimizer_state_dtype == StateDtype::Int8;
-  LayoutMachine& m = problem.machine;
+LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
+  LayoutMachine m;
   m.num_gpus = in.ctx.world_size;
   m.gpus_per_node = std::min(m.num_gpus, gpus_per_node(in.hw));
   m.peak_flops = peak_flops(p, gpu);
@@ -52,6 +52,37 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, const GpuInfo&
     m.inter_node_gbs = kAssumedInterNodeGbs;
     assumed += "; inter-node bandwidth unknown, " + format_number("%.1f", kAssumedInterNodeGbs) + " GB/s per GPU assumed";
   }
+  return m;
+}
+
+// CPU ranks are processes: each with its share of the cores' GEMM rate and of the memory
+// (decide_memory_budget), talking through Gloo over the loopback inside a machine.
+LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assumed) {
+  LayoutMachine m;
+  m.num_gpus = in.ctx.world_size;
+  m.gpus_per_node = std::min(m.num_gpus, local_ranks(in));
+  const CpuRankPeak peak = cpu_rank_peak(p, in);
+  m.peak_flops = peak.flops;
+  m.nvlink_gbs = kAssumedLoopbackGbs;
+  m.inter_node_gbs = kAssumedInterNodeGbs;
+  m.collective_latency_s = kAssumedGlooLatency;
+  m.memory_budget_bytes = p.memory_budget_bytes;
+  assumed += "; CPU processes: " + format_number("%.1f", peak.flops / 1e9) + " GFLOP/s each (" + peak.reason +
+             "), Gloo over the loopback at " + format_number("%.0f", kAssumedLoopbackGbs) + " GB/s and " +
+             format_number("%.0f", kAssumedGlooLatency * 1e6) + " us a collective assumed";
+  return m;
+}
+
+LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& assumed) {
+  LayoutProblem problem;
+  problem.base = memory_query(p, in, 1, 0);
+  problem.base.attention = in.want.attention.value_or(AttentionKernel::Sdpa);  // decide_attention's GPU choice
+  problem.base.fused_lm_head_loss = in.want.fused_lm_head_loss.value_or(false);
+  problem.base.int8_moments = in.want.optimizer_state_dtype == StateDtype::Int8;
+  const GpuInfo* gpu = plan_gpu(p, in);
+  problem.machine = gpu ? gpu_machine(p, in, *gpu, assumed) : cpu_machine(p, in, assumed);
+  if (!gpu) problem.devices = "CPU processes";
+  problem.runnable_only = !in.ctx.paper;
   problem.global_batch = target_batch_size(in);
   problem.max_micro_batch = in.want.max_batch_size;
   problem.micro_batch_size = in.want.micro_batch_size;
@@ -71,8 +102,14 @@ std::string runner_up(const std::vector<LayoutOption>& table) {
 
 // Settings that need the whole model on every rank (or one micro-batch per step, which leaves a
 // pipeline nothing to overlap): the whole-model decisions handle, or refuse, them.
-const char* whole_model_setting(const PlanInputs& in) {
+const char* whole_model_setting(const Plan& p, const PlanInputs& in) {
   if (in.want.auto_batch_size) return "optimization.auto_batch_size";
+  if (!in.ctx.paper && in.want.optimizer_state_dtype == StateDtype::Int8) {  // cli/parallel_setup.h refuses these
+    return "optimization.optimizer_state_dtype = int8";
+  }
+  if (!in.ctx.paper && p.on_gpu() && in.want.optimizer_state_device == StateDevice::Host) {
+    return "optimization.optimizer_state_device = cpu";
+  }
   if (in.want.snapshots_weights) return "early_stopping.restore_best_weights";
   if (in.want.optimizer_step == OptimizerStep::InBackward) return "optimization.optimizer_in_backward";
   const bool sharded_grads = in.want.sharding == Sharding::Zero2 || in.want.sharding == Sharding::Zero3;
@@ -91,16 +128,25 @@ std::string checkpoint_text(int64_t every) {
 bool plan_splits_model(const Plan& p) { return p.layout && splits_model(*p.layout); }
 
 void decide_parallel_layout(Plan& p, const PlanInputs& in) {
-  const GpuInfo* gpu = plan_gpu(p, in);
-  // One device, the CPU, or a run whose mesh is already fixed (ranks of a model replica): nothing to search.
-  if (gpu == nullptr || in.ctx.world_size <= 1 || in.ctx.model_parallel > 1) return;
-  // A real run's mesh comes from dist.tensor_parallel / dist.pipeline_parallel before it is planned
-  // (cli/parallel_setup.h), so its plan must not choose another: the search plans described clusters
-  // (`hwtrain plan --preset`) until runs apply its choice.
-  if (!in.ctx.paper) return;
-  if (whole_model_setting(in) != nullptr) return;
+  // A run's mesh comes from dist.tensor_parallel / dist.pipeline_parallel before it is planned
+  // (cli/parallel_setup.h) unless one of them is auto; `hwtrain plan --gpus` plans described clusters.
+  const bool run_asks = in.want.search_layout && !in.ctx.paper;
+  if (!run_asks && !in.ctx.paper) return;
+  if (in.ctx.paper && plan_gpu(p, in) == nullptr) return;
+  const std::string whole = "tp1 x pp1 x dp" + std::to_string(in.ctx.world_size);
+  if (in.ctx.world_size <= 1 || in.ctx.model_parallel > 1) {  // one device, or a mesh already fixed
+    if (run_asks) p.decide("parallel_layout", whole, "one rank: nothing to split (dist.tensor_parallel = auto)");
+    return;
+  }
+  if (const char* setting = whole_model_setting(p, in)) {
+    if (run_asks) {
+      p.decide("parallel_layout", whole, std::string(setting) + " needs the whole model on every rank, so data "
+                                         "parallel alone (dist.tensor_parallel / pipeline_parallel = auto)");
+    }
+    return;
+  }
   std::string assumed;
-  const LayoutSearch search = search_parallel_layouts(layout_problem(p, in, *gpu, assumed));
+  const LayoutSearch search = search_parallel_layouts(layout_problem(p, in, assumed));
   p.layouts_considered = search.table;
   if (!search.chosen) return;  // nothing fits: the memory decisions refuse the model with what would fit
   p.layout = search.chosen->layout;
@@ -137,7 +183,7 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
                (l.pipeline_parallel > 1 ? " (the pipeline's m)" : std::string()));
   p.predicted_peak_bytes = l.predicted_peak_bytes;
   p.decide("memory", format_bytes(l.predicted_peak_bytes) + " predicted peak",
-           "per GPU on the stage that needs the most, budget " + format_bytes(p.memory_budget_bytes) +
+           "per rank on the stage that needs the most, budget " + format_bytes(p.memory_budget_bytes) +
                "; the memory model's terms split by tensor parallelism (sequence parallel) and cut by stage");
 }
 
@@ -149,7 +195,7 @@ void match_data_parallel_layout(Plan& p, const PlanInputs& in) {
   l.num_micro_batches = p.grad_accum_steps;
   l.checkpoint_every = p.checkpoint_every;
   std::string assumed;
-  LayoutProblem problem = layout_problem(p, in, *plan_gpu(p, in), assumed);
+  LayoutProblem problem = layout_problem(p, in, assumed);
   problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
   problem.global_batch = p.global_batch_size();
   const LayoutPrediction prediction = predict_layout(problem, l);

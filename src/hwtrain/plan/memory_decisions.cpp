@@ -111,6 +111,8 @@ void refuse_unfittable(const Plan& p, const PlanInputs& in, const BatchChoice& b
                         "activation checkpointing (" + e.breakdown() + "), but the budget is " +
                         format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
                         format_number("%.1f", in.want.memory_threshold) + " of " + format_bytes(available_bytes(p, in)) +
+                        (p.on_gpu() || local_ranks(in) == 1 ? "" : ", shared by " + std::to_string(local_ranks(in)) +
+                                                                       " local ranks") +
                         "); " + hint);
   }
   if (in.want.optimizer_step == OptimizerStep::InBackward && !in.want.micro_batch_size &&
@@ -162,8 +164,11 @@ int64_t target_batch_size(const PlanInputs& in) {
 
 int64_t per_rank_target(const PlanInputs& in) { return std::max<int64_t>(1, target_batch_size(in) / in.ctx.world_size); }
 
+// The ranks of this machine that share its memory: a GPU's is its rank's alone; on the CPU every
+// local process trains in the same memory, so each plans with its share of the threshold.
 void decide_memory_budget(Plan& p, const PlanInputs& in) {
-  p.memory_budget_bytes = in.want.memory_threshold * available_bytes(p, in);
+  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  p.memory_budget_bytes = in.want.memory_threshold * available_bytes(p, in) / static_cast<double>(sharing);
 }
 
 // On CPU the GEMM kernel beats the flash-attention one per layer by 1.5-1.6x in bf16 and ties it or

@@ -62,10 +62,11 @@ std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) 
   return out;
 }
 
-std::vector<Sharding> sharding_choices(const LayoutProblem& problem, int64_t dp) {
-  if (dp == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
+std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const ParallelLayout& l) {
+  if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
   if (problem.sharding) return {*problem.sharding};
   if (problem.base.int8_moments) return {Sharding::None, Sharding::Zero1};  // ZeRO-2/3 keep fp32 moments
+  if (problem.runnable_only && l.tensor_parallel * l.pipeline_parallel > 1) return {Sharding::None, Sharding::Zero1};
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }
 
@@ -107,6 +108,12 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
                    std::to_string(l.data_parallel);
     return best;
   }
+  const bool split = tp * pp > 1;
+  if (problem.runnable_only && split && problem.sharding && *problem.sharding > Sharding::Zero1) {
+    best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) +
+                   " does not run with tensor or pipeline parallelism yet";
+    return best;
+  }
   if (problem.sharding && *problem.sharding != Sharding::None && l.data_parallel == 1) {
     best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) + " needs data-parallel ranks";
     return best;
@@ -118,7 +125,7 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
     return best;
   }
   bool any = false;
-  for (Sharding s : sharding_choices(problem, l.data_parallel)) {
+  for (Sharding s : sharding_choices(problem, l)) {
     for (int64_t b : micros) {
       for (int64_t every : checkpoint_choices(problem)) {
         l.sharding = s;
@@ -165,7 +172,7 @@ std::pair<std::string, std::string> verdict(const Candidate& c, const Candidate*
     return {"does not fit: " + format_bytes(l.predicted_peak_bytes) + " > " + format_bytes(budget), "memory"};
   }
   if (winner == nullptr || &c == winner) {
-    return {"fastest that fits: " + format_number("%.2f", l.predicted_step_seconds) + " s/step, MFU " +
+    return {"fastest that fits: " + format_seconds(l.predicted_step_seconds) + "/step, MFU " +
                 format_number("%.0f", 100.0 * l.predicted_mfu) + "%",
             "chosen"};
   }
@@ -179,10 +186,11 @@ std::pair<std::string, std::string> verdict(const Candidate& c, const Candidate*
 
 std::string searched_text(const LayoutProblem& problem, const std::vector<int64_t>& tps) {
   const LayoutMachine& hw = problem.machine;
-  std::string s = std::to_string(hw.num_gpus) + " GPUs (" + std::to_string(hw.num_gpus / hw.gpus_per_node) +
-                  " node(s) of " + std::to_string(hw.gpus_per_node) + "), global batch " +
+  std::string s = std::to_string(hw.num_gpus) + " " + problem.devices + " (" +
+                  std::to_string(hw.num_gpus / hw.gpus_per_node) + " node(s) of " +
+                  std::to_string(hw.gpus_per_node) + "), global batch " +
                   std::to_string(problem.global_batch) + ": tp in {" + numbers(tps) + "}, pp up to " +
-                  std::to_string(problem.base.model.n_layer) + " blocks, dp = GPUs / (tp x pp)";
+                  std::to_string(problem.base.model.n_layer) + " blocks, dp = " + problem.devices + " / (tp x pp)";
   std::vector<std::string> fixed;
   if (problem.tensor_parallel) fixed.push_back("dist.tensor_parallel = " + std::to_string(*problem.tensor_parallel));
   if (problem.pipeline_parallel) fixed.push_back("dist.pipeline_parallel = " + std::to_string(*problem.pipeline_parallel));

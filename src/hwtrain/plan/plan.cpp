@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
@@ -89,6 +90,28 @@ std::string Plan::to_text() const {
            std::string(value_width - d.value.size() + 2, ' ') + "(" + d.reason + ")\n";
   }
   for (const auto& w : warnings) out += "  warning: " + w + "\n";
+  return out;
+}
+
+std::string Plan::layouts_text() const {
+  if (layouts_considered.empty()) return "";
+  std::string out = layout ? "parallel layout: " + layout->summary() + "\n" : std::string();
+  out += "layouts considered (best variant of each tp x pp; memory per rank, predicted step time and MFU):\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-20s %-6s %-11s %-9s %11s %9s %5s  %s\n", "layout", "zero", "micro x m",
+                "recompute", "memory", "step", "MFU", "verdict");
+  out += line;
+  for (const LayoutOption& o : layouts_considered) {
+    const ParallelLayout& l = o.layout;
+    const std::string micro = std::to_string(l.micro_batch_size) + " x " + std::to_string(l.num_micro_batches);
+    const std::string step = l.predicted_step_seconds > 0 ? format_seconds(l.predicted_step_seconds) : "-";
+    const std::string mfu = l.predicted_mfu > 0 ? format_number("%.0f%%", 100.0 * l.predicted_mfu) : "-";
+    const std::string memory = l.predicted_peak_bytes > 0 ? format_bytes(l.predicted_peak_bytes) : "-";
+    std::snprintf(line, sizeof line, "  %-20s %-6s %-11s %-9s %11s %9s %5s  ", l.name().c_str(),
+                  sharding_name(l.sharding), micro.c_str(), l.checkpoint_every > 0 ? "on" : "off", memory.c_str(),
+                  step.c_str(), mfu.c_str());
+    out += line + o.verdict + "\n";
+  }
   return out;
 }
 

@@ -154,6 +154,9 @@ struct Plan {
     decisions.push_back({name, value, reason});
   }
   std::string to_text() const;  // aligned "name  value  (reason)" lines
+  // The layouts the search weighed, a table ("" without any): the chosen one, the best few and an
+  // example of each other reason for losing, with memory per rank, predicted step time and MFU.
+  std::string layouts_text() const;
   std::string to_json() const;
   static Plan from_json(const std::string& json);  // throws ConfigError on malformed input
 };

@@ -48,8 +48,11 @@ struct PlanIntent {
   std::optional<Sharding> sharding;
   std::optional<int64_t> tensor_parallel;    // dist.tensor_parallel when set: the layout search keeps it
   std::optional<int64_t> pipeline_parallel;  // dist.pipeline_parallel when set
+  // dist.tensor_parallel or dist.pipeline_parallel = auto: a run's mesh is the layout search's choice
+  // (without it only `hwtrain plan --gpus` plans search layouts; a run's mesh is fixed before it).
+  bool search_layout = false;
   std::optional<StateDtype> optimizer_state_dtype;  // empty = auto
-  bool snapshots_weights = false;  // early_stopping.restore_best_weights: whole weights copied mid-run  // dist.sharding; empty = auto (the planner's choice)
+  bool snapshots_weights = false;  // early_stopping.restore_best_weights: whole weights copied mid-run
   std::optional<int64_t> num_workers;
   int64_t prefetch_factor = 2;
   bool pin_memory = true;

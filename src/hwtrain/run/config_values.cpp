@@ -36,6 +36,20 @@ void assign(int64_t& f, const RawValue& v, const std::string& key, const std::st
   }
   wrong_type(key, v, "an integer", src);
 }
+void assign(std::optional<int64_t>& f, const RawValue& v, const std::string& key, const std::string& src) {
+  if ((v.kind == RawValue::Kind::String || v.kind == RawValue::Kind::Text) && v.s == "auto") {
+    f.reset();
+    return;
+  }
+  if (v.kind == RawValue::Kind::String) wrong_type(key, v, "an integer or \"auto\"", src);
+  int64_t x = 0;
+  try {
+    assign(x, v, key, src);
+  } catch (const ConfigError&) {
+    wrong_type(key, v, "an integer or \"auto\"", src);
+  }
+  f = x;
+}
 void assign(double& f, const RawValue& v, const std::string& key, const std::string& src) {
   if (v.kind == RawValue::Kind::Int) { f = static_cast<double>(v.i); return; }
   if (v.kind == RawValue::Kind::Float) { f = v.d; return; }

@@ -4,6 +4,7 @@
 // writing.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -31,6 +32,8 @@ struct RawValue {
                                const std::string& src);
 
 void assign(int64_t& f, const RawValue& v, const std::string& key, const std::string& src);
+// A count the planner may choose: an integer, or "auto" (empty).
+void assign(std::optional<int64_t>& f, const RawValue& v, const std::string& key, const std::string& src);
 void assign(double& f, const RawValue& v, const std::string& key, const std::string& src);
 void assign(bool& f, const RawValue& v, const std::string& key, const std::string& src);
 void assign(std::string& f, const RawValue& v, const std::string& key, const std::string& src);

@@ -5,14 +5,38 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hwtrain/core/enum_names.h"
 #include "hwtrain/core/strings.h"
 
 namespace hwt::config_writers {
+
+// `table[name] = field`, a count the planner may choose (std::optional<int64_t>) as "auto" when empty.
+template <class Table, class F>
+void put(Table& table, const std::string& name, const F& f) {
+  if constexpr (std::is_same_v<F, std::optional<int64_t>>) {
+    if (f) {
+      table.insert_or_assign(name, *f);
+    } else {
+      table.insert_or_assign(name, "auto");
+    }
+  } else {
+    table.insert_or_assign(name, written(f));
+  }
+}
+template <class F>
+nlohmann::ordered_json json_value(const F& f) {
+  if constexpr (std::is_same_v<F, std::optional<int64_t>>) {
+    return f ? nlohmann::ordered_json(*f) : nlohmann::ordered_json("auto");
+  } else {
+    return written(f);
+  }
+}
 
 struct KeyLister {
   std::vector<std::string> keys;
@@ -40,7 +64,7 @@ struct TomlWriter {
     options.visit(*this);
   }
   template <class F>
-  void operator()(const std::string& name, F& f, const char*) { current->insert_or_assign(name, written(f)); }
+  void operator()(const std::string& name, F& f, const char*) { put(*current, name, f); }
   template <class F>
   void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
     current->insert_or_assign(name, f);
@@ -57,7 +81,7 @@ struct JsonWriter {
     options.visit(*this);
   }
   template <class F>
-  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = written(f); }
+  void operator()(const std::string& name, F& f, const char*) { (*current)[name] = json_value(f); }
   template <class F>
   void operator()(const std::string& name, F& f, const char*, const std::vector<std::string>&) {
     (*current)[name] = f;
@@ -75,7 +99,7 @@ struct DocumentedTomlWriter {
   template <class F>
   void operator()(const std::string& name, F& f, const char* doc) {
     toml::table one;
-    one.insert_or_assign(name, written(f));
+    put(one, name, f);
     std::string described = doc;
     if constexpr (HasEnumNames<F>::value || IsOptionalEnum<F>::value) {
       described += " (one of: " + join(field_choices<F>()) + ")";

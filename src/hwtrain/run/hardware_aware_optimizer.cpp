@@ -43,7 +43,9 @@ HardwareAwareOptimizer::HardwareAwareOptimizer(RunConfig config, PlanContext con
 
 std::string HardwareAwareOptimizer::get_hardware_summary() const { return hardware_summary(hardware_); }
 
-std::string HardwareAwareOptimizer::get_optimization_summary() const { return plan_.to_text(); }
+std::string HardwareAwareOptimizer::get_optimization_summary() const {
+  return plan_.to_text() + (plan_.layouts_considered.empty() ? "" : "\n" + plan_.layouts_text());
+}
 
 nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
   nlohmann::json j;

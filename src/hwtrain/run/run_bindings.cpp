@@ -58,8 +58,11 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.optimizer_state_dtype = o.optimizer_state_dtype;
   w.snapshots_weights = c.early_stopping.enabled && c.early_stopping.restore_best_weights;
   w.sharding = c.dist.sharding;
-  if (c.is_set("dist.tensor_parallel")) w.tensor_parallel = c.dist.tensor_parallel;
-  if (c.is_set("dist.pipeline_parallel")) w.pipeline_parallel = c.dist.pipeline_parallel;
+  // "auto" (empty) leaves a size to the layout search, which then keeps the other one as configured;
+  // otherwise a size counts only when set (`hwtrain plan --gpus` searches what the user left open).
+  w.search_layout = !c.dist.tensor_parallel || !c.dist.pipeline_parallel;
+  if (w.search_layout || c.is_set("dist.tensor_parallel")) w.tensor_parallel = c.dist.tensor_parallel;
+  if (w.search_layout || c.is_set("dist.pipeline_parallel")) w.pipeline_parallel = c.dist.pipeline_parallel;
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;
   w.pin_memory = o.pin_memory;

@@ -1,0 +1,186 @@
+// dist.tensor_parallel / dist.pipeline_parallel = "auto": a run's mesh is the planner's layout search's
+// choice (plan/layout_decision.cpp), on GPUs and on CPU processes. The config key reads and writes
+// "auto"; a model that fits keeps data parallelism; one that does not fit a process is split; the
+// search offers a run only what it can execute (no ZeRO-2/3 with a split); settings that need the
+// whole model keep data parallelism and say why; CPU ranks plan with their share of the memory.
+#include <gtest/gtest.h>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/plan/memory_model.h"
+#include "hwtrain/plan/parallel_layout.h"
+#include "hwtrain/run/run_bindings.h"
+
+namespace hwt {
+namespace auto_layout {
+
+HardwareProfile cpu_box(int64_t available_bytes) {
+  HardwareProfile hw;
+  hw.cpu.num_physical_cores = 4;
+  hw.cpu.num_logical_threads = 4;
+  hw.cpu.isa.avx512f = true;
+  hw.memory.total_bytes = hw.memory.effective_total_bytes = available_bytes + (1ll << 30);
+  hw.memory.available_bytes = hw.memory.effective_available_bytes = available_bytes;
+  hw.math.gemm_measured = true;
+  hw.math.fp32_gemm_gflops = 200;
+  hw.math.gemm_threads = 4;
+  return hw;
+}
+
+RunConfig auto_config(const std::vector<std::string>& more = {}) {
+  RunConfig c;
+  c.apply_override("model.preset=tiny");
+  c.apply_override("model.n_layer=4");
+  c.apply_override("model.n_embd=256");
+  c.apply_override("model.n_head=4");
+  c.apply_override("model.block_size=128");
+  c.model.vocab_size = 320;
+  c.apply_override("optimization.mixed_precision_dtype=fp32");
+  c.apply_override("dist.tensor_parallel=auto");
+  c.apply_override("dist.pipeline_parallel=auto");
+  for (const auto& o : more) c.apply_override(o);
+  return c;
+}
+
+PlanContext two_ranks() {
+  PlanContext ctx;
+  ctx.world_size = 2;
+  ctx.ranks_per_node = 2;
+  return ctx;
+}
+
+const Decision& decision(const Plan& p, const std::string& name) {
+  for (const auto& d : p.decisions) {
+    if (d.name == name) return d;
+  }
+  throw std::runtime_error("no decision " + name);
+}
+
+// The least the whole model needs on a rank without sharding: micro-batch 1, every block recomputed.
+double whole_model_least(const RunConfig& c) {
+  MemoryQuery q;
+  q.model = c.model;
+  q.world_size = 2;
+  q.checkpoint_every = 1;
+  return estimate_memory(q).total();
+}
+
+TEST(AutoLayout, ConfigReadsAndWritesAuto) {
+  RunConfig c;
+  EXPECT_EQ(c.dist.tensor_parallel.value_or(-1), 1);  // the default: no tensor parallelism unless asked
+  c.apply_override("dist.tensor_parallel=auto");
+  EXPECT_FALSE(c.dist.tensor_parallel);
+  EXPECT_NE(c.to_toml().find("tensor_parallel = \"auto\""), std::string::npos) << c.to_toml();
+  RunConfig back;
+  back.apply_toml(c.to_toml(), "config.toml");
+  EXPECT_FALSE(back.dist.tensor_parallel);
+  back.apply_toml("[dist]\npipeline_parallel = 2\n", "config.toml");
+  EXPECT_EQ(back.dist.pipeline_parallel.value_or(-1), 2);
+  try {
+    back.apply_override("dist.pipeline_parallel=two");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.pipeline_parallel = 'two' has the wrong type: expected an integer or "
+                                         "\"auto\""),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(back.apply_toml("[dist]\ntensor_parallel = \"four\"\n", "x.toml"), ConfigError);
+  back.apply_override("dist.tensor_parallel=0");
+  EXPECT_THROW(back.validate(), ConfigError);
+}
+
+TEST(AutoLayout, AModelThatFitsKeepsDataParallelAndSaysWhy) {
+  const Plan p = make_plan(cpu_box(20ll << 30), auto_config(), two_ranks());
+  ASSERT_TRUE(p.layout);
+  EXPECT_EQ(p.layout->name(), "tp1 x pp1 x dp2");
+  const Decision& d = decision(p, "parallel_layout");
+  EXPECT_NE(d.reason.find("fastest that fits"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("2 CPU processes"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("Gloo over the loopback"), std::string::npos) << d.reason;
+  EXPECT_EQ(p.world_size, 2);
+  EXPECT_FALSE(p.layouts_considered.empty());
+}
+
+// A budget under the whole model's least but over half of it: the search splits the model (the
+// sharding pinned to none, so that ZeRO-3 over two replicas is not the way out) and the plan takes
+// the layout's batch arithmetic: one replica.
+TEST(AutoLayout, AModelThatDoesNotFitAProcessIsSplit) {
+  RunConfig c = auto_config({"dist.sharding=none"});
+  const double least = whole_model_least(c);
+  // Two local processes share the memory: each plans with 0.75 x available / 2 = 0.75 x least.
+  const Plan p = make_plan(cpu_box(static_cast<int64_t>(2 * least)), c, two_ranks());
+  ASSERT_TRUE(p.layout);
+  EXPECT_EQ(p.layout->tensor_parallel * p.layout->pipeline_parallel, 2) << p.layout->summary();
+  EXPECT_EQ(p.layout->data_parallel, 1);
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_LE(p.layout->predicted_peak_bytes, p.memory_budget_bytes);
+  EXPECT_NEAR(p.memory_budget_bytes, 0.75 * least, 1e-6 * least);
+  bool whole_refused = false;
+  for (const LayoutOption& o : p.layouts_considered) {
+    if (o.layout.name() == "tp1 x pp1 x dp2") whole_refused = !o.fits && o.verdict.find("does not fit") == 0;
+  }
+  EXPECT_TRUE(whole_refused);
+
+  // The same machine for one process: the whole budget, and the whole model fits it.
+  PlanContext one;
+  one.ranks_per_node = 1;
+  one.world_size = 2;
+  EXPECT_NEAR(make_plan(cpu_box(static_cast<int64_t>(2 * least)), c, one).memory_budget_bytes, 1.5 * least,
+              1e-6 * least);
+}
+
+// A run is offered only what it can execute: a split layout shards at most the moments, and a pinned
+// zero2/zero3 rules splits out with the reason; `hwtrain plan --gpus` (a described cluster) still
+// weighs them all.
+TEST(AutoLayout, ARunIsNotOfferedZero2Or3WithASplit) {
+  RunConfig c = auto_config({"dist.sharding=zero2"});
+  const double least = whole_model_least(c);
+  PlanContext four = two_ranks();
+  four.world_size = four.ranks_per_node = 4;
+  const Plan p = make_plan(cpu_box(static_cast<int64_t>(4 * least)), c, four);
+  int splits = 0;
+  for (const LayoutOption& o : p.layouts_considered) {
+    if (o.layout.tensor_parallel * o.layout.pipeline_parallel == 1) continue;
+    ++splits;
+    EXPECT_FALSE(o.fits) << o.layout.summary() << ": " << o.verdict;
+    EXPECT_NE(o.verdict.find("does not run with tensor or pipeline parallelism yet"), std::string::npos) << o.verdict;
+  }
+  EXPECT_GT(splits, 0);
+  // 0.4 of the least per rank: tp2 x dp2 or pp2 x dp2 fit only with ZeRO-2/3 (their best variant
+  // where a run could take them), which a run cannot do yet.
+  const Plan q = make_plan(cpu_box(static_cast<int64_t>(4 * least * 0.4 / 0.75)), auto_config(), four);
+  splits = 0;
+  for (const LayoutOption& o : q.layouts_considered) {
+    if (o.layout.tensor_parallel * o.layout.pipeline_parallel == 1) continue;
+    ++splits;
+    EXPECT_LE(o.layout.sharding, Sharding::Zero1) << o.layout.summary();
+  }
+  EXPECT_GT(splits, 0);
+  ASSERT_TRUE(q.layout);
+  EXPECT_LE(q.layout->sharding, Sharding::Zero1) << q.layout->summary();
+}
+
+// Settings that need the whole model on every rank keep data parallelism, and the plan says so.
+TEST(AutoLayout, WholeModelSettingsKeepDataParallelAndSaySo) {
+  const Plan p = make_plan(cpu_box(20ll << 30), auto_config({"optimization.auto_batch_size=true"}), two_ranks());
+  EXPECT_FALSE(p.layout);
+  const Decision& d = decision(p, "parallel_layout");
+  EXPECT_EQ(d.value, "tp1 x pp1 x dp2");
+  EXPECT_NE(d.reason.find("optimization.auto_batch_size needs the whole model"), std::string::npos) << d.reason;
+  const Plan one = make_plan(cpu_box(20ll << 30), auto_config());
+  EXPECT_NE(decision(one, "parallel_layout").reason.find("one rank"), std::string::npos);
+}
+
+// A size the user fixed is kept: tensor parallel auto with pipeline parallel 1 searches tensor sizes only.
+TEST(AutoLayout, AFixedSizeIsKept) {
+  RunConfig c = auto_config({"dist.pipeline_parallel=1"});
+  const Plan p = make_plan(cpu_box(20ll << 30), c, two_ranks());
+  for (const LayoutOption& o : p.layouts_considered) EXPECT_EQ(o.layout.pipeline_parallel, 1) << o.layout.summary();
+  EXPECT_NE(decision(p, "parallel_layout").reason.find("dist.pipeline_parallel = 1"), std::string::npos);
+  // Without "auto" a run's plan searches nothing: its mesh is the configured one.
+  RunConfig fixed = auto_config({"dist.tensor_parallel=1", "dist.pipeline_parallel=1"});
+  EXPECT_FALSE(make_plan(cpu_box(20ll << 30), fixed, two_ranks()).layout);
+}
+
+}  // namespace auto_layout
+}  // namespace hwt
