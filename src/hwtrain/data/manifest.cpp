@@ -2,10 +2,10 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <limits>
 #include <type_traits>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/core/files.h"
 
@@ -23,19 +23,6 @@ constexpr uint64_t kMaxManifestBytes = 256u << 20;
   throw DataError("manifest " + file.string() + ": " + what + "; re-run hwtrain prepare");
 }
 
-// Whether `v` is a JSON integer that T holds. nlohmann's get<T>() would convert a float into an
-// integer type (2e+256 into uint64_t is undefined behaviour: found by fuzz/dataset_manifest) and
-// wrap a negative number into an unsigned type.
-template <class T>
-bool integer_fits(const json& v) {
-  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<T>::max());
-  if (v.is_number_unsigned()) return v.get<uint64_t>() <= kMax;
-  if (!v.is_number_integer()) return false;
-  const int64_t x = v.get<int64_t>();
-  if (x >= 0) return static_cast<uint64_t>(x) <= kMax;
-  return std::numeric_limits<T>::is_signed && x >= static_cast<int64_t>(std::numeric_limits<T>::min());
-}
-
 template <class T>
 struct IsVector : std::false_type {};
 template <class E>
@@ -49,12 +36,12 @@ T field(const json& j, const char* key, const fs::path& file) {
     bad_manifest(file, std::string("field '") + key + "' has the wrong type or range (" + it->type_name() + ")");
   };
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!integer_fits<T>(*it)) wrong();
+    if (!json_integer_fits<T>(*it)) wrong();
   } else if constexpr (IsVector<T>::value) {
     if constexpr (std::is_integral_v<typename T::value_type>) {
       if (!it->is_array()) wrong();
       for (const json& e : *it) {
-        if (!integer_fits<typename T::value_type>(e)) wrong();
+        if (!json_integer_fits<typename T::value_type>(e)) wrong();
       }
     }
   }

@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 
 namespace hwt::sweep {
 
@@ -81,10 +81,7 @@ Params params_from_json(const std::string& json, const std::string& where) {
       if (!std::isfinite(real)) throw bad();
       out[it.key()] = real;
     } else if (tag == "int" && x.is_number_integer()) {
-      if (x.is_number_unsigned() &&
-          x.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        throw bad();
-      }
+      if (!json_integer_fits<std::int64_t>(x)) throw bad();
       out[it.key()] = x.get<std::int64_t>();
     } else if (tag == "str" && x.is_string()) {
       out[it.key()] = x.get<std::string>();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/json_integer.h"
 
 namespace hwt {
 
@@ -46,10 +47,8 @@ class Reader {
     const std::string valid = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     const json& v = need(key, valid);
     if (!v.is_number_integer()) bad(key, v.dump() + " (" + v.type_name() + ")", valid);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) bad(key, v.dump(), valid);
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) bad(key, v.dump(), valid);
-    return x;
+    if (!is_json_integer_in(v, lo, hi)) bad(key, v.dump(), valid);
+    return v.get<int64_t>();
   }
 
   double number(const std::string& key, double lo, double hi, bool lo_open) const {
