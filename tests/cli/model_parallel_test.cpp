@@ -170,6 +170,34 @@ TEST(ModelParallelRun, AutoLayoutRunsThePlansMeshWithTheLossesOfOneProcess) {
   EXPECT_NE(log.find("global batch 3 is not a multiple of dp 2"), std::string::npos) << log;
 }
 
+// The sample a TP2 run prints at its end comes from the whole model joined on rank 0: the text
+// `hwtrain generate` gives from its final checkpoint with the same prompt, seed and sampling.
+TEST(ModelParallelRun, ASplitRunSamplesFromItsJoinedModel) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string sampling = "--set train.sample_prompt=the --set train.sample_temperature=0.8 "
+                               "--set train.sample_top_k=40 --set train.seed=7 ";
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29753 -- train " + kCommon +
+                        "--set model.preset=llama-tiny --set train.max_steps=4 --set checkpoint.save_final=true "
+                        "--set train.sample_tokens=12 --set dist.tensor_parallel=2 " + sampling + "--out tp",
+                    dir.path(), "tp.log"),
+            0)
+      << testing::read_text(dir / "tp.log");
+  ASSERT_EQ(testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY +
+                               " generate tp --prompt the --tokens 12 --temperature 0.8 --top-k 40 "
+                               "--seed 7 > generate.txt 2> generate.err"),
+            0)
+      << testing::read_text(dir / "generate.err");
+  std::string text = testing::read_text(dir / "generate.txt");
+  text = text.substr(0, text.find('\n'));  // the text's first line
+  ASSERT_FALSE(text.empty());
+  const std::string log = testing::read_text(dir / "tp.log"), head = "sample:\n[rank 0] ";
+  const size_t at = log.find(head);
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_EQ(log.substr(at + head.size(), text.size()), text) << log;
+  EXPECT_EQ(log.find("[rank 1] sample:"), std::string::npos) << log;
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),
                          [](const auto& info) { return info.param; });
 

@@ -198,15 +198,28 @@ GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& 
   return model;
 }
 
-// A sample of text from the trained model, with the tokenizer it trained with; a model split over
-// ranks has no whole model to decode with, which is said instead.
-void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, const ShardedDataset& data,
-                torch::Device device, const RunMesh& mesh) {
-  if (mesh.model_parallel()) {
-    log_info("train.sample_tokens: no sample after a tensor- or pipeline-parallel run (decoding needs the whole "
-             "model); sample from its checkpoint with `hwtrain generate`");
-    return;
+// A tensor- or pipeline-parallel run's whole model, to sample from: every rank's shards joined as a
+// checkpoint joins them (collective over the model's groups: every rank calls it), built on rank 0.
+std::optional<GPT> joined_model(const HardwareAwareOptimizer& optimizer, TrainableModel& trained, const Trainer& trainer,
+                                bool rank0) {
+  const NamedTensors whole = trained.whole_tensors(trainer.snapshot_weights());
+  if (!rank0) return std::nullopt;
+  GPT model = optimizer.build_model();
+  torch::NoGradGuard no_grad;
+  auto params = model->named_parameters();
+  for (const auto& [name, value] : whole) {
+    torch::Tensor* p = params.find(name);
+    TORCH_CHECK(p, "joined weights name '", name, "', which the whole model lacks");
+    p->copy_(value);
   }
+  TORCH_CHECK(whole.size() == params.size(), "the joined weights hold ", whole.size(), " of the model's ",
+              params.size(), " parameters");
+  return model;
+}
+
+// A sample of text from the trained model, with the tokenizer it trained with.
+void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, const ShardedDataset& data,
+                torch::Device device) {
   std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
   const Tokenizer* tokenizer = trainer.tokenizer();
   if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(data, config.data.tokenizer)).get();
@@ -290,8 +303,10 @@ int run_train(const TrainArgs& a) {
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
   if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
+  std::optional<GPT> joined;  // tensor or pipeline parallel: the whole model, on rank 0
+  if (sample && mesh.model_parallel()) joined = joined_model(optimizer, *trained, trainer, rank0);
   if (group) group->shutdown();
-  if (sample && (rank0 || mesh.model_parallel())) log_sample(model, config, trainer, *data, optimizer.device(), mesh);
+  if (sample && rank0) log_sample(joined ? *joined : model, config, trainer, *data, optimizer.device());
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }
