@@ -19,11 +19,12 @@ namespace {
 // GPU between nodes (a common Ethernet/RoCE NIC); the decision's reason says when they were used.
 constexpr double kAssumedIntraNodeGbs = 32.0;
 constexpr double kAssumedInterNodeGbs = 12.5;
-// Gloo between processes of one machine (TCP over the loopback): a few GB/s for large messages and
-// about 100 us a collective; assumed, not measured (bench/model_parallel_bench.sh measures the
-// communication share of real CPU runs).
-constexpr double kAssumedLoopbackGbs = 2.0;
-constexpr double kAssumedGlooLatency = 100e-6;
+// Gloo between processes of one machine (TCP over the loopback), as measured on 2 shared cores
+// (bench/auto_layout_bench.sh, docs/benchmarks.md): a TP2 collective took 2.6-2.9 ms whether it moved
+// 0.13 or 0.86 MiB, the ranks' skew included (every collective waits for the slower one), so about
+// 2 ms a collective and 1.5 GB/s. Machines with idle cores for Gloo's threads wait less.
+constexpr double kAssumedLoopbackGbs = 1.5;
+constexpr double kAssumedGlooLatency = 2e-3;
 
 int64_t gpus_per_node(const HardwareProfile& hw) {
   return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
@@ -68,8 +69,8 @@ LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assu
   m.collective_latency_s = kAssumedGlooLatency;
   m.memory_budget_bytes = p.memory_budget_bytes;
   assumed += "; CPU processes: " + format_number("%.1f", peak.flops / 1e9) + " GFLOP/s each (" + peak.reason +
-             "), Gloo over the loopback at " + format_number("%.0f", kAssumedLoopbackGbs) + " GB/s and " +
-             format_number("%.0f", kAssumedGlooLatency * 1e6) + " us a collective assumed";
+             "), Gloo over the loopback at " + format_number("%.1f", kAssumedLoopbackGbs) + " GB/s and " +
+             format_seconds(kAssumedGlooLatency) + " a collective (measured on 2 shared cores)";
   return m;
 }
 
