@@ -121,6 +121,8 @@ TEST(AutoLayout, AModelThatDoesNotFitAProcessIsSplit) {
   }
   EXPECT_TRUE(whole_refused);
 
+  EXPECT_NE(decision(make_plan(cpu_box(20ll << 30), c, two_ranks()), "memory").reason.find("75% of 20.0 GiB / 2 local ranks"),
+            std::string::npos);
   // The same machine for one process: the whole budget, and the whole model fits it.
   PlanContext one;
   one.ranks_per_node = 1;

@@ -21,6 +21,13 @@ double available_bytes(const Plan& p, const PlanInputs& in) {
   return static_cast<double>(in.hw.memory.effective_available_bytes);
 }
 
+// How the budget was reached: "75% of 22.2 GiB / 4 local ranks".
+std::string budget_source(const Plan& p, const PlanInputs& in) {
+  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  return format_number("%.3g", in.want.memory_threshold * 100) + "% of " + format_bytes(available_bytes(p, in)) +
+         (sharing > 1 ? " / " + std::to_string(sharing) + " local ranks" : "");
+}
+
 bool fits(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every) {
   return estimate_memory(memory_query(p, in, micro, every)).total() <= p.memory_budget_bytes;
 }
@@ -109,11 +116,8 @@ void refuse_unfittable(const Plan& p, const PlanInputs& in, const BatchChoice& b
                   : "use a smaller model (model.n_layer / model.n_embd) or a machine with more memory";
     throw HardwareError("the model needs " + format_bytes(need) + " per device even at micro-batch 1 with full "
                         "activation checkpointing (" + e.breakdown() + "), but the budget is " +
-                        format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold = " +
-                        format_number("%.1f", in.want.memory_threshold) + " of " + format_bytes(available_bytes(p, in)) +
-                        (p.on_gpu() || local_ranks(in) == 1 ? "" : ", shared by " + std::to_string(local_ranks(in)) +
-                                                                       " local ranks") +
-                        "); " + hint);
+                        format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold: " +
+                        budget_source(p, in) + "); " + hint);
   }
   if (in.want.optimizer_step == OptimizerStep::InBackward && !in.want.micro_batch_size &&
       !fits(p, in, b.micro, b.every)) {
@@ -265,9 +269,7 @@ void decide_memory(Plan& p, const PlanInputs& in) {
   const MemoryEstimate e = estimate_memory(memory_query(p, in, p.micro_batch_size, p.checkpoint_every));
   p.predicted_peak_bytes = e.total();
   p.decide("memory", format_bytes(e.total()) + " predicted peak",
-           "budget " + format_bytes(p.memory_budget_bytes) + " = " +
-               format_number("%.1f", in.want.memory_threshold * 100) + "% of " + format_bytes(available_bytes(p, in)) +
-               "; " + e.breakdown() +
+           "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() +
                (in.want.model.is_llama() ? " (llama: activations counted, within 14% of CPU measurements; "
                                            "not measured on a GPU)"
                                          : ""));
