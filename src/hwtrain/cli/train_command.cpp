@@ -198,10 +198,14 @@ GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& 
   return model;
 }
 
-// A tensor- or pipeline-parallel run's whole model, to sample from: every rank's shards joined as a
-// checkpoint joins them (collective over the model's groups: every rank calls it), built on rank 0.
-std::optional<GPT> joined_model(const HardwareAwareOptimizer& optimizer, TrainableModel& trained, const Trainer& trainer,
-                                bool rank0) {
+// Before the group shuts down (collective: every rank calls it), the whole weights to sample from:
+// ZeRO-3 gathers its units in place; a tensor- or pipeline-parallel run joins every rank's shards as
+// a checkpoint joins them into a whole model built on rank 0. Empty: sample the run's own model.
+std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const RunMesh& mesh,
+                                     const HardwareAwareOptimizer& optimizer, TrainableModel& trained,
+                                     const Trainer& trainer, bool rank0) {
+  if (parallel.sharded) parallel.sharded->gather_all();
+  if (!mesh.model_parallel()) return std::nullopt;
   const NamedTensors whole = trained.whole_tensors(trainer.snapshot_weights());
   if (!rank0) return std::nullopt;
   GPT model = optimizer.build_model();
@@ -269,8 +273,8 @@ int run_train(const TrainArgs& a) {
   GPT model = build_run_model(optimizer, a.init_from);
   const RunMesh mesh = join_mesh(mesh_shape, group, model, config.dist.sequence_parallel,  // TP: the layers cut to
                                  config.dist.pipeline_chunks);                           // this rank's shard
-  std::shared_ptr<TrainableModel> trained = mesh.stage;  // a pipeline stage, or the whole (or TP-cut) model
-  if (!trained) trained = std::make_shared<GptModel>(model);
+  const std::shared_ptr<TrainableModel> trained =  // a pipeline stage, or the whole (or TP-cut) model
+      mesh.stage ? std::shared_ptr<TrainableModel>(mesh.stage) : std::make_shared<GptModel>(model);
   auto windows = std::make_shared<TokenWindows>(data, config.model.block_size, static_cast<uint64_t>(config.train.seed) + 1);
   Trainer trainer(trainer_options(config), optimizer.plan(), trained, windows, run_dir, mesh.data_rank(), mesh.data_size());
   auto metrics_logger = std::make_shared<MetricsLogger>(run_dir, config.log, config.train.max_steps,
@@ -302,9 +306,7 @@ int run_train(const TrainArgs& a) {
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
-  if (parallel.sharded && sample) parallel.sharded->gather_all();  // ZeRO-3: whole weights to sample with
-  std::optional<GPT> joined;  // tensor or pipeline parallel: the whole model, on rank 0
-  if (sample && mesh.model_parallel()) joined = joined_model(optimizer, *trained, trainer, rank0);
+  auto joined = sample ? weights_to_sample(parallel, mesh, optimizer, *trained, trainer, rank0) : std::nullopt;
   if (group) group->shutdown();
   if (sample && rank0) log_sample(joined ? *joined : model, config, trainer, *data, optimizer.device());
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());

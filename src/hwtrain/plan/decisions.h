@@ -26,8 +26,9 @@ const GpuInfo* local_gpu(const PlanInputs& in);
 // The plan's GPU once the device is decided: null when the plan runs on the CPU.
 const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in);
 
-// The run's processes on this machine, which share its cores and, on the CPU, its memory.
-int64_t local_ranks(const PlanInputs& in);
+// The run's processes on this machine that share its cores and memory: on the CPU all of them (each
+// plans with its share); a GPU rank trains on memory of its own and keeps the host's cores: 1.
+int64_t ranks_sharing_host(const Plan& p, const PlanInputs& in);
 
 // device_decisions.cpp
 void decide_device(Plan& p, const PlanInputs& in);

@@ -17,7 +17,8 @@ const GpuInfo* local_gpu(const PlanInputs& in) {
 
 const GpuInfo* plan_gpu(const Plan& p, const PlanInputs& in) { return p.on_gpu() ? local_gpu(in) : nullptr; }
 
-int64_t local_ranks(const PlanInputs& in) {
+int64_t ranks_sharing_host(const Plan& p, const PlanInputs& in) {
+  if (p.on_gpu()) return 1;
   const int64_t all = std::max<int64_t>(1, in.ctx.world_size * in.ctx.model_parallel);
   return in.ctx.ranks_per_node > 0 ? std::min(all, in.ctx.ranks_per_node) : all;
 }
@@ -55,7 +56,7 @@ void decide_threads(Plan& p, const PlanInputs& in) {
     p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
     return;
   }
-  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  const int64_t sharing = ranks_sharing_host(p, in);
   p.intra_op_threads = std::max<int64_t>(1, cores / sharing);
   p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
            std::to_string(cores) + " physical cores usable by this process" +

@@ -23,8 +23,8 @@ constexpr double kAssumedInterNodeGbs = 12.5;
 // (bench/auto_layout_bench.sh, docs/benchmarks.md): a TP2 collective took 2.6-2.9 ms whether it moved
 // 0.13 or 0.86 MiB, the ranks' skew included (every collective waits for the slower one), so about
 // 2 ms a collective and 1.5 GB/s. Machines with idle cores for Gloo's threads wait less.
-constexpr double kAssumedLoopbackGbs = 1.5;
-constexpr double kAssumedGlooLatency = 2e-3;
+constexpr double kLoopbackGbs = 1.5;
+constexpr double kGlooCollectiveSeconds = 2e-3;
 
 int64_t gpus_per_node(const HardwareProfile& hw) {
   return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
@@ -61,16 +61,16 @@ LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gp
 LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assumed) {
   LayoutMachine m;
   m.num_gpus = in.ctx.world_size;
-  m.gpus_per_node = std::min(m.num_gpus, local_ranks(in));
+  m.gpus_per_node = std::min(m.num_gpus, ranks_sharing_host(p, in));
   const CpuRankPeak peak = cpu_rank_peak(p, in);
   m.peak_flops = peak.flops;
-  m.nvlink_gbs = kAssumedLoopbackGbs;
+  m.nvlink_gbs = kLoopbackGbs;
   m.inter_node_gbs = kAssumedInterNodeGbs;
-  m.collective_latency_s = kAssumedGlooLatency;
+  m.collective_latency_s = kGlooCollectiveSeconds;
   m.memory_budget_bytes = p.memory_budget_bytes;
   assumed += "; CPU processes: " + format_number("%.1f", peak.flops / 1e9) + " GFLOP/s each (" + peak.reason +
-             "), Gloo over the loopback at " + format_number("%.1f", kAssumedLoopbackGbs) + " GB/s and " +
-             format_seconds(kAssumedGlooLatency) + " a collective (measured on 2 shared cores)";
+             "), Gloo over the loopback at " + format_number("%.1f", kLoopbackGbs) + " GB/s and " +
+             format_seconds(kGlooCollectiveSeconds) + " a collective (measured on 2 shared cores)";
   return m;
 }
 

@@ -23,7 +23,7 @@ double available_bytes(const Plan& p, const PlanInputs& in) {
 
 // How the budget was reached: "75% of 22.2 GiB / 4 local ranks".
 std::string budget_source(const Plan& p, const PlanInputs& in) {
-  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  const int64_t sharing = ranks_sharing_host(p, in);
   return format_number("%.3g", in.want.memory_threshold * 100) + "% of " + format_bytes(available_bytes(p, in)) +
          (sharing > 1 ? " / " + std::to_string(sharing) + " local ranks" : "");
 }
@@ -168,10 +168,10 @@ int64_t target_batch_size(const PlanInputs& in) {
 
 int64_t per_rank_target(const PlanInputs& in) { return std::max<int64_t>(1, target_batch_size(in) / in.ctx.world_size); }
 
-// The ranks of this machine that share its memory: a GPU's is its rank's alone; on the CPU every
-// local process trains in the same memory, so each plans with its share of the threshold.
+// On the CPU every local process trains in the same memory, so each plans with its share of the
+// threshold (ranks_sharing_host).
 void decide_memory_budget(Plan& p, const PlanInputs& in) {
-  const int64_t sharing = p.on_gpu() ? 1 : local_ranks(in);
+  const int64_t sharing = ranks_sharing_host(p, in);
   p.memory_budget_bytes = in.want.memory_threshold * available_bytes(p, in) / static_cast<double>(sharing);
 }
 
