@@ -5,6 +5,7 @@
 # chose. tokens/s is the median over the timed steps after warm-up; MFU is against the bf16
 # matmul rate measured on this GPU (an 8192^3 product), FLOPs per token = 6N + 12*L*C*T.
 # Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M))
+# GPU_BENCH_PYTORCH picks the PyTorch rows (default: eager-fp32 eager-bf16-fused compile-bf16-fused).
 set -uo pipefail
 BUILD=${1:?build dir}
 OUT=${2:?output dir}
@@ -50,25 +51,27 @@ flops_per_token() {  # n_layer n_embd params
   python3 -c "print(6*$3 + 12*$1*$2*$BLOCK)"
 }
 
-hwtrain_run() {  # model -> "mb tokens/s step_ms params"
-  local model=$1 log=$OUT/hwtrain-$1.log
-  "$BUILD/hwtrain" train --data "$DATA" --out "$OUT/run-$model" \
+hwtrain_run() {  # model label [--set ...] -> "rc mb params median_step_s last_loss"
+  local model=$1 label=$2 log=$OUT/hwtrain-$1-$2.log
+  shift 2
+  "$BUILD/hwtrain" train --data "$DATA" --out "$OUT/run-$model-$label" \
     --set model.preset="$model" --set model.vocab_size=$VOCAB --set model.block_size=$BLOCK \
     --set train.max_steps=$((WARMUP + STEPS)) --set train.time_budget=0 --set train.eval_interval=0 \
     --set train.sample_tokens=0 --set train.log_interval=1 --set checkpoint.save_final=false \
     --set checkpoint.interval=0 --set log.report=false --set optimization.target_batch_size="$GLOBAL_BATCH" \
-    --set optimization.max_batch_size=64 "${EXTRA[@]}" > "$log" 2>&1
+    --set optimization.max_batch_size=64 "${EXTRA[@]}" "$@" > "$log" 2>&1
   local rc=$?
-  local mb params med
+  local mb params med last
   mb=$(sed -n 's/^  micro_batch_size *\([0-9]*\) .*/\1/p' "$log" | head -1)
   params=$(sed -n 's/^model: \([0-9]*\) parameters.*/\1/p' "$log" | head -1)
   med=$(awk -v w="$WARMUP" '/^step [0-9]+ \|/ { if ($2 > w) for (i = 1; i <= NF; i++) if ($i == "step_time") { v = $(i + 1); sub("s", "", v); print v } }' "$log" | median)
-  echo "$rc ${mb:-0} ${params:-0} $med"
+  last=$(awk '/^step [0-9]+ \|/ { for (i = 1; i <= NF; i++) if ($i == "loss") v = $(i + 1) } END { print v }' "$log")
+  echo "$rc ${mb:-0} ${params:-0} $med ${last:-nan}"
 }
 
 # The planner's predicted peak against the CUDA caching allocator's measured peak (allocated).
 memory_row() {  # model
-  python3 - "$OUT/run-$1" <<'EOF'
+  python3 - "$OUT/run-$1-plan" <<'EOF'
 import glob, json, sys
 d = sys.argv[1]
 plan = json.load(open(glob.glob(d + "/plan.json")[0]))
@@ -94,13 +97,13 @@ for model in "${MODELS[@]}"; do
     gpt2-medium) L=24; C=1024; H=16 ;;
     *) echo "gpu_bench: unknown model $model" | tee -a "$TABLE"; continue ;;
   esac
-  read -r rc mb params med <<< "$(hwtrain_run "$model")"
+  read -r rc mb params med last <<< "$(hwtrain_run "$model" plan)"
   if [ "$rc" != 0 ] || [ "$med" = nan ]; then
-    echo "$model: hwtrain failed (exit $rc), see hwtrain-$model.log" | tee -a "$TABLE"
-    tail -5 "$OUT/hwtrain-$model.log"
+    echo "$model: hwtrain failed (exit $rc), see hwtrain-$model-plan.log" | tee -a "$TABLE"
+    tail -5 "$OUT/hwtrain-$model-plan.log"
     continue
   fi
-  accum=$(sed -n 's/^  grad_accum_steps *\([0-9]*\) .*/\1/p' "$OUT/hwtrain-$model.log" | head -1)
+  accum=$(sed -n 's/^  grad_accum_steps *\([0-9]*\) .*/\1/p' "$OUT/hwtrain-$model-plan.log" | head -1)
   fpt=$(flops_per_token "$L" "$C" "$params")
   margs="--n-layer $L --n-head $H --n-embd $C"
   printf '\n%s (%s parameters), block %s, micro-batch %s (hwtrain: x %s accumulation), %s timed steps after %s warm-up\n' \
@@ -112,10 +115,20 @@ for model in "${MODELS[@]}"; do
 t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEAK, t/$hw_tps))" | tee -a "$TABLE"
   }
   row "hwtrain (plan)" "$hw_tps" "$(python3 -c "print($med*1000)")"
+  # The same run with the step replayed from a CUDA graph (optimization.cuda_graphs).
+  read -r grc gmb _ gmed glast <<< "$(hwtrain_run "$model" graphs --set optimization.cuda_graphs=true)"
+  if [ "$grc" = 0 ] && [ "$gmed" != nan ] && [ "$gmb" = "$mb" ]; then
+    row "hwtrain + cuda_graphs" "$(python3 -c "print(round($mb*${accum:-1}*$BLOCK/$gmed))")" "$(python3 -c "print($gmed*1000)")"
+    echo "  last loss: plan $last, cuda_graphs $glast; $(grep -m1 -oE 'CUDA graphs: .*' "$OUT/hwtrain-$model-graphs.log")" | tee -a "$TABLE"
+  else
+    echo "hwtrain + cuda_graphs: exit $grc, micro-batch $gmb (see hwtrain-$model-graphs.log)" | tee -a "$TABLE"
+    tail -3 "$OUT/hwtrain-$model-graphs.log"
+  fi
   memory_row "$model" | tee -a "$TABLE"
   for spec in "eager-fp32|--dtype fp32" "eager-bf16-fused|--dtype bf16 --fused" \
               "compile-bf16-fused|--dtype bf16 --fused --compile"; do
     label=${spec%%|*}; args=${spec#*|}
+    [[ " ${GPU_BENCH_PYTORCH:-eager-fp32 eager-bf16-fused compile-bf16-fused} " == *" $label "* ]] || continue
     # shellcheck disable=SC2086
     res=$(pytorch_run "$model-$label" "$margs" "$mb" $args)
     if [ -z "$res" ]; then

@@ -91,21 +91,30 @@ use_prebuilt() {
     tar xzf "$pre/build.tar.gz" -C /tmp/hwtrain-prebuilt && mv /tmp/hwtrain-prebuilt/build "$BUILD"
   find "$BUILD" -name '*.cmake' -exec sed -i "s#$from/build#$BUILD#g; s#$from#$ROOT#g" {} +
   # Test binaries name the hwtrain binary by its path where they were built.
-  [ "$from" = "$ROOT" ] && [ ! -e "$ROOT/build" ] && ln -s "$BUILD" "$ROOT/build"
+  [ -e "$from/build" ] || { mkdir -p "$from" && ln -s "$BUILD" "$from/build"; }
   local torch_lib
   torch_lib=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$torch_lib
   note "prebuilt binaries from $from ($(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null)); ldd: $(ldd "$BUILD/hwtrain" | grep -c 'not found') missing"
 }
 
-run_tests() {
+# The GPU-only tests (they GTEST_SKIP without CUDA) and those whose GPU runs are yet to be seen
+# (GPU_CHECK_GPU_REGEX), each result in the summary.
+run_gpu_tests() {
   local t=$(stamp)
-  # The GPU-only tests first (they GTEST_SKIP without CUDA), each result in the summary.
-  (cd "$BUILD" && timeout 240 ctest -R 'Cuda|CUDA|Gpu|GPU|Nvml' -j 4 --timeout 200 --output-on-failure -V) > "$OUTDIR/ctest-gpu.log" 2>&1
+  (cd "$BUILD" && timeout 240 ctest -R "${GPU_CHECK_GPU_REGEX:-Cuda|CUDA|Gpu|GPU|Nvml|GoldenLosses}" -j 4 --timeout 200 --output-on-failure -V) > "$OUTDIR/ctest-gpu.log" 2>&1
   note "gpu tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest-gpu.log" | tail -1) in $(($(stamp) - t)) s"
   grep -E '^\s*[0-9]+/[0-9]+ Test +#[0-9]+:' "$OUTDIR/ctest-gpu.log" | sed 's/^ *//' | tee -a "$SUMMARY"
-  grep -E 'Failure|Expected|Which is|actual|error:' "$OUTDIR/ctest-gpu.log" | head -30 | tee -a "$SUMMARY"
-  t=$(stamp)
+  grep -E 'Failure|Expected|Which is|actual|error:|largest difference|CUDA graphs:' "$OUTDIR/ctest-gpu.log" | head -30 | tee -a "$SUMMARY"
+}
+
+run_tests() {
+  run_gpu_tests
+  run_all_tests
+}
+
+run_all_tests() {
+  local t=$(stamp)
   local only=()
   [ -n "${GPU_CHECK_TEST_REGEX:-}" ] && only=(-R "$GPU_CHECK_TEST_REGEX")  # a subset, e.g. to re-check failures
   (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure "${only[@]}") > "$OUTDIR/ctest.log" 2>&1
@@ -186,7 +195,28 @@ build_or_prebuilt() {
   note "falling back to the carried prebuilt binaries"; use_prebuilt
 }
 
+# Two data-parallel ranks on the one GPU through NCCL (the issue asks whether NCCL allows it).
+nccl_two_ranks_one_gpu() {
+  local t=$(stamp)
+  timeout 90 "$BUILD/hwtrain" launch --nproc-per-node 2 --master-port 29611 -- train --out "$OUTDIR/run-nccl2" \
+    --set dist.backend=nccl --set train.max_steps=5 --set train.eval_interval=0 --set train.sample_tokens=0 \
+    --set checkpoint.save_final=false --set log.report=false > "$OUTDIR/nccl2.log" 2>&1
+  note "nccl, 2 ranks on one GPU: exit $? in $(($(stamp) - t)) s; $(grep -m3 -iE 'duplicate|nccl.*(error|warn)|^step 5 ' "$OUTDIR/nccl2.log" | tr '\n' ' ')"
+}
+
+# One short call: the facts, the GPU tests, the GPT-2 124M table (hwtrain with and without CUDA
+# graphs, PyTorch beside it), then the whole suite for what time is left.
+prebuilt_graphs() {
+  unpack; use_prebuilt; gpu_facts; run_gpu_tests; nccl_two_ranks_one_gpu
+  local t=$(stamp)
+  bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench" ${GPU_BENCH_MODELS:-gpt2} > "$OUTDIR/bench.log" 2>&1
+  note "bench: exit $? in $(($(stamp) - t)) s"
+  cat "$OUTDIR/bench/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
+  run_all_tests
+}
+
 case $WHAT in
+  prebuilt-graphs) prebuilt_graphs ;;
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
   prebuilt-profile) unpack; use_prebuilt; gpu_facts; run_profile; run_tests ;;
   prebuilt-full) unpack; use_prebuilt; gpu_facts; run_bench; run_profile; run_tests ;;
@@ -195,7 +225,7 @@ case $WHAT in
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-graphs | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

@@ -275,14 +275,40 @@ TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   }
 }
 
-TEST(Planner, CudaGraphsAreNotImplementedAndSaySo) {
+std::string decision_value(const Plan& p, const std::string& name) {
+  for (const auto& d : p.decisions) {
+    if (d.name == name) return d.value;
+  }
+  return "(none)";
+}
+
+TEST(Planner, CudaGraphsCaptureAOneGpuBf16StepAndSayWhyNotElsewhere) {
   RunConfig c = small_config();
   c.apply_override("optimization.cuda_graphs=true");
-  for (const Plan& p : {make_plan(cpu_machine(true, 300, 900), c), make_plan(gpu_machine(9), c)}) {
+  const Plan gpu = make_plan(gpu_machine(9), c);
+  EXPECT_TRUE(gpu.cuda_graphs);
+  EXPECT_EQ(decision_value(gpu, "cuda_graphs").rfind("on after 3", 0), 0u) << decision_value(gpu, "cuda_graphs");
+  EXPECT_TRUE(gpu.warnings.empty());
+  EXPECT_TRUE(Plan::from_json(gpu.to_json()).cuda_graphs);
+
+  auto refused = [](const Plan& p, const std::string& why) {
     EXPECT_FALSE(p.cuda_graphs);
     ASSERT_EQ(p.warnings.size(), 1u);
-    EXPECT_NE(p.warnings[0].find("optimization.cuda_graphs is not implemented"), std::string::npos) << p.warnings[0];
-  }
+    EXPECT_NE(p.warnings[0].find("optimization.cuda_graphs = true cannot apply: "), std::string::npos) << p.warnings[0];
+    EXPECT_NE(p.warnings[0].find(why), std::string::npos) << p.warnings[0];
+  };
+  refused(make_plan(cpu_machine(true, 300, 900), c), "not a CUDA device");
+  RunConfig fp16 = c;
+  fp16.apply_override("optimization.mixed_precision_dtype=fp16");
+  refused(make_plan(gpu_machine(9), fp16), "fp16");
+  PlanContext two_ranks;
+  two_ranks.world_size = 2;
+  refused(make_plan(gpu_machine(9), c, two_ranks), "collectives");
+  RunConfig offload = c;
+  offload.apply_override("optimization.optimizer_state_device=cpu");
+  refused(make_plan(gpu_machine(9), offload), "host memory");
+  // Not asked for: off, and said so on a GPU.
+  EXPECT_EQ(decision_value(make_plan(gpu_machine(9), small_config()), "cuda_graphs"), "off");
 }
 
 // GPT-2 124M's shape at a block size, vocabulary and micro-batch.

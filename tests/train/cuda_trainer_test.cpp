@@ -1,6 +1,7 @@
 // The trainer on a CUDA device (skipped without one; scripts/gpu-check.sh runs them on the GPU
 // machines): bitwise resume with deterministic kernels, batch k+1's copy on a side stream during
-// step k and the flash SDPA kernel (both read from a profile), a real OOM under a memory cap.
+// step k and the flash SDPA kernel (both read from a profile), a real OOM under a memory cap, the
+// step replayed from a CUDA graph (the eager step's losses, bit for bit) and its logged fallback.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -203,6 +204,79 @@ TEST(CudaTrainer, RealOutOfMemoryHalvesTheMicroBatchWithTheGlobalBatchExact) {
   ASSERT_EQ(recovering->loss_history().size(), 2u);
   EXPECT_NEAR(recovering->loss_history()[0], 4.2, 0.5);  // ln 64 = 4.16: a sane first loss
 #endif
+}
+
+// Ten steps of two micro-batches with clipping, at a constant learning rate a float holds exactly
+// (the graph's AdamW reads the rate as a float tensor, the eager one as a double).
+std::vector<double> graphed_losses(TrainerFixture& f, bool graphs, const std::string& run,
+                                   const std::function<torch::Tensor(const torch::Tensor&)>& hook,
+                                   std::unique_ptr<Trainer>* keep, double dropout = 0) {
+  plan_for_cuda(f, /*deterministic=*/true);
+  f.config.model.dropout = dropout;
+  f.config.train.max_steps = 10;
+  f.config.train.warmup_steps = 0;
+  f.config.train.lr_schedule = LrSchedule::kConstant;
+  f.config.train.lr = 1.0 / 128;
+  f.config.train.grad_clip = 0.5;
+  f.plan.micro_batch_size = 4;
+  f.plan.grad_accum_steps = 2;
+  f.plan.cuda_graphs = graphs;
+  auto t = make_on_device(f, run);
+  if (hook) TrainerTestSeam::set_loss_hook(*t, hook);
+  t->fit();
+  std::vector<double> losses = t->loss_history();
+  if (keep) *keep = std::move(t);
+  return losses;
+}
+
+TEST(CudaTrainer, CudaGraphStepsGiveTheEagerStepsLossesBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  ResetProcessSettings reset;
+  TrainerFixture f;
+  const auto eager = graphed_losses(f, false, "eager", nullptr, nullptr);
+  std::unique_ptr<Trainer> t;
+  const auto graphed = graphed_losses(f, true, "graphed", nullptr, &t);
+  ASSERT_NE(t->cuda_graph(), nullptr);
+  EXPECT_TRUE(t->cuda_graph()->captured()) << t->cuda_graph()->stop_reason();
+  EXPECT_EQ(t->cuda_graph()->replays(), 10 - kCudaGraphWarmupSteps);
+  ASSERT_EQ(graphed.size(), eager.size());
+  double worst = 0;
+  for (size_t i = 0; i < eager.size(); ++i) worst = std::max(worst, std::abs(graphed[i] - eager[i]));
+  EXPECT_EQ(graphed, eager) << "largest difference " << worst;
+  EXPECT_LT(eager.back(), eager.front());
+}
+
+// The graph registers the default CUDA generator: each replay draws the dropout masks the eager
+// step would (the generator's offset advanced per replay), not the captured step's again.
+TEST(CudaTrainer, CudaGraphStepsDrawTheEagerStepsDropoutMasks) {
+  SKIP_WITHOUT_CUDA();
+  ResetProcessSettings reset;
+  TrainerFixture f;
+  const auto eager = graphed_losses(f, false, "eager", nullptr, nullptr, 0.2);
+  std::unique_ptr<Trainer> t;
+  const auto graphed = graphed_losses(f, true, "graphed", nullptr, &t, 0.2);
+  EXPECT_TRUE(t->cuda_graph()->captured()) << t->cuda_graph()->stop_reason();
+  EXPECT_EQ(graphed, eager);
+}
+
+TEST(CudaTrainer, AFailedCaptureIsLoggedAndTheStepsRunEagerly) {
+  SKIP_WITHOUT_CUDA();
+  ResetProcessSettings reset;
+  TrainerFixture f;
+  // A loss hook that reads the device from the host: fine eagerly, impossible inside a capture.
+  auto host_read = [](const torch::Tensor& loss) {
+    (void)loss.item<float>();
+    return loss;
+  };
+  const auto eager = graphed_losses(f, false, "eager", host_read, nullptr);
+  std::unique_ptr<Trainer> t;
+  const auto fallback = graphed_losses(f, true, "fallback", host_read, &t);
+  ASSERT_NE(t->cuda_graph(), nullptr);
+  EXPECT_FALSE(t->cuda_graph()->captured());
+  EXPECT_EQ(t->cuda_graph()->replays(), 0);
+  EXPECT_NE(t->cuda_graph()->stop_reason().find("capturing step 4 failed"), std::string::npos)
+      << t->cuda_graph()->stop_reason();
+  EXPECT_EQ(fallback, eager);  // the failed step ran eagerly on the same data, and all after it
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ void decide_device(Plan& p, const PlanInputs& in);
 void decide_threads(Plan& p, const PlanInputs& in);
 void decide_loader(Plan& p, const PlanInputs& in);
 void decide_gpu_settings(Plan& p, const PlanInputs& in);  // pinned memory, TF32, cuDNN, CUDA graphs
+void decide_cuda_graphs(Plan& p, const PlanInputs& in);   // the step as one CUDA graph, or why not
 void decide_mfu_peak(Plan& p, const PlanInputs& in);
 // On the CPU: the dense GEMM rate one rank can reach at the plan's precision on its threads (the
 // probe's, scaled; the ISA's when the probe was contended or not run), and where it comes from.

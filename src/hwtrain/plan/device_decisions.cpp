@@ -91,10 +91,43 @@ void decide_gpu_settings(Plan& p, const PlanInputs& in) {
     p.decide("deterministic", "on", std::string("optimization.deterministic = true: deterministic kernels only") +
                                         (p.on_gpu() ? ", cuBLAS workspace :4096:8, cuDNN autotuning off" : ""));
   }
+  decide_cuda_graphs(p, in);
+}
+
+namespace {
+
+// Why this plan's step cannot be one CUDA graph ("" when it can): whatever decides on the host
+// within a step, or talks to other ranks, stays eager.
+std::string cuda_graph_obstacle(const Plan& p, const PlanInputs& in) {
+  if (!p.on_gpu()) return "the run is on " + p.device.str() + ", not a CUDA device";
+  if (p.precision == Precision::Fp16) return "fp16's loss scaling decides on the host each step; use bf16";
+  if (p.world_size > 1 || in.ctx.model_parallel > 1) return "collectives across ranks are not captured";
+  if (p.sharding != Sharding::None) return "dist.sharding is not captured";
+  if (p.optimizer_in_backward()) return "optimization.optimizer_in_backward steps from per-parameter hooks";
+  if (!p.fused_optimizer) return "it needs the fused AdamW (optimization.fused_optimizer = true)";
+  if (p.pure_bf16_weights) return "bf16 weights take the reference AdamW, which reads its step count on the host";
+  if (p.optimizer_state_device != StateDevice::Device) return "optimizer state in host memory is updated by the host";
+  if (p.optimizer_state_dtype != StateDtype::Fp32) return "8-bit moments are requantized per parameter";
+  return "";
+}
+
+}  // namespace
+
+void decide_cuda_graphs(Plan& p, const PlanInputs& in) {
   p.cuda_graphs = false;
-  if (in.want.cuda_graphs) {
-    p.warnings.push_back("optimization.cuda_graphs is not implemented in this version: the step runs eagerly");
+  if (!in.want.cuda_graphs) {
+    if (p.on_gpu()) p.decide("cuda_graphs", "off", "optimization.cuda_graphs = false");
+    return;
   }
+  const std::string obstacle = cuda_graph_obstacle(p, in);
+  if (!obstacle.empty()) {
+    p.warnings.push_back("optimization.cuda_graphs = true cannot apply: " + obstacle + "; the step runs eagerly");
+    p.decide("cuda_graphs", "off", obstacle);
+    return;
+  }
+  p.cuda_graphs = true;
+  p.decide("cuda_graphs", "on after " + std::to_string(kCudaGraphWarmupSteps) + " eager warm-up steps",
+           "the whole step (forward, backward, clipping, AdamW) replayed as one CUDA graph: no launch cost per kernel");
 }
 
 namespace {

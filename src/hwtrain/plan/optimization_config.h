@@ -127,7 +127,8 @@ struct OptimizationConfig {
     v("optimizer_in_backward", optimizer_in_backward,
       "step each parameter as soon as backward has its gradient, then free it, so the gradients never exist "
       "all at once (needs train.grad_clip = 0, one micro-batch per step, one process, no fp16)");
-    v("cuda_graphs", cuda_graphs, "not implemented yet: the plan warns and the step runs eagerly");
+    v("cuda_graphs", cuda_graphs, "capture the training step (forward, backward, clipping, AdamW) as one CUDA graph "
+      "after 3 eager steps and replay it: one GPU, bf16 or fp32, fused AdamW on the device; the plan says why not otherwise");
     v("allow_tf32", allow_tf32, "TF32 matmuls on Ampere or later");
     v("cudnn_benchmark", cudnn_benchmark, "cuDNN autotuning");
     v("deterministic", deterministic,

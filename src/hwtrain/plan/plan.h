@@ -108,6 +108,9 @@ struct Decision {
   std::string reason;  // "CPU has AVX512_BF16 and bf16 GEMM measured 2.9x fp32"
 };
 
+// Eager steps before a plan with cuda_graphs captures its step (allocator, handles and moments settle).
+inline constexpr int64_t kCudaGraphWarmupSteps = 3;
+
 struct Plan {
   c10::Device device{c10::kCPU};
   Precision precision = Precision::Fp32;
@@ -131,7 +134,7 @@ struct Plan {
   bool deterministic = false;      // deterministic algorithms only (at::Context, cuBLAS workspace)
   bool fused_optimizer = true;
   OptimizerStep optimizer_step = OptimizerStep::AfterBackward;
-  bool cuda_graphs = false;        // not implemented: always false (the plan warns when asked for)
+  bool cuda_graphs = false;        // the step captured as one CUDA graph after warm-up (train/cuda_graph_step.h)
   Sharding sharding = Sharding::None;
   bool auto_batch_size = false;    // probe the largest micro-batch before training
   StateDevice optimizer_state_device = StateDevice::Device;

@@ -85,13 +85,20 @@ void AdamW::step_reference(Slot& s, const torch::Tensor& param, const torch::Ten
 void AdamW::step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                        const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
                        const std::vector<torch::Tensor>& steps, bool decay, double lr,
-                       const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
+                       const torch::Tensor& grad_scale, const torch::Tensor& found_inf,
+                       const torch::Tensor& lr_tensor) {
   // As in Python's fused AdamW: the caller counts the step, and takes it back if skipped.
   at::_foreach_add_(steps, 1);
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
-                    options_.beta2, decay ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
-                    /*maximize=*/false, grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt,
-                    found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt);
+  const double wd = decay ? options_.weight_decay : 0.0;
+  const auto scale = grad_scale.defined() ? std::optional<at::Tensor>(grad_scale) : std::nullopt;
+  const auto inf = found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
+  if (lr_tensor.defined()) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr_tensor, options_.beta1,
+                      options_.beta2, wd, options_.eps, /*amsgrad=*/false, /*maximize=*/false, scale, inf);
+  } else {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                      options_.beta2, wd, options_.eps, /*amsgrad=*/false, /*maximize=*/false, scale, inf);
+  }
   if (found_inf.defined()) {
     for (const auto& t : steps) t.sub_(found_inf);
   }
@@ -179,6 +186,36 @@ void AdamW::step_parameter(size_t index, double lr) {
     return;
   }
   step_fused({s.param}, {s.param.grad()}, {s.exp_avg}, {s.exp_avg_sq}, {s.step}, s.decay, lr, {}, {});
+}
+
+std::string AdamW::capture_obstacle() const {
+  if (!fused_) return "optimization.fused_optimizer = false";
+  if (options_.host_state) return "optimizer state in host memory";
+  for (const auto& s : slots_) {
+    if (s.quantized) return "8-bit moments (parameter '" + s.name + "')";
+    if (!s.owned) return "ZeRO-1 shards";
+    if (s.param.scalar_type() != torch::kFloat32) return "parameter '" + s.name + "' is not fp32";
+    if (!has_moments(s)) return "moments of '" + s.name + "' not allocated yet";
+  }
+  return "";
+}
+
+void AdamW::step_on_device(const torch::Tensor& lr, const torch::Tensor& found_inf) {
+  const std::string obstacle = capture_obstacle();
+  if (!obstacle.empty()) throw ConfigError("AdamW cannot update from device tensors alone: " + obstacle);
+  torch::NoGradGuard no_grad;
+  for (bool decay : {true, false}) {
+    std::vector<torch::Tensor> params, grads, m, v, steps;
+    for (auto& s : slots_) {
+      if (s.decay != decay || !s.param.grad().defined()) continue;
+      params.push_back(s.param);
+      grads.push_back(s.param.grad());
+      m.push_back(s.exp_avg);
+      v.push_back(s.exp_avg_sq);
+      steps.push_back(s.step);
+    }
+    if (!params.empty()) step_fused(params, grads, m, v, steps, decay, 0.0, {}, found_inf, lr);
+  }
 }
 
 void AdamW::reset_state() {

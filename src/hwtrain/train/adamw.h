@@ -50,6 +50,14 @@ class AdamW {
   // optimizer-in-backward hook calls as each gradient completes. Equal to step() for that
   // parameter (the fused kernel treats each tensor of its lists independently).
   void step_parameter(size_t index, double lr);
+  // The update read from device tensors alone, as a CUDA graph can capture it (train/cuda_graph_step.h):
+  // `lr` a float32 scalar on the parameters' device (ATen's tensor-lr overload: the learning rate
+  // enters the kernel as that float, where step() passes a double), `found_inf` (optional, float32,
+  // on the device) skips the update where it is 1. Throws ConfigError with capture_obstacle().
+  void step_on_device(const torch::Tensor& lr, const torch::Tensor& found_inf);
+  // Why step_on_device cannot run ("" when it can): it needs the fused kernel over fp32 parameters
+  // with fp32 moments, allocated, on their device, and no ZeRO-1 shards.
+  std::string capture_obstacle() const;
   size_t num_parameters() const { return slots_.size(); }
   void zero_grad();
   // Zeroes the moments and step counts (as freshly constructed), e.g. after probe steps.
@@ -109,7 +117,7 @@ class AdamW {
   void step_fused(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                   const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
                   const std::vector<torch::Tensor>& steps, bool decay, double lr, const torch::Tensor& grad_scale,
-                  const torch::Tensor& found_inf);
+                  const torch::Tensor& found_inf, const torch::Tensor& lr_tensor = {});
   std::vector<Slot> slots_;
   AdamWOptions options_;
   bool fused_;

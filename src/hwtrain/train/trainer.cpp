@@ -72,6 +72,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
   for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());
   verify_placement("model tensor", weights, device_);
   verify_placement("optimizer state", optimizer_->state(), device_);
+  make_graph_step();
 }
 
 Trainer::Trainer(TrainerOptions options, Plan plan, GPT model, std::shared_ptr<const ShardedDataset> data,
@@ -151,8 +152,12 @@ void Trainer::request_stop(const std::string& reason) {
 std::vector<torch::Tensor> Trainer::parameters() const { return model_->module().parameters(); }
 
 torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT) {
+  return forward_loss(x_BT, y_BT, plan_.autocast.cache);
+}
+
+torch::Tensor Trainer::forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT, bool cache_casts) {
   const c10::ScalarType dtype = precision_->autocast_dtype();
-  AutocastGuard autocast(device_.type(), dtype, true, plan_.autocast.cache);
+  AutocastGuard autocast(device_.type(), dtype, true, cache_casts);
   const bool cast = plan_.autocast.cast_inputs && dtype != torch::kFloat32 && x_BT.is_floating_point();
   auto loss = model_->forward_loss(cast ? x_BT.to(dtype) : x_BT, y_BT);
   check_scalar_loss(loss, "the model's forward_loss");
@@ -196,8 +201,8 @@ StepMetrics Trainer::train_step() {
   m.data_wait_seconds = batch.wait_seconds;
   m.forward_seconds = m.backward_seconds = m.comm_seconds = 0;
   const double lr = scheduled_lr(options_.train, step_) * lr_scale_;
-  double loss = run_step_with_retries(batch.x_NT, batch.y_NT, lr, m);
-  const double grad_norm = placement_->finish_step(loss, lr, m);
+  double grad_norm = 0;
+  const double loss = run_step(batch, lr, m, grad_norm);
   precision_->note_step(std::isfinite(loss));  // may switch to fp32 for the next step
 
   ++step_;

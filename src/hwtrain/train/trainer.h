@@ -28,6 +28,7 @@
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/batch_size_probe.h"
 #include "hwtrain/train/callback.h"
+#include "hwtrain/train/cuda_graph_step.h"
 #include "hwtrain/train/device_batches.h"
 #include "hwtrain/train/grad_scaler.h"
 #include "hwtrain/train/mixed_precision.h"
@@ -110,6 +111,9 @@ class Trainer : public TrainerControl {
   LoaderState loader_state() const { return batches_->state(); }
   // The dataset's tokenizer (what checkpoints carry); null for hand-made test data without one.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The captured step where the plan asks for CUDA graphs (null otherwise): whether it was captured,
+  // how many steps it replayed, and why it stopped.
+  const CudaGraphStep* cuda_graph() const { return graph_.get(); }
 
   // TrainerControl
   int64_t step() const override { return step_; }
@@ -137,7 +141,15 @@ class Trainer : public TrainerControl {
   // an OOM and falling back to fp32 for a missing kernel, as far as the placement allows.
   double run_step_with_retries(const torch::Tensor& x_NT, const torch::Tensor& y_NT, double lr, StepMetrics& m);
   void fill_step_metrics(StepMetrics& m, int64_t tokens, int64_t rows) const;
+  // `cache_casts`: autocast's weight-cast cache (the plan's setting; off while capturing a graph).
   torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT);
+  torch::Tensor forward_loss(const torch::Tensor& x_BT, const torch::Tensor& y_BT, bool cache_casts);
+  // trainer_graphed.cpp: the step from the CUDA graph where the plan captures it, else eagerly
+  // (with OOM retries); returns the loss and sets `grad_norm`.
+  double run_step(const DeviceBatch& batch, double lr, StepMetrics& m, double& grad_norm);
+  void make_graph_step();
+  std::string graph_obstacle() const;  // why this step cannot be captured ("" if it can)
+  torch::Tensor graphed_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT);
   std::vector<torch::Tensor> parameters() const;
   TrainingCheckpoint checkpoint_contents(NamedTensors optimizer_state) const;
   std::filesystem::path store_checkpoint(const TrainingCheckpoint& ckpt,
@@ -159,6 +171,7 @@ class Trainer : public TrainerControl {
   std::function<torch::Tensor(const torch::Tensor&)> loss_hook_;
   std::unique_ptr<BatchLoader> train_loader_;  // this rank's rows of each step, prefetched
   std::unique_ptr<DeviceBatches> batches_;     // the same rows on the device, copied a step ahead
+  std::unique_ptr<CudaGraphStep> graph_;       // the captured step (optimization.cuda_graphs)
   std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
   std::function<bool(bool)> stop_any_;
   CallbackList callbacks_;

@@ -48,4 +48,11 @@ UpdateOutcome update_after_backward(const std::vector<torch::Tensor>& params, Gr
   return out;
 }
 
+torch::Tensor update_on_device(const std::vector<torch::Tensor>& params, double max_grad_norm, AdamW& optimizer,
+                               const torch::Tensor& lr, const torch::Tensor& found_inf) {
+  torch::Tensor norm = clip_global_norm(params, max_grad_norm, nullptr);
+  optimizer.step_on_device(lr, found_inf);
+  return norm;
+}
+
 }  // namespace hwt

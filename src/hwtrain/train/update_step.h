@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "hwtrain/train/adamw.h"
 #include "hwtrain/train/grad_scaler.h"
 
 namespace hwt {
@@ -35,5 +36,13 @@ struct UpdateOutcome {
 UpdateOutcome update_after_backward(const std::vector<torch::Tensor>& params, GradScaler& scaler, double loss,
                                     const UpdateRule& rule, const std::function<void()>& update,
                                     const std::function<void()>& zero_grad);
+
+// The same update from device tensors alone, for a step captured as a CUDA graph
+// (train/cuda_graph_step.h): the global norm clipped to `max_grad_norm` by the same kernels, then
+// AdamW at the learning rate held in `lr`, skipped where `found_inf` is 1 (the caller's verdict on
+// the loss). No fp16 scaling, no collectives, no host read, no zeroing. Returns the norm before
+// clipping, on the device.
+torch::Tensor update_on_device(const std::vector<torch::Tensor>& params, double max_grad_norm, AdamW& optimizer,
+                               const torch::Tensor& lr, const torch::Tensor& found_inf);
 
 }  // namespace hwt
