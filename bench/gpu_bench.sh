@@ -5,7 +5,7 @@
 # chose. tokens/s is the median over the timed steps after warm-up; MFU is against the bf16
 # matmul rate measured on this GPU (an 8192^3 product), FLOPs per token = 6N + 12*L*C*T.
 # Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M))
-# GPU_BENCH_PYTORCH picks the PyTorch rows (default: eager-fp32 eager-bf16-fused compile-bf16-fused).
+# GPU_BENCH_PYTORCH picks the PyTorch rows (unset: eager-fp32 eager-bf16-fused compile-bf16-fused; empty: none).
 set -uo pipefail
 BUILD=${1:?build dir}
 OUT=${2:?output dir}
@@ -128,7 +128,7 @@ t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEA
   for spec in "eager-fp32|--dtype fp32" "eager-bf16-fused|--dtype bf16 --fused" \
               "compile-bf16-fused|--dtype bf16 --fused --compile"; do
     label=${spec%%|*}; args=${spec#*|}
-    [[ " ${GPU_BENCH_PYTORCH:-eager-fp32 eager-bf16-fused compile-bf16-fused} " == *" $label "* ]] || continue
+    [[ " ${GPU_BENCH_PYTORCH-eager-fp32 eager-bf16-fused compile-bf16-fused} " == *" $label "* ]] || continue
     # shellcheck disable=SC2086
     res=$(pytorch_run "$model-$label" "$margs" "$mb" $args)
     if [ -z "$res" ]; then

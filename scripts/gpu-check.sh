@@ -215,8 +215,25 @@ prebuilt_graphs() {
   run_all_tests
 }
 
+# The second table (GPT-2 350M beside PyTorch, then the offload bench, then GPT-2 124M's hwtrain rows
+# again: the memory model's prediction against the measured peak for both).
+prebuilt_tables() {
+  unpack; use_prebuilt
+  note "$(python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -1)"
+  local t=$(stamp) spec model
+  for spec in "gpt2-medium|eager-bf16-fused compile-bf16-fused" "gpt2|"; do
+    model=${spec%%|*}
+    [ "$model" = gpt2 ] && { t=$(stamp); RANKS=1 bash "$ROOT/bench/offload_bench.sh" "$BUILD" 8 cuda > "$OUTDIR/offload.log" 2>&1
+      note "offload bench: exit $? in $(($(stamp) - t)) s"; tee -a "$SUMMARY" < "$OUTDIR/offload.log"; t=$(stamp); }
+    GPU_BENCH_PYTORCH=${spec#*|} bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
+    note "bench $model: exit $? in $(($(stamp) - t)) s"
+    cat "$OUTDIR/bench-$model/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
+  done
+}
+
 case $WHAT in
   prebuilt-graphs) prebuilt_graphs ;;
+  prebuilt-tables) prebuilt_tables ;;
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
   prebuilt-profile) unpack; use_prebuilt; gpu_facts; run_profile; run_tests ;;
   prebuilt-full) unpack; use_prebuilt; gpu_facts; run_bench; run_profile; run_tests ;;
@@ -225,7 +242,7 @@ case $WHAT in
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-graphs | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-graphs | prebuilt-tables | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

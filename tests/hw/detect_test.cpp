@@ -13,6 +13,7 @@
 #include "hwtrain/hw/cpu_info.h"
 #include "hwtrain/hw/env_info.h"
 #include "hwtrain/hw/gemm_bench.h"
+#include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/hw/memory_info.h"
 
@@ -161,6 +162,14 @@ TEST(Detect, SummaryNamesTheParts) {
                            "Software"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " missing in\n" << s;
   EXPECT_NE(s.find(p.cpu.model_name), std::string::npos);
+}
+
+TEST(Detect, SummarySaysWhichGpusHaveFp8) {
+  HardwareProfile p = quick_profile();
+  p.gpus = hardware_preset("h100-80gb", 1)->gpus;
+  EXPECT_NE(hardware_summary(p).find("bf16, TF32, fp8"), std::string::npos) << hardware_summary(p);
+  p.gpus = hardware_preset("a100-80gb", 1)->gpus;
+  EXPECT_EQ(hardware_summary(p).find("fp8"), std::string::npos) << hardware_summary(p);
 }
 
 TEST(Detect, NoGpuMeansEmptyListNotCrash) {

@@ -48,6 +48,9 @@ LayoutProblem problem_for(const std::string& preset, int64_t nodes, const ModelC
   p.base.model = model;
   p.base.precision = Precision::Bf16;
   p.base.on_gpu = true;
+  // The published runs fuse the loss (torch.compile, Megatron's cross-entropy): no third fp32 copy
+  // of the logits as hwtrain's eager CUDA loss makes (the 8B rows read 104-108 GiB with it).
+  p.base.compiled_cross_entropy = true;
   p.base.attention = AttentionKernel::Sdpa;
   p.machine.num_gpus = nodes * 8;
   p.machine.gpus_per_node = 8;

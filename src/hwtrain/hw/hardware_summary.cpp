@@ -120,7 +120,9 @@ void gpu_lines(std::ostream& s, const HardwareProfile& p) {
       << format_bytes(static_cast<double>(g.total_memory_bytes));
     if (g.free_memory_bytes > 0)
       s << " (" << format_bytes(static_cast<double>(g.free_memory_bytes)) << " free)";
-    s << (g.bf16 ? ", bf16" : ", no bf16") << (g.tf32 ? ", TF32" : "");
+    // fp8 tensor cores from Ada (8.9) and Hopper (9.0) on: hwtrain does not train in fp8 yet.
+    const bool fp8 = g.cc_major * 10 + g.cc_minor >= 89;
+    s << (g.bf16 ? ", bf16" : ", no bf16") << (g.tf32 ? ", TF32" : "") << (fp8 ? ", fp8" : "");
     if (g.peak_bf16_tflops > 0) s << ", " << num(g.peak_bf16_tflops) << " TFLOP/s bf16";
     if (!g.interconnect.empty()) s << ", " << g.interconnect;
     if (!g.usable_by_torch) s << ", NOT usable by LibTorch";

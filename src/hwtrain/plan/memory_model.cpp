@@ -149,14 +149,18 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
     e.attention = scores * score_bytes * static_cast<double>(layers_kept) + scores * kBytesFp32;
   }
   // At the backward peak: the fp32 log-softmax that cross-entropy saved and the logits' gradient
-  // (the logits themselves are freed once log-softmax has read them).
+  // (the logits themselves are freed once log-softmax has read them). On CUDA a third fp32 copy
+  // lives then: nll_loss's backward hands log_softmax's backward a dense [tokens, vocab] gradient
+  // while that one writes its own (measured on an H100, docs/benchmarks.md: without it the GPT-2
+  // predictions were 0.82-0.96 of the caching allocator's peak, falling with the micro-batch).
   // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight
   // gradient is made in the forward pass and held until backward, beside the activations.
   const double vocab = static_cast<double>(q.model.vocab_size);
   const double logit_rows =
       q.fused_lm_head_loss ? std::min(tokens, static_cast<double>(lm_head_loss_chunk_tokens(q.model.vocab_size)))
                            : tokens;
-  e.logits = 2.0 * logit_rows * vocab * kBytesFp32 + (q.fused_lm_head_loss ? vocab * c * kBytesFp32 : 0.0);
+  const double logit_copies = q.on_gpu && !q.fused_lm_head_loss && !q.compiled_cross_entropy ? 3.0 : 2.0;
+  e.logits = logit_copies * logit_rows * vocab * kBytesFp32 + (q.fused_lm_head_loss ? vocab * c * kBytesFp32 : 0.0);
   e.overhead = q.on_gpu ? kGpuOverheadBytes : kCpuOverheadBytes;
   return e;
 }

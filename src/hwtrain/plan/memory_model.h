@@ -23,6 +23,9 @@ struct MemoryQuery {
   AttentionKernel attention = AttentionKernel::Sdpa;
   bool fused_lm_head_loss = false;  // chunked head + loss: logits one chunk at a time
   bool on_gpu = false;
+  // The cross-entropy fused (a published torch.compile or Megatron run, not hwtrain's eager one):
+  // no dense fp32 gradient beside the saved log-softmax on CUDA (see estimate_memory's logits).
+  bool compiled_cross_entropy = false;
   int64_t world_size = 1;
   // What the ranks shard (plan.h). ZeRO-2/3 keep fp32 master shards and compute in the precision's
   // dtype (bf16 parameters under bf16, as FSDP2's param_dtype; fp32 otherwise).
