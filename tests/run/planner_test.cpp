@@ -215,6 +215,24 @@ TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
       << "micro " << p.micro_batch_size << ", checkpoint_every " << p.checkpoint_every;
 }
 
+// A micro-batch that fills the GPU (8192 tokens) is not traded for recomputing every block, or for
+// the chunked head's small GEMMs, to fit a larger one; a small one still is.
+TEST(Planner, RecomputationBuysALargerMicroBatchOnlyWhileTheGpuIsNotFilled) {
+  RunConfig c;
+  c.apply_override("model.preset=gpt2-medium");
+  c.model.vocab_size = 50304;
+  c.apply_override("model.block_size=1024");
+  c.apply_override("optimization.target_batch_size=128");
+  c.apply_override("optimization.max_batch_size=64");
+  const Plan roomy = make_plan(gpu_machine(9, 80ll << 30), c);
+  EXPECT_EQ(roomy.checkpoint_every, 0) << roomy.to_text();
+  EXPECT_GE(roomy.micro_batch_size * 1024, 8192) << roomy.to_text();
+  EXPECT_LE(roomy.predicted_peak_bytes, roomy.memory_budget_bytes);
+  EXPECT_FALSE(roomy.fused_lm_head_loss) << "micro-batch 8 fills the GPU with the whole logits: " << roomy.to_text();
+  const Plan scarce = make_plan(gpu_machine(9, 12ll << 30), c);
+  EXPECT_EQ(scarce.checkpoint_every, 1) << scarce.to_text();
+}
+
 TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
   RunConfig c;
   c.apply_override("model.preset=gpt2");
