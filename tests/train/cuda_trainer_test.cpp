@@ -279,5 +279,21 @@ TEST(CudaTrainer, AFailedCaptureIsLoggedAndTheStepsRunEagerly) {
   EXPECT_EQ(fallback, eager);  // the failed step ran eagerly on the same data, and all after it
 }
 
+// Moments offloaded to host memory are where the plan put them, not a misplaced tensor (the
+// placement check refused them on the GPU before: found by bench/offload_bench.sh on an H100).
+TEST(CudaTrainer, OffloadedMomentsInHostMemoryAreNotAPlacementError) {
+  SKIP_WITHOUT_CUDA();
+  ResetProcessSettings reset;
+  TrainerFixture f;
+  plan_for_cuda(f, /*deterministic=*/false);
+  f.plan.optimizer_state_device = StateDevice::Host;
+  f.config.train.max_steps = 2;
+  std::unique_ptr<Trainer> t;
+  ASSERT_NO_THROW(t = make_on_device(f, "offload"));
+  ASSERT_TRUE(t->optimizer().options().host_state);
+  t->fit();
+  EXPECT_EQ(t->loss_history().size(), 2u);
+}
+
 }  // namespace
 }  // namespace hwt

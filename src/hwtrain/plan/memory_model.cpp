@@ -149,10 +149,11 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
     e.attention = scores * score_bytes * static_cast<double>(layers_kept) + scores * kBytesFp32;
   }
   // At the backward peak: the fp32 log-softmax that cross-entropy saved and the logits' gradient
-  // (the logits themselves are freed once log-softmax has read them). On CUDA a third fp32 copy
-  // lives then: nll_loss's backward hands log_softmax's backward a dense [tokens, vocab] gradient
-  // while that one writes its own (measured on an H100, docs/benchmarks.md: without it the GPT-2
-  // predictions were 0.82-0.96 of the caching allocator's peak, falling with the micro-batch).
+  // (the logits themselves are freed once log-softmax has read them). On CUDA three copies: the
+  // loss alone peaks at 2.5 (bench/ce_memory.py on an H100: the saved log-softmax, the fp32
+  // gradient its backward writes, the logits' bf16 gradient), and whole GPT-2 steps there fit 3
+  // (predicted/measured 1.03 for 124M and 350M at micro-batch 32; with 2 it was 0.82-0.96, falling
+  // with the micro-batch; the half copy beyond the loss's own is not attributed).
   // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight
   // gradient is made in the forward pass and held until backward, beside the activations.
   const double vocab = static_cast<double>(q.model.vocab_size);

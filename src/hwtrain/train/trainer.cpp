@@ -71,7 +71,9 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
   for (const auto& item : model_->module().named_parameters()) weights.emplace_back(item.key(), item.value());
   for (const auto& item : model_->module().named_buffers()) weights.emplace_back(item.key(), item.value());
   verify_placement("model tensor", weights, device_);
-  verify_placement("optimizer state", optimizer_->state(), device_);
+  // Offloaded moments (optimization.optimizer_state_device = cpu) live in host memory by design.
+  verify_placement("optimizer state", optimizer_->state(),
+                   optimizer_->options().host_state ? c10::Device(torch::kCPU) : device_);
   make_graph_step();
 }
 
