@@ -6,50 +6,12 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/plan/memory_model.h"
+#include "planner_machines.h"
 
 namespace hwt {
 namespace {
 
-HardwareProfile cpu_machine(bool bf16_isa, double fp32_gflops, double bf16_gflops) {
-  HardwareProfile hw;
-  hw.cpu.num_physical_cores = 2;
-  hw.cpu.num_logical_threads = 2;
-  hw.cpu.isa.avx512f = true;
-  hw.cpu.isa.avx512_bf16 = bf16_isa;
-  hw.memory.total_bytes = hw.memory.effective_total_bytes = 24ll << 30;
-  hw.memory.available_bytes = hw.memory.effective_available_bytes = 20ll << 30;
-  hw.math.gemm_measured = true;
-  hw.math.fp32_gemm_gflops = fp32_gflops;
-  hw.math.bf16_gemm_gflops = bf16_gflops;
-  hw.math.gemm_threads = 2;
-  return hw;
-}
-
-HardwareProfile gpu_machine(int cc_major, int64_t memory_bytes = 80ll << 30) {
-  HardwareProfile hw = cpu_machine(false, 100, 0);
-  GpuInfo g;
-  g.name = "Test GPU";
-  g.cc_major = cc_major;
-  g.total_memory_bytes = memory_bytes;
-  g.bf16 = g.tf32 = cc_major >= 8;
-  g.usable_by_torch = true;
-  g.peak_bf16_tflops = 100;
-  hw.gpus.push_back(g);
-  return hw;
-}
-
-RunConfig small_config() {
-  RunConfig c;
-  c.model.vocab_size = 320;
-  return c;
-}
-
-const Decision& decision(const Plan& p, const std::string& name) {
-  for (const auto& d : p.decisions) {
-    if (d.name == name) return d;
-  }
-  throw std::runtime_error("no decision " + name);
-}
+using namespace planner_machines;
 
 TEST(Planner, Bf16OnCpuWithAvx512Bf16WhenMeasuredFaster) {
   Plan p = make_plan(cpu_machine(true, 300, 900), small_config());
@@ -176,22 +138,6 @@ TEST(Planner, Fp16OnCpuFallsBackWithWarning) {
   EXPECT_NE(p.warnings[0].find("fp16"), std::string::npos);
 }
 
-TEST(Planner, GpuPrecisionByComputeCapability) {
-  EXPECT_EQ(make_plan(gpu_machine(9), small_config()).precision, Precision::Bf16);
-  EXPECT_EQ(make_plan(gpu_machine(7), small_config()).precision, Precision::Fp16);
-  EXPECT_EQ(make_plan(gpu_machine(6), small_config()).precision, Precision::Fp32);
-  Plan p = make_plan(gpu_machine(9), small_config());
-  EXPECT_EQ(p.device.str(), "cuda:0");
-  EXPECT_TRUE(p.allow_tf32);
-  EXPECT_TRUE(p.pin_memory);
-}
-
-TEST(Planner, CudaRequestedWithoutGpuIsAnError) {
-  RunConfig c = small_config();
-  c.apply_override("train.device=cuda");
-  EXPECT_THROW(make_plan(cpu_machine(true, 1, 1), c), HardwareError);
-}
-
 TEST(Planner, TargetBatchSetsAccumulation) {
   RunConfig c = small_config();
   c.apply_override("optimization.target_batch_size=64");
@@ -200,60 +146,6 @@ TEST(Planner, TargetBatchSetsAccumulation) {
   EXPECT_EQ(p.micro_batch_size, 16);
   EXPECT_EQ(p.grad_accum_steps, 4);
   EXPECT_EQ(p.global_batch_size(), 64);
-}
-
-TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
-  RunConfig c;
-  c.apply_override("model.preset=gpt2");
-  c.model.vocab_size = 50304;
-  c.apply_override("optimization.target_batch_size=32");
-  HardwareProfile hw = gpu_machine(9, 8ll << 30);
-  Plan p = make_plan(hw, c);
-  EXPECT_LE(p.predicted_peak_bytes, p.memory_budget_bytes);
-  EXPECT_EQ(p.global_batch_size() >= 32, true);
-  EXPECT_TRUE(p.micro_batch_size < 32 || p.checkpoint_every > 0)
-      << "micro " << p.micro_batch_size << ", checkpoint_every " << p.checkpoint_every;
-}
-
-// A micro-batch that fills the GPU (8192 tokens) is not traded for recomputing every block, or for
-// the chunked head's small GEMMs, to fit a larger one; a small one still is.
-TEST(Planner, RecomputationBuysALargerMicroBatchOnlyWhileTheGpuIsNotFilled) {
-  RunConfig c;
-  c.apply_override("model.preset=gpt2-medium");
-  c.model.vocab_size = 50304;
-  c.apply_override("model.block_size=1024");
-  c.apply_override("optimization.target_batch_size=128");
-  c.apply_override("optimization.max_batch_size=64");
-  const Plan roomy = make_plan(gpu_machine(9, 80ll << 30), c);
-  EXPECT_EQ(roomy.checkpoint_every, 0) << roomy.to_text();
-  EXPECT_GE(roomy.micro_batch_size * 1024, 8192) << roomy.to_text();
-  EXPECT_LE(roomy.predicted_peak_bytes, roomy.memory_budget_bytes);
-  EXPECT_FALSE(roomy.fused_lm_head_loss) << "micro-batch 8 fills the GPU with the whole logits: " << roomy.to_text();
-  const Plan scarce = make_plan(gpu_machine(9, 12ll << 30), c);
-  EXPECT_EQ(scarce.checkpoint_every, 1) << scarce.to_text();
-}
-
-TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
-  RunConfig c;
-  c.apply_override("model.preset=gpt2");
-  c.model.vocab_size = 50304;
-  c.apply_override("optimization.target_batch_size=32");
-  // 8 GiB: micro-batch 32 at block 1024 needs far more with its whole logits; chunk them first.
-  Plan scarce = make_plan(gpu_machine(9, 8ll << 30), c);
-  EXPECT_TRUE(scarce.fused_lm_head_loss);
-  EXPECT_TRUE(Plan::from_json(scarce.to_json()).fused_lm_head_loss);
-  // A small micro-batch fits with the whole logits: the plain (faster) head.
-  c.apply_override("train.micro_batch_size=1");
-  EXPECT_FALSE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
-
-  c.apply_override("optimization.fused_lm_head_loss=true");
-  EXPECT_TRUE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
-  RunConfig user_off;
-  user_off.apply_override("model.preset=gpt2");
-  user_off.model.vocab_size = 50304;
-  user_off.apply_override("optimization.target_batch_size=32");
-  user_off.apply_override("optimization.fused_lm_head_loss=false");
-  EXPECT_FALSE(make_plan(gpu_machine(9, 8ll << 30), user_off).fused_lm_head_loss);
 }
 
 TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
@@ -291,42 +183,6 @@ TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("optimization.target_batch_size"), std::string::npos) << e.what();
   }
-}
-
-std::string decision_value(const Plan& p, const std::string& name) {
-  for (const auto& d : p.decisions) {
-    if (d.name == name) return d.value;
-  }
-  return "(none)";
-}
-
-TEST(Planner, CudaGraphsCaptureAOneGpuBf16StepAndSayWhyNotElsewhere) {
-  RunConfig c = small_config();
-  c.apply_override("optimization.cuda_graphs=true");
-  const Plan gpu = make_plan(gpu_machine(9), c);
-  EXPECT_TRUE(gpu.cuda_graphs);
-  EXPECT_EQ(decision_value(gpu, "cuda_graphs").rfind("on after 3", 0), 0u) << decision_value(gpu, "cuda_graphs");
-  EXPECT_TRUE(gpu.warnings.empty());
-  EXPECT_TRUE(Plan::from_json(gpu.to_json()).cuda_graphs);
-
-  auto refused = [](const Plan& p, const std::string& why) {
-    EXPECT_FALSE(p.cuda_graphs);
-    ASSERT_EQ(p.warnings.size(), 1u);
-    EXPECT_NE(p.warnings[0].find("optimization.cuda_graphs = true cannot apply: "), std::string::npos) << p.warnings[0];
-    EXPECT_NE(p.warnings[0].find(why), std::string::npos) << p.warnings[0];
-  };
-  refused(make_plan(cpu_machine(true, 300, 900), c), "not a CUDA device");
-  RunConfig fp16 = c;
-  fp16.apply_override("optimization.mixed_precision_dtype=fp16");
-  refused(make_plan(gpu_machine(9), fp16), "fp16");
-  PlanContext two_ranks;
-  two_ranks.world_size = 2;
-  refused(make_plan(gpu_machine(9), c, two_ranks), "collectives");
-  RunConfig offload = c;
-  offload.apply_override("optimization.optimizer_state_device=cpu");
-  refused(make_plan(gpu_machine(9), offload), "host memory");
-  // Not asked for: off, and said so on a GPU.
-  EXPECT_EQ(decision_value(make_plan(gpu_machine(9), small_config()), "cuda_graphs"), "off");
 }
 
 // GPT-2 124M's shape at a block size, vocabulary and micro-batch.
