@@ -4,7 +4,8 @@
 # AdamW + SDPA, and torch.compile, at block 1024, every one at the micro-batch hwtrain's planner
 # chose. tokens/s is the median over the timed steps after warm-up; MFU is against the bf16
 # matmul rate measured on this GPU (an 8192^3 product), FLOPs per token = 6N + 12*L*C*T.
-# Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M))
+# Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M),
+#   llama-150m (the Llama block at GPT-2 124M's shape))
 # GPU_BENCH_PYTORCH picks the PyTorch rows (unset: eager-fp32 eager-bf16-fused compile-bf16-fused; empty: none).
 set -uo pipefail
 BUILD=${1:?build dir}
@@ -45,17 +46,18 @@ echo "measured bf16 matmul peak: $PEAK FLOP/s" | tee -a "$TABLE"
 
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.stdin.read().split()]; print(statistics.median(v) if v else "nan")'; }
 
-# FLOPs per token of the GPT: 6 x parameters (all, the tied head counted once as the LM head)
+# FLOPs per token: 6 x parameters (the tied head counted once as the LM head; an untied embedding,
+# a lookup, left out)
 # + 12 x layers x width x block for attention's two matmuls forward and backward.
-flops_per_token() {  # n_layer n_embd params
-  python3 -c "print(6*$3 + 12*$1*$2*$BLOCK)"
+flops_per_token() {  # n_layer n_embd params [parameters without matmul FLOPs: an untied embedding]
+  python3 -c "print(6*($3 - ${4:-0}) + 12*$1*$2*$BLOCK)"
 }
 
 hwtrain_run() {  # model label [--set ...] -> "rc mb params median_step_s last_loss"
   local model=$1 label=$2 log=$OUT/hwtrain-$1-$2.log
   shift 2
   "$BUILD/hwtrain" train --data "$DATA" --out "$OUT/run-$model-$label" \
-    --set model.preset="$model" --set model.vocab_size=$VOCAB --set model.block_size=$BLOCK \
+    "${HW_MODEL[@]}" --set model.vocab_size=$VOCAB --set model.block_size=$BLOCK \
     --set train.max_steps=$((WARMUP + STEPS)) --set train.time_budget=0 --set train.eval_interval=0 \
     --set train.sample_tokens=0 --set train.log_interval=1 --set checkpoint.save_final=false \
     --set checkpoint.interval=0 --set log.report=false --set optimization.target_batch_size="$GLOBAL_BATCH" \
@@ -92,9 +94,14 @@ pytorch_run() {  # label model_args mb extra... -> "tokens/s step_ms"
 }
 
 for model in "${MODELS[@]}"; do
+  ARCH=(); LOOKUP=0; HW_MODEL=(--set model.preset="$model")
   case $model in
     gpt2) L=12; C=768; H=12 ;;
     gpt2-medium) L=24; C=1024; H=16 ;;
+    # The Llama block at GPT-2 124M's width and depth (GQA 12:4, SwiGLU 2048, untied head): 153M.
+    llama-150m) L=12; C=768; H=12; ARCH=(--arch llama --n-kv-head 4); LOOKUP=$((VOCAB * C))
+      HW_MODEL=(--set model.architecture=llama --set model.n_layer=$L --set model.n_embd=$C --set model.n_head=$H
+                --set model.n_kv_head=4 --set model.bias=false) ;;
     *) echo "gpu_bench: unknown model $model" | tee -a "$TABLE"; continue ;;
   esac
   read -r rc mb params med last <<< "$(hwtrain_run "$model" plan)"
@@ -104,8 +111,8 @@ for model in "${MODELS[@]}"; do
     continue
   fi
   accum=$(sed -n 's/^  grad_accum_steps *\([0-9]*\) .*/\1/p' "$OUT/hwtrain-$model-plan.log" | head -1)
-  fpt=$(flops_per_token "$L" "$C" "$params")
-  margs="--n-layer $L --n-head $H --n-embd $C"
+  fpt=$(flops_per_token "$L" "$C" "$params" "$LOOKUP")
+  margs="--n-layer $L --n-head $H --n-embd $C ${ARCH[*]}"
   printf '\n%s (%s parameters), block %s, micro-batch %s (hwtrain: x %s accumulation), %s timed steps after %s warm-up\n' \
     "$model" "$params" "$BLOCK" "$mb" "${accum:-1}" "$STEPS" "$WARMUP" | tee -a "$TABLE"
   printf '%-34s %12s %10s %8s %10s\n' run tokens/s step_ms MFU vs_hwtrain | tee -a "$TABLE"

@@ -1,6 +1,7 @@
 """Plain PyTorch (Python) training of the same GPT as hwtrain, for side-by-side speed comparisons.
 
-A nanoGPT-style model and loop, hand-tunable from the command line (precision, threads, fused
+A nanoGPT-style model (or, with --arch llama, hwtrain's Llama block: RMSNorm, rotary positions,
+grouped-query attention, SwiGLU, untied head, no biases) and loop, hand-tunable from the command line (precision, threads, fused
 AdamW), reading the same .hwt token file hwtrain trains on. Prints one line:
     pytorch <mode> tokens/s <median> step_ms <median> loss <last>
 Usage: python3 bench/pytorch_baseline.py --data FILE.hwt --n-layer 6 --n-head 6 --n-embd 384 \
@@ -57,7 +58,8 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(n_embd)
         self.apply(self._init)
 
-    def _init(self, m):
+    @staticmethod
+    def _init(m):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
         if isinstance(m, nn.Linear) and m.bias is not None:
@@ -71,12 +73,74 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
+def rotary(T, D, theta, device):
+    inv = 1.0 / (theta ** (torch.arange(0, D, 2, device=device).float() / D))
+    f = torch.outer(torch.arange(T, device=device).float(), inv)
+    emb = torch.cat([f, f], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate(x, cos, sin):  # rotate_half, as Hugging Face's Llama
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c, h, kv, inter, eps):
+        super().__init__()
+        self.h, self.kv, self.d = h, kv, c // h
+        self.attn_norm = nn.RMSNorm(c, eps=eps)
+        self.wq = nn.Linear(c, h * self.d, bias=False)
+        self.wk = nn.Linear(c, kv * self.d, bias=False)
+        self.wv = nn.Linear(c, kv * self.d, bias=False)
+        self.wo = nn.Linear(c, c, bias=False)
+        self.ffn_norm = nn.RMSNorm(c, eps=eps)
+        self.w1 = nn.Linear(c, inter, bias=False)
+        self.w3 = nn.Linear(c, inter, bias=False)
+        self.w2 = nn.Linear(inter, c, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        n = self.attn_norm(x)
+        q = rotate(self.wq(n).view(B, T, self.h, self.d).transpose(1, 2), cos, sin)
+        k = rotate(self.wk(n).view(B, T, self.kv, self.d).transpose(1, 2), cos, sin)
+        v = self.wv(n).view(B, T, self.kv, self.d).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv != self.h)
+        x = x + self.wo(y.transpose(1, 2).reshape(B, T, C))
+        n = self.ffn_norm(x)
+        return x + self.w2(F.silu(self.w1(n)) * self.w3(n))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, n_kv_head, inter, theta=10000.0, eps=1e-5):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, n_embd)
+        self.layers = nn.ModuleList([LlamaBlock(n_embd, n_head, n_kv_head, inter, eps) for _ in range(n_layer)])
+        self.norm = nn.RMSNorm(n_embd, eps=eps)
+        self.head = nn.Linear(n_embd, vocab, bias=False)
+        cos, sin = rotary(block, n_embd // n_head, theta, "cpu")
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.apply(GPT._init)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.tok(idx)
+        for layer in self.layers:
+            x = layer(x, self.cos[:T], self.sin[:T])
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
     p.add_argument("--n-layer", type=int, default=6)
     p.add_argument("--n-head", type=int, default=6)
     p.add_argument("--n-embd", type=int, default=384)
+    p.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2")
+    p.add_argument("--n-kv-head", type=int, default=0, help="llama: key/value heads; 0 = n_head")
+    p.add_argument("--intermediate", type=int, default=0, help="llama: SwiGLU width; 0 = 8/3 n_embd rounded up to 256")
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--batch", type=int, default=12)
     p.add_argument("--vocab", type=int, default=320)
@@ -98,7 +162,11 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
     tokens = load_tokens(a.data)
-    model = GPT(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd).to(dev)
+    if a.arch == "llama":
+        inter = a.intermediate or (2 * 4 * a.n_embd // 3 + 255) // 256 * 256
+        model = Llama(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd, a.n_kv_head or a.n_head, inter).to(dev)
+    else:
+        model = GPT(a.vocab, a.block, a.n_layer, a.n_head, a.n_embd).to(dev)
     if a.compile:
         model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=a.fused or None)

@@ -215,20 +215,24 @@ prebuilt_graphs() {
   run_all_tests
 }
 
-# The second table (GPT-2 350M beside PyTorch, then the offload bench, then GPT-2 124M's hwtrain rows
-# again: the memory model's prediction against the measured peak for both).
+# The tables (GPU_TABLE_MODELS, default the Llama block at 124M's shape, then GPT-2 350M, each
+# beside PyTorch eager bf16 and torch.compile), then the offload bench (issue 16: the device memory
+# offloading frees), after the cross-entropy's measured copies (bench/ce_memory.py).
 prebuilt_tables() {
   unpack; use_prebuilt
   note "$(python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -1)"
-  local t=$(stamp) spec model
-  for spec in "gpt2-medium|eager-bf16-fused compile-bf16-fused" "gpt2|"; do
-    model=${spec%%|*}
-    [ "$model" = gpt2 ] && { t=$(stamp); RANKS=1 bash "$ROOT/bench/offload_bench.sh" "$BUILD" 8 cuda > "$OUTDIR/offload.log" 2>&1
-      note "offload bench: exit $? in $(($(stamp) - t)) s"; tee -a "$SUMMARY" < "$OUTDIR/offload.log"; t=$(stamp); }
-    GPU_BENCH_PYTORCH=${spec#*|} bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
+  local t model
+  for model in ${GPU_TABLE_MODELS:-llama-150m gpt2-medium}; do
+    t=$(stamp)
+    GPU_BENCH_PYTORCH=${GPU_TABLE_PYTORCH-eager-bf16-fused compile-bf16-fused} \
+      bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
     note "bench $model: exit $? in $(($(stamp) - t)) s"
     cat "$OUTDIR/bench-$model/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
   done
+  t=$(stamp)
+  RANKS=1 bash "$ROOT/bench/offload_bench.sh" "$BUILD" 8 cuda > "$OUTDIR/offload.log" 2>&1
+  note "offload bench: exit $? in $(($(stamp) - t)) s"
+  tee -a "$SUMMARY" < "$OUTDIR/offload.log"
 }
 
 case $WHAT in
