@@ -56,6 +56,13 @@ TEST(Planner, RecomputationBuysALargerMicroBatchOnlyWhileTheGpuIsNotFilled) {
   EXPECT_FALSE(roomy.fused_lm_head_loss) << "micro-batch 8 fills the GPU with the whole logits: " << roomy.to_text();
   const Plan scarce = make_plan(gpu_machine(9, 12ll << 30), c);
   EXPECT_EQ(scarce.checkpoint_every, 1) << scarce.to_text();
+  // A micro-batch the user fixed cannot shrink: the chunked head stays where the plain one does not fit.
+  RunConfig fixed;
+  fixed.apply_override("model.preset=gpt2");
+  fixed.model.vocab_size = 50304;
+  fixed.apply_override("model.block_size=1024");
+  fixed.apply_override("train.micro_batch_size=32");
+  EXPECT_TRUE(make_plan(gpu_machine(9, 24ll << 30), fixed).fused_lm_head_loss);
 }
 
 TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
@@ -106,6 +113,9 @@ TEST(Planner, CudaGraphsCaptureAOneGpuBf16StepAndSayWhyNotElsewhere) {
   RunConfig offload = c;
   offload.apply_override("optimization.optimizer_state_device=cpu");
   refused(make_plan(gpu_machine(9), offload), "host memory");
+  RunConfig recompute = c;
+  recompute.apply_override("optimization.checkpoint_every=1");
+  refused(make_plan(gpu_machine(9), recompute), "recomputation");
   // Not asked for: off, and said so on a GPU.
   EXPECT_EQ(decision(make_plan(gpu_machine(9), small_config()), "cuda_graphs").value, "off");
 }

@@ -268,9 +268,10 @@ TEST(CudaTrainer, AFailedCaptureIsLoggedAndTheStepsRunEagerly) {
     (void)loss.item<float>();
     return loss;
   };
-  const auto eager = graphed_losses(f, false, "eager", host_read, nullptr);
+  // With dropout: the failed capture must leave the CUDA generator drawing as before it.
+  const auto eager = graphed_losses(f, false, "eager", host_read, nullptr, 0.2);
   std::unique_ptr<Trainer> t;
-  const auto fallback = graphed_losses(f, true, "fallback", host_read, &t);
+  const auto fallback = graphed_losses(f, true, "fallback", host_read, &t, 0.2);
   ASSERT_NE(t->cuda_graph(), nullptr);
   EXPECT_FALSE(t->cuda_graph()->captured());
   EXPECT_EQ(t->cuda_graph()->replays(), 0);

@@ -108,6 +108,7 @@ std::string cuda_graph_obstacle(const Plan& p, const PlanInputs& in) {
   if (p.pure_bf16_weights) return "bf16 weights take the reference AdamW, which reads its step count on the host";
   if (p.optimizer_state_device != StateDevice::Device) return "optimizer state in host memory is updated by the host";
   if (p.optimizer_state_dtype != StateDtype::Fp32) return "8-bit moments are requantized per parameter";
+  if (p.checkpoint_every > 0) return "activation recomputation reads the CUDA generator's state on the host";
   return "";
 }
 

@@ -244,7 +244,8 @@ void decide_lm_head(Plan& p, const PlanInputs& in) {
                          : p.fused_lm_head_loss ? ": chunked first, before recomputation" : ": chunking would save under 5%");
     // On a GPU a smaller micro-batch that still fills it costs less than the chunks' small GEMMs.
     const int64_t filling = std::min<int64_t>(wanted, std::max<int64_t>(1, kGpuFillingTokens / in.want.model.block_size));
-    if (p.fused_lm_head_loss && p.on_gpu() && filling < wanted) {
+    const bool micro_fixed = in.want.micro_batch_size || in.want.optimizer_step == OptimizerStep::InBackward;
+    if (p.fused_lm_head_loss && p.on_gpu() && filling < wanted && !micro_fixed) {  // the search may shrink it
       q = memory_query(p, in, filling, 0);
       q.fused_lm_head_loss = false;
       if (estimate_memory(q).total() <= p.memory_budget_bytes) {

@@ -1,6 +1,8 @@
 #include "hwtrain/train/cuda_graph_step.h"
 
 #ifdef HWTRAIN_CUDA
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -20,20 +22,35 @@ namespace hwt {
 
 namespace {
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+[[maybe_unused]] std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 #ifdef HWTRAIN_CUDA
 // After a capture that failed before it ended, the allocator still routes the capture's stream to
 // the graph's pool through a filter that refers to the graph, about to be destroyed: stop that and
 // hand the pool back. Where the capture did end, the graph's own reset releases the pool instead.
+// The pinned host allocator was routed to the graph the same way.
 void release_unfinished_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
   namespace alloc = c10::cuda::CUDACachingAllocator;
   try {
     alloc::endAllocateToPool(device, pool);
-  } catch (const std::exception&) {
-    return;  // not recording any more: the capture ended
+    alloc::releasePool(device, pool);
+  } catch (const std::exception&) {  // not recording any more: the capture ended
   }
-  alloc::releasePool(device, pool);
+  try {
+    at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(pool);
+    at::getHostAllocator(at::kCUDA)->release_pool(pool);
+  } catch (const std::exception&) {
+  }
+}
+
+// An invalidated capture leaves the default generator marked as capturing (capture_end throws
+// before its epilogue), which would fail every later eager draw (dropout): the generator gets a
+// copy of its state from before the capture, which was not capturing.
+void restore_generator(c10::DeviceIndex device, const std::shared_ptr<at::CUDAGeneratorImpl>& before) {
+  if (!before) return;
+  at::Generator gen = at::cuda::detail::getDefaultCUDAGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::check_generator<at::CUDAGeneratorImpl>(gen)->graphsafe_set_state(before->graphsafe_get_state());
 }
 #endif
 
@@ -138,6 +155,12 @@ bool CudaGraphStep::capture(const torch::Tensor& x_NT, const torch::Tensor& y_NT
     // stream, whatever thread launches them.
     c10::cuda::CUDAStreamGuard on_side(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device));
     const auto pool = at::cuda::graph_pool_handle();
+    std::shared_ptr<at::CUDAGeneratorImpl> generator_before;
+    {
+      at::Generator gen = at::cuda::detail::getDefaultCUDAGenerator(device);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      generator_before = at::check_generator<at::CUDAGeneratorImpl>(gen)->clone();
+    }
     g->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     try {
       record(*g);
@@ -147,6 +170,7 @@ bool CudaGraphStep::capture(const torch::Tensor& x_NT, const torch::Tensor& y_NT
       } catch (...) {  // an invalidated capture fails here too; the first error is the one to report
       }
       release_unfinished_pool(device, pool);
+      restore_generator(device, generator_before);
       throw;
     }
     g->graph.capture_end();

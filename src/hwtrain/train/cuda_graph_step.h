@@ -57,8 +57,10 @@ class CudaGraphStep {
   CudaGraphStep(const CudaGraphStep&) = delete;
   CudaGraphStep& operator=(const CudaGraphStep&) = delete;
 
-  // Whether step `index` (0-based) is for the graph: warm-up done and nothing has stopped it.
-  bool wants(int64_t index) const { return !stopped_ && index >= warmup_; }
+  // Whether the next step is for the graph: this process has run the warm-up's eager steps (a
+  // resumed run warms up again) and nothing has stopped it. The owner counts its eager steps.
+  bool wants() const { return !stopped_ && eager_steps_ >= warmup_; }
+  void count_eager_step() { ++eager_steps_; }
   // Step `step_number` (1-based, for the log) from the graph, captured first where not yet done.
   // Empty when the graph could not run it (logged once): the caller runs this step eagerly, and
   // wants() is false from then on. The inputs are on the device; the graph keeps its own copies.
@@ -82,6 +84,7 @@ class CudaGraphStep {
   bool stopped_ = false;
   std::string stop_reason_;
   int64_t replays_ = 0;
+  int64_t eager_steps_ = 0;
 };
 
 }  // namespace hwt

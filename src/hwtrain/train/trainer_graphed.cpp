@@ -52,7 +52,7 @@ torch::Tensor Trainer::graphed_micro_steps(const torch::Tensor& x_NT, const torc
 }
 
 double Trainer::run_step(const DeviceBatch& batch, double lr, StepMetrics& m, double& grad_norm) {
-  if (graph_ && graph_->wants(step_)) {
+  if (graph_ && graph_->wants()) {
     if (auto r = graph_->run(batch.x_NT, batch.y_NT, lr, step_ + 1)) {
       double sum = 0;  // as the eager step sums its micro-steps' losses: in order, in double
       for (double l : r->micro_losses) sum += l;
@@ -66,6 +66,7 @@ double Trainer::run_step(const DeviceBatch& batch, double lr, StepMetrics& m, do
   }
   double loss = run_step_with_retries(batch.x_NT, batch.y_NT, lr, m);
   grad_norm = placement_->finish_step(loss, lr, m);
+  if (graph_) graph_->count_eager_step();
   return loss;
 }
 
