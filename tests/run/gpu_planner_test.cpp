@@ -11,6 +11,14 @@ namespace {
 
 using namespace planner_machines;
 
+// GPT-2 124M with the 50304-token vocabulary.
+RunConfig gpt2_config() {
+  RunConfig c;
+  c.apply_override("model.preset=gpt2");
+  c.model.vocab_size = 50304;
+  return c;
+}
+
 TEST(Planner, GpuPrecisionByComputeCapability) {
   EXPECT_EQ(make_plan(gpu_machine(9), small_config()).precision, Precision::Bf16);
   EXPECT_EQ(make_plan(gpu_machine(7), small_config()).precision, Precision::Fp16);
@@ -28,9 +36,7 @@ TEST(Planner, CudaRequestedWithoutGpuIsAnError) {
 }
 
 TEST(Planner, ScarceMemoryTurnsOnCheckpointingOrShrinksBatch) {
-  RunConfig c;
-  c.apply_override("model.preset=gpt2");
-  c.model.vocab_size = 50304;
+  RunConfig c = gpt2_config();
   c.apply_override("optimization.target_batch_size=32");
   HardwareProfile hw = gpu_machine(9, 8ll << 30);
   Plan p = make_plan(hw, c);
@@ -57,18 +63,14 @@ TEST(Planner, RecomputationBuysALargerMicroBatchOnlyWhileTheGpuIsNotFilled) {
   const Plan scarce = make_plan(gpu_machine(9, 12ll << 30), c);
   EXPECT_EQ(scarce.checkpoint_every, 1) << scarce.to_text();
   // A micro-batch the user fixed cannot shrink: the chunked head stays where the plain one does not fit.
-  RunConfig fixed;
-  fixed.apply_override("model.preset=gpt2");
-  fixed.model.vocab_size = 50304;
+  RunConfig fixed = gpt2_config();
   fixed.apply_override("model.block_size=1024");
   fixed.apply_override("train.micro_batch_size=32");
   EXPECT_TRUE(make_plan(gpu_machine(9, 24ll << 30), fixed).fused_lm_head_loss);
 }
 
 TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
-  RunConfig c;
-  c.apply_override("model.preset=gpt2");
-  c.model.vocab_size = 50304;
+  RunConfig c = gpt2_config();
   c.apply_override("optimization.target_batch_size=32");
   // 8 GiB: micro-batch 32 at block 1024 needs far more with its whole logits; chunk them first.
   Plan scarce = make_plan(gpu_machine(9, 8ll << 30), c);
@@ -80,9 +82,7 @@ TEST(Planner, FusedLmHeadLossWhenTheLogitsDoNotFitUnlessTheUserSaysOtherwise) {
 
   c.apply_override("optimization.fused_lm_head_loss=true");
   EXPECT_TRUE(make_plan(gpu_machine(9, 80ll << 30), c).fused_lm_head_loss);
-  RunConfig user_off;
-  user_off.apply_override("model.preset=gpt2");
-  user_off.model.vocab_size = 50304;
+  RunConfig user_off = gpt2_config();
   user_off.apply_override("optimization.target_batch_size=32");
   user_off.apply_override("optimization.fused_lm_head_loss=false");
   EXPECT_FALSE(make_plan(gpu_machine(9, 8ll << 30), user_off).fused_lm_head_loss);
