@@ -1,7 +1,8 @@
 // Data parallelism end to end through `hwtrain launch`: 2 ranks with micro-batch B give the same
 // losses over 20 steps as 1 rank with micro-batch 2B (fp32, gradient accumulation on), with plain
 // DDP and with each sharding (ZeRO-2/3 also with activation checkpointing); a sharded run's
-// checkpoint, gathered on rank 0, must resume in a single process and continue like it.
+// checkpoint must resume in a single process and continue like it, and a ZeRO-2/3 one also on 2
+// sharded ranks, each reading only its own shard file.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,8 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
     std::ifstream log(dir / "broken.log");
     const std::string text((std::istreambuf_iterator<char>(log)), {});
     EXPECT_NE(text.find("shard-00001-of-00002.safetensors"), std::string::npos) << text;
+    std::filesystem::copy(dir / "two", dir / "four", std::filesystem::copy_options::recursive);
+    std::filesystem::copy(dir / "two", dir / "five", std::filesystem::copy_options::recursive);
   }
   // A single-process checkpoint resumes on 2 sharded ranks (ZeRO-3: the shards are cut from it).
   if (sharding == "zero3") std::filesystem::copy(dir / "one", dir / "three", std::filesystem::copy_options::recursive);
@@ -84,8 +87,39 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   ASSERT_EQ(a2.size(), 22u);
   ASSERT_EQ(b2.size(), 22u);
   for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], b2[i], 1e-5) << "step " << i + 1;
+  if (recompute) {  // the sharded checkpoint on 2 sharded ranks: each reads its own shard file only
+    const std::string resume = "launch --nproc-per-node 2 --master-port " + std::to_string(port + 1) + " -- train " +
+                               common + " --set train.max_steps=22 --set checkpoint.save_final=false"
+                               " --set train.micro_batch_size=2 --set dist.sharding=" + sharding + " --resume four";
+    const std::string cmd = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + resume + " > four.log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream log(dir / "four.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), {});
+    ASSERT_EQ(rc, 0) << text;
+    for (int r = 0; r < 2; ++r) {
+      const std::string line = "[rank " + std::to_string(r) + "] read this rank's segments from 1 of the 2 shard files";
+      EXPECT_NE(text.find(line), std::string::npos) << text;
+    }
+    auto d2 = losses(dir / "four" / "metrics.jsonl");
+    ASSERT_EQ(d2.size(), 22u);
+    for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], d2[i], 1e-5) << "step " << i + 1 << " resumed from shards";
+    // A damaged shard only rank 1 reads: both ranks stop (rank 0 is told), rank 1 names the file.
+    const auto shard1 = dir / "five" / "checkpoints" / "step_00000020" / "shard-00001-of-00002.safetensors";
+    {
+      std::fstream f(shard1, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-1, std::ios::end);
+      f.put('\x7f');
+    }
+    std::string broken = cmd;
+    broken.replace(broken.find("--resume four > four.log"), 24, "--resume five > five.log");
+    EXPECT_NE(std::system(broken.c_str()), 0);
+    std::ifstream log5(dir / "five.log");
+    const std::string text5((std::istreambuf_iterator<char>(log5)), {});
+    EXPECT_NE(text5.find("shard-00001-of-00002.safetensors fails its CRC32C check"), std::string::npos) << text5;
+    EXPECT_NE(text5.find("another rank could not read its part"), std::string::npos) << text5;
+  }
   if (sharding != "zero3") return;
-  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port + 1) + " -- train " + common +
+  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port + 2) + " -- train " + common +
                     " --set train.max_steps=22 --set checkpoint.save_final=false --set train.micro_batch_size=2"
                     " --set dist.sharding=zero3 --resume three",
                 dir.path()),

@@ -108,9 +108,10 @@ TEST(ResumeChecks, AShardedPlanKeepsTheOptimizerStateForTheShards) {
   auto sharded = f.make("sharded");
   sharded->resume_from(ckpt);
   EXPECT_FALSE(sharded->optimizer().has_state());
-  const NamedTensors kept = sharded->take_resumed_optimizer_state();
-  EXPECT_FALSE(kept.empty());
-  EXPECT_TRUE(sharded->take_resumed_optimizer_state().empty());  // taken once
+  const ResumedState kept = sharded->take_resumed_state();
+  EXPECT_FALSE(kept.optimizer.empty());
+  EXPECT_FALSE(kept.shards);  // a checkpoint written whole
+  EXPECT_TRUE(sharded->take_resumed_state().empty());  // taken once
 
   auto unsharded = f.make("unsharded");  // a Zero2 plan with no shards attached: fit() loads it
   unsharded->resume_from(ckpt);

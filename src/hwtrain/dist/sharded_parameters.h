@@ -24,6 +24,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -103,6 +104,11 @@ class ShardedParameters : public GradientSync {
   // every rank's segment state (gather_optimizer_state) and rebuilds the whole tensors.
   std::vector<std::pair<std::string, torch::Tensor>> shard_state(
       const std::vector<std::pair<std::string, torch::Tensor>>& whole) const;
+  // The same from parts of the whole tensors: slice(key, offset, count) gives elements [offset,
+  // offset + count) of the flattened "exp_avg.<param>" or "exp_avg_sq.<param>", and the scalar
+  // "step.<param>" (offset: the segment's, count 0), e.g. read from a sharded checkpoint's files.
+  using StateSlice = std::function<torch::Tensor(const std::string& key, int64_t offset, int64_t count)>;
+  std::vector<std::pair<std::string, torch::Tensor>> shard_state(const StateSlice& slice) const;
   std::vector<std::pair<std::string, torch::Tensor>> unshard_state(
       const std::vector<std::pair<std::string, torch::Tensor>>& segments) const;
   // The global L2 norm from this rank's norm of its segments' gradients (collective).

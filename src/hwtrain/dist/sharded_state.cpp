@@ -41,14 +41,19 @@ const torch::Tensor& find_entry(const std::map<std::string, torch::Tensor>& by_n
 
 NamedList ShardedParameters::shard_state(const NamedList& whole) const {
   std::map<std::string, torch::Tensor> by_name(whole.begin(), whole.end());
+  return shard_state([&](const std::string& key, int64_t offset, int64_t count) {
+    const torch::Tensor& t = find_entry(by_name, key);
+    return key.rfind("step.", 0) == 0 ? t : t.reshape(-1).narrow(0, offset, count);
+  });
+}
+
+NamedList ShardedParameters::shard_state(const StateSlice& slice) const {
   NamedList out;
   for (const auto& seg : segments_) {
     for (const char* key : kMomentKeys) {
-      const torch::Tensor& t = find_entry(by_name, key + seg.param);
-      out.emplace_back(key + seg.name(),
-                       t.reshape(-1).narrow(0, seg.offset, seg.master.numel()).to(seg.master.options()).clone());
+      out.emplace_back(key + seg.name(), slice(key + seg.param, seg.offset, seg.master.numel()).to(seg.master.options()).clone());
     }
-    out.emplace_back("step." + seg.name(), find_entry(by_name, "step." + seg.param).clone());
+    out.emplace_back("step." + seg.name(), slice("step." + seg.param, seg.offset, 0).clone());
   }
   return out;
 }

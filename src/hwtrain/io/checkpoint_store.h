@@ -79,6 +79,10 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt);
 // the file and what differs otherwise. Every command that loads a checkpoint calls this first
 // (eval, generate, and train --resume through read_training_checkpoint).
 void verify_checkpoint(const fs::path& ckpt);
+// The same, leaving the CRC32C of the listed files `deferred` selects to whoever reads them
+// (verify_checkpoint_file): a ZeRO-2/3 rank resuming reads only the shard files that hold its
+// segments, and checks just those. Presence and sizes of every file are checked here.
+void verify_checkpoint(const fs::path& ckpt, const std::function<bool(const std::string& path)>& deferred);
 
 // The same check for one listed file (`path` relative to ckpt), for reading a small part of a
 // checkpoint (its config.toml) before the rest; IoError also when the marker does not list it.

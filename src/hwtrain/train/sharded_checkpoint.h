@@ -4,8 +4,9 @@
 // place of model.safetensors, beside the files every checkpoint has (training_checkpoint.h); the
 // COMPLETE marker then covers the shards' sizes and checksums. A shard file holds the rank's fp32
 // master segments as "model.<param>@<offset>" and its AdamW state segments as "optimizer.<entry>".
-// Reading joins the segments into whole tensors (dist/segments.h), so a sharded checkpoint resumes
-// on any world size and with any sharding, and eval, generate and export read it as any other.
+// Reading goes through ShardedCheckpointReader (train/sharded_checkpoint_reader.h): whole tensors
+// for eval, generate, export and an unsharded resume, or (a ZeRO-2/3 resume) just this rank's
+// segments, so a sharded checkpoint resumes on any world size and with any sharding.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -36,5 +37,11 @@ std::string checkpoint_model_format(const std::filesystem::path& dir);
 void require_builtin_model_checkpoint(const std::filesystem::path& dir);
 // The whole optimizer state: optimizer.safetensors, plus a sharded checkpoint's joined segments.
 NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
+
+class ShardedCheckpointReader;
+// A sharded checkpoint's whole weights, and its whole AdamW state ("exp_avg.<param>",
+// "exp_avg_sq.<param>", "step.<param>"), in the shards' parameter order.
+NamedTensors read_sharded_weights(ShardedCheckpointReader& shards);
+NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards);
 
 }  // namespace hwt

@@ -1,6 +1,8 @@
 #include "hwtrain/train/sharded_training.h"
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/obs/log.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
 
 namespace hwt {
 
@@ -22,10 +24,34 @@ class EngineHooks : public UnitHooks {
   std::weak_ptr<ShardedParameters> engine_;
 };
 
+// This rank's segments of a sharded checkpoint's master weights and AdamW state, read from the
+// shard files holding them; every rank learns whether all of them succeeded.
+void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheckpointReader& shards, ProcessGroup& group) {
+  std::string error;
+  try {
+    torch::NoGradGuard no_grad;
+    for (const auto& seg : engine.segments()) seg.master.copy_(shards.read("model." + seg.param, seg.offset, seg.master.numel()));
+    optimizer.load_state(engine.shard_state([&](const std::string& key, int64_t offset, int64_t count) {
+      return shards.read("optimizer." + key, offset, count);
+    }));
+  } catch (const IoError& e) {
+    error = e.what();
+  }
+  const bool any_failed = group.any_rank(!error.empty(), "agreeing that every rank read its part of the checkpoint");
+  if (!error.empty()) throw IoError(error);
+  if (any_failed) {
+    throw IoError("another rank could not read its part of checkpoint " + shards.dir().string() + " (its log names the file)");
+  }
+  engine.after_step();  // the parameters from the masters read: ZeRO-2 gathers them, ZeRO-3 frees them
+  // Every rank says what it read.
+  logger().info("read this rank's segments from {} of the {} shard files of {} ({:.1f} MiB)", shards.files_read().size(),
+           shards.world_size(), shards.dir().string(), static_cast<double>(shards.bytes_read()) / (1 << 20));
+}
+
 }  // namespace
 
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision, NamedTensors resumed) {
+                               ShardStage stage, Precision precision, ResumedState resumed) {
   std::vector<ShardedUnitParams> units;
   for (auto& u : model.parameter_units()) units.push_back({u.name, u.params});
   ShardingOptions options;
@@ -33,7 +59,7 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16
                           : precision == Precision::Fp16 ? torch::kHalf
                                                          : torch::kFloat;
-  NamedTensors whole_state = resumed.empty() ? whole.state() : std::move(resumed);  // before the parameters change dtype
+  NamedTensors whole_state = resumed.empty() ? whole.state() : std::move(resumed.optimizer);  // before the dtype changes
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
   // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.
   if (model.supports_unit_hooks() || stage == ShardStage::Zero3) model.set_unit_hooks(std::make_shared<EngineHooks>(engine));
@@ -43,7 +69,8 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   AdamWOptions shard_options = whole.options();
   shard_options.defer_state = false;  // the shard's moments are small, and a checkpoint always holds them
   auto optimizer = std::make_shared<AdamW>(decay, no_decay, shard_options);
-  if (!whole_state.empty()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
+  if (resumed.shards) load_own_segments(*engine, *optimizer, *resumed.shards, *group);
+  else if (!whole_state.empty()) optimizer->load_state(engine->shard_state(whole_state));  // resumed: cut to the shards
   whole_state.clear();
 
   ShardedTraining out;

@@ -14,6 +14,7 @@
 #include "hwtrain/model/trainable_model.h"
 #include "hwtrain/plan/plan.h"
 #include "hwtrain/train/adamw.h"
+#include "hwtrain/train/training_checkpoint.h"
 #include "hwtrain/train/update_placement.h"
 
 namespace hwt {
@@ -24,10 +25,14 @@ struct ShardedTraining {
 };
 
 // `whole`: the trainer's optimizer over the whole parameters (its options are taken, and its state
-// when it has one). `resumed`: a checkpoint's whole optimizer state not loaded into `whole`
-// (Trainer::take_resumed_optimizer_state), cut to the shards instead, so that a resumed rank never
-// holds a second whole copy of the moments. Collective: every rank calls it with the same model.
+// when it has one). `resumed` (Trainer::take_resumed_state): a checkpoint's whole optimizer state
+// not loaded into `whole`, cut to the shards instead, so that a resumed rank never holds a second
+// whole copy of the moments; or a sharded checkpoint, from whose files each rank reads only its
+// own segments of the fp32 master weights and of the AdamW state (its own shard file when the world
+// size is the checkpoint's), then ZeRO-2 gathers the parameters and ZeRO-3 frees them. The ranks
+// agree on whether every one read its part: a rank's IoError (a damaged shard) stops them all.
+// Collective: every rank calls it with the same model.
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision, NamedTensors resumed = {});
+                               ShardStage stage, Precision precision, ResumedState resumed = {});
 
 }  // namespace hwt

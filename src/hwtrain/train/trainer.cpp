@@ -125,9 +125,9 @@ void Trainer::enable_mixed_precision(Precision p) {
 
 void Trainer::set_optimizer_sharding(OptimizerSharding sharding) {
   if (optimizer_in_backward()) throw ConfigError("dist.sharding cannot run with the optimizer in backward");
-  if (sharding.optimizer && !resumed_optimizer_state_.empty()) {
+  if (sharding.optimizer && !resumed_.empty()) {
     throw ConfigError("a resumed run's optimizer state was not given to the shards: pass "
-                      "Trainer::take_resumed_optimizer_state() to shard_training");
+                      "Trainer::take_resumed_state() to shard_training");
   }
   parts_.sharding = std::move(sharding);
   if (parts_.sharding.optimizer) {
@@ -350,7 +350,7 @@ double Trainer::evaluate() {
 }
 
 TrainResult Trainer::fit() {
-  if (!resumed_optimizer_state_.empty()) optimizer_->load_state(take_resumed_optimizer_state());  // never sharded
+  if (!resumed_.empty()) load_untaken_resumed_state();  // a ZeRO-2/3 plan never given its shards
   model_->module().train();
   start_ = Clock::now();
   callbacks_.train_begin(*this);

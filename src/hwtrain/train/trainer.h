@@ -70,8 +70,10 @@ class Trainer : public TrainerControl {
   void set_optimizer_sharding(OptimizerSharding sharding);
   // Under a ZeRO-2/3 plan resume_from keeps the checkpoint's optimizer state aside instead of
   // loading it into the whole optimizer: shard_training cuts it to the shards (one whole copy at
-  // most). Taken once; fit() loads whatever was not taken into the whole optimizer.
-  NamedTensors take_resumed_optimizer_state() { return std::exchange(resumed_optimizer_state_, {}); }
+  // most), or, from a sharded checkpoint, reads each rank's own segments of the weights and the
+  // state from the shard files (the model keeps its initial weights until then). Taken once;
+  // fit() loads whatever was not taken into the whole model and optimizer.
+  ResumedState take_resumed_state() { return std::exchange(resumed_, {}); }
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
@@ -128,6 +130,8 @@ class Trainer : public TrainerControl {
   std::filesystem::path save_checkpoint() override;
   NamedTensors snapshot_weights() const override;
   void restore_weights(const NamedTensors& weights) override;
+  void load_untaken_resumed_state();
+  void check_shards_match_model(const ShardedCheckpointReader& shards) const;
 
  private:
   friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)
@@ -190,7 +194,7 @@ class Trainer : public TrainerControl {
   std::vector<double> loss_history_;
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
-  NamedTensors resumed_optimizer_state_;  // see take_resumed_optimizer_state
+  ResumedState resumed_;  // see take_resumed_state
 };
 
 }  // namespace hwt

@@ -2,6 +2,7 @@
 // read back for an exact resume (see training_checkpoint.h for the directory's contents).
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 
 #include "hwtrain/core/error.h"
@@ -10,6 +11,7 @@
 #include "hwtrain/obs/log.h"
 #include "hwtrain/model/rng_state.h"
 #include "hwtrain/train/sharded_checkpoint.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
 #include "hwtrain/train/trainer.h"
 #include "hwtrain/train/trainer_state_file.h"
 #include "hwtrain/train/training_checkpoint.h"
@@ -48,6 +50,32 @@ void Trainer::restore_weights(const NamedTensors& weights) {
   for (const auto& item : tensors) {
     if (!given.count(item.key())) throw IoError("the weights lack the model's '" + item.key() + "'");
   }
+}
+
+void Trainer::load_untaken_resumed_state() {
+  ResumedState r = take_resumed_state();
+  NamedTensors state = std::move(r.optimizer);
+  if (r.shards) {
+    restore_weights(model_->local_tensors(read_sharded_weights(*r.shards)));
+    state = read_sharded_optimizer_state(*r.shards);
+  }
+  if (!state.empty()) optimizer_->load_state(model_->local_tensors(std::move(state)));
+}
+
+// The names and shapes of a sharded checkpoint's weights against the model's, before any is read.
+void Trainer::check_shards_match_model(const ShardedCheckpointReader& shards) const {
+  std::map<std::string, std::vector<int64_t>> mine;
+  for (const auto& item : model_->module().named_parameters()) mine[item.key()] = item.value().sizes().vec();
+  for (const auto& item : model_->module().named_buffers()) mine[item.key()] = item.value().sizes().vec();
+  for (const auto& [name, shape] : shards.parameters()) {
+    auto it = mine.find(name);
+    if (it == mine.end()) throw IoError("the weights hold '" + name + "', which this model does not have");
+    if (it->second != shape) {
+      throw IoError("the weights' '" + name + "' has shape " + c10::str(shape) + ", the model's " + c10::str(it->second));
+    }
+    mine.erase(it);
+  }
+  if (!mine.empty()) throw IoError("the weights lack the model's '" + mine.begin()->first + "'");
 }
 
 // Everything a checkpoint holds besides the weights and the optimizer's moments (rank 0).
@@ -150,7 +178,12 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   if (s.dataset_fingerprint != data.fingerprint) {
     warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
   }
-  restore_weights(model_->local_tensors(ckpt.model));  // tensor parallel: this rank's shards
+  const bool sharded_plan = plan_.sharding == Sharding::Zero2 || plan_.sharding == Sharding::Zero3;
+  if (ckpt.shards && sharded_plan) {
+    check_shards_match_model(*ckpt.shards);  // its weights come with the state, read by shard_training
+  } else {
+    restore_weights(model_->local_tensors(ckpt.shards ? read_sharded_weights(*ckpt.shards) : ckpt.model));  // TP: cut
+  }
   NamedTensors opt, scaler;
   RngState rng;  // a CUDA run's "rng.cuda" applies only when this run trains on CUDA too
   for (const auto& [name, t] : ckpt.optimizer) {
@@ -159,9 +192,12 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     else if (name == "rng.cuda") rng.cuda = t;
     else opt.emplace_back(name, t);
   }
-  if (plan_.sharding == Sharding::Zero2 || plan_.sharding == Sharding::Zero3) {
-    resumed_optimizer_state_ = model_->local_tensors(std::move(opt));  // cut to the shards by shard_training
+  if (sharded_plan) {  // cut to the shards (or read from the shard files) by shard_training
+    resumed_ = ResumedState{ckpt.shards ? NamedTensors{} : model_->local_tensors(std::move(opt)), ckpt.shards};
   } else {
+    if (ckpt.shards) {
+      for (auto& entry : read_sharded_optimizer_state(*ckpt.shards)) opt.push_back(std::move(entry));
+    }
     optimizer_->load_state(model_->local_tensors(std::move(opt)));
   }
   if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);

@@ -5,6 +5,7 @@
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/sharded_checkpoint.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
 #include "hwtrain/train/trainer_state_file.h"
 
 namespace hwt {
@@ -38,12 +39,18 @@ std::string read_checkpoint_config(const fs::path& dir) {
 }
 
 TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
-  verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
   TrainingCheckpoint ckpt;
+  if (fs::exists(dir / kShardingManifest)) {  // each rank reads (and checks) only the shard files it needs
+    verify_checkpoint(dir, [](const std::string& file) { return file.rfind("shard-", 0) == 0; });
+    ckpt.shards = std::make_shared<ShardedCheckpointReader>(dir, /*verify_on_read=*/true);
+    ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
+  } else {
+    verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
+    ckpt.model = read_checkpoint_weights(dir);
+    ckpt.optimizer = read_checkpoint_optimizer(dir);
+  }
   ckpt.config_toml = read_checkpoint_config(dir);
-  ckpt.model = read_checkpoint_weights(dir);
   ckpt.model_format = checkpoint_model_format(dir);
-  ckpt.optimizer = read_checkpoint_optimizer(dir);
   const fs::path state_path = dir / "trainer_state.json";
   try {
     ckpt.state = nlohmann::json::parse(read_regular_file(state_path, kMaxTextBytes));

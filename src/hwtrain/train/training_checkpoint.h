@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "hwtrain/train/callback.h"
 
 namespace hwt {
+
+class ShardedCheckpointReader;  // train/sharded_checkpoint_reader.h
 
 struct TrainingCheckpoint {
   NamedTensors model;       // whole weights; empty when the ranks write shards
@@ -28,13 +31,26 @@ struct TrainingCheckpoint {
   nlohmann::json state;
   std::string config_toml;
   std::string plan_json;
+  // A sharded checkpoint as read_training_checkpoint gives it: the segments stay in the shard files
+  // (`model` is empty, `optimizer` holds optimizer.safetensors' entries only) and are read through
+  // this, whole or only this rank's part (Trainer::resume_from).
+  std::shared_ptr<ShardedCheckpointReader> shards;
+};
+
+// What a resumed ZeRO-2/3 run hands its shards (Trainer::take_resumed_state, shard_training): the
+// whole optimizer state of a checkpoint written whole, or the shard files of a sharded one, from
+// which each rank reads its own segments of the weights and of the AdamW state.
+struct ResumedState {
+  NamedTensors optimizer;
+  std::shared_ptr<ShardedCheckpointReader> shards;
+  bool empty() const { return optimizer.empty() && !shards; }
 };
 
 // Writes the files into `dir` (a staging directory).
 void write_training_checkpoint(const std::filesystem::path& dir, const TrainingCheckpoint& ckpt);
 // Verifies a checkpoint directory against its COMPLETE marker (verify_checkpoint: sizes and
-// CRC32C of every file), reads it and range-checks trainer_state.json (trainer_state_file.h);
-// throws IoError naming the file at fault.
+// CRC32C of every file; a shard file's CRC32C when its data is first read), reads it and
+// range-checks trainer_state.json (trainer_state_file.h); throws IoError naming the file at fault.
 TrainingCheckpoint read_training_checkpoint(const std::filesystem::path& dir);
 // Reads just the resolved config of a checkpoint (for --resume and generate/eval), after checking
 // config.toml against the marker.

@@ -1,0 +1,81 @@
+// ShardedCheckpointReader: a ZeRO-2/3 checkpoint (train/sharded_checkpoint.h) read range by range,
+// so that a rank resuming a sharded run reads only its own segments: on the world size the
+// checkpoint was written with, its own shard file; on another, the two or three whose segments
+// overlap its own. Opening reads sharding.json and every shard file's header (not its data), and
+// checks, before any data is read, that the segments of every tensor sharding.json names tile it
+// exactly (no gap: a shard missing; no overlap: a shard repeated or from another run), for the
+// weights and for the AdamW state alike. read() then gives any element range of a tensor from the
+// shard files holding it, read with pread into memory of its own (never mapped: a file truncated
+// under a mapping is a SIGBUS). With `verify_on_read`, each shard file's CRC32C is checked against
+// the COMPLETE marker the first time its data is read: read_training_checkpoint checks every other
+// file up front and leaves the shards' checksums to this reader (verify_checkpoint with `deferred`).
+//
+// Keys: "model.<param>" (the fp32 master weights), "optimizer.exp_avg.<param>",
+// "optimizer.exp_avg_sq.<param>", and "optimizer.step.<param>" (a scalar every segment repeats).
+// Not thread-safe; one reader per rank.
+#pragma once
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hwtrain/io/safetensors.h"
+
+namespace hwt {
+
+class ShardedCheckpointReader {
+ public:
+  // IoError naming the file for a missing or malformed sharding.json or shard file, an entry that is
+  // not a segment ("<name>@<offset>") or belongs to no tensor, and segments that do not tile a tensor.
+  explicit ShardedCheckpointReader(std::filesystem::path dir, bool verify_on_read = false);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  int world_size() const { return world_size_; }
+  // The parameters sharding.json names, in the order their first segments appear in the shards
+  // (rank 0's file first: the model's unit order), with their whole shapes.
+  const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters() const { return params_; }
+
+  // Elements [offset, offset + count) of the flattened tensor `key`, as fp32 (a scalar key: its
+  // value, from the segment at `offset` if there is one, else the first; count is ignored). IoError for an unknown key, a range outside the
+  // tensor, a shard file shorter than its header says (changed since it was opened) or failing
+  // its checksum.
+  torch::Tensor read(const std::string& key, int64_t offset, int64_t count);
+  // The whole tensor `key`, in its shape.
+  torch::Tensor whole(const std::string& key);
+
+  // The shard files whose data has been read so far (file names), and the bytes read from them.
+  std::vector<std::string> files_read() const;
+  int64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  struct Piece {
+    int file = 0;
+    size_t entry = 0;  // in files_[file].entries
+    int64_t offset = 0, numel = 0;
+  };
+  struct Tensor {
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    std::vector<Piece> pieces;  // sorted by offset once the shards are indexed
+  };
+
+  void index_shard(int rank);
+  void check_tiling() const;
+  const Tensor& find(const std::string& key) const;
+  void read_piece(const Piece& p, int64_t from, int64_t to, torch::Tensor out);
+
+  std::filesystem::path dir_;
+  bool verify_on_read_ = false;
+  int world_size_ = 0;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params_;
+  std::map<std::string, Tensor> tensors_;    // by key
+  std::vector<SafetensorsHeader> files_;     // by rank
+  std::vector<uint64_t> file_sizes_;
+  std::set<int> read_;                       // ranks whose files were read (and verified)
+  int64_t bytes_read_ = 0;
+};
+
+}  // namespace hwt

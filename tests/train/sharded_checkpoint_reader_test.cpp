@@ -1,0 +1,102 @@
+// ShardedCheckpointReader reads a range of a tensor from just the shard files holding it: a
+// 10-element weight over 3 ranks (4 + 4 + 2 elements) read across a file boundary touches those two
+// files and the bytes of the range only; a rank's own range touches its own file. With checksums
+// checked on read, a damaged shard fails only the read that touches it, naming the file; a shard
+// truncated after opening, overlapping segments and a range outside the tensor are IoErrors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "hwtrain/core/error.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/sharded_checkpoint.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace sharded_reader_test {
+
+namespace fs = std::filesystem;
+
+const torch::Tensor kW = torch::arange(10, torch::kFloat).view({2, 5});
+
+// Rank r holds w[4r, min(4r + 4, 10)) and its AdamW state (exp_avg = 10 x w, step 7); rank 2's
+// weight segment is stored in bf16 (read back as fp32).
+void write_three_shards(const fs::path& dir) {
+  const torch::Tensor flat = kW.reshape(-1);
+  for (int r = 0; r < 3; ++r) {
+    const int64_t off = 4 * r, n = std::min<int64_t>(4, 10 - off);
+    const std::string seg = "w@" + std::to_string(off);
+    torch::Tensor w = flat.narrow(0, off, n);
+    if (r == 2) w = w.to(torch::kBFloat16);
+    write_checkpoint_shard(dir, r, 3, {{seg, w}},
+                           {{"exp_avg." + seg, flat.narrow(0, off, n) * 10}, {"exp_avg_sq." + seg, torch::ones({n})},
+                            {"step." + seg, torch::full({}, 7.0f)}});
+  }
+  write_sharding_manifest(dir, 3, {{"w", {2, 5}}});
+  save_safetensors(dir / "optimizer.safetensors", {});
+}
+
+fs::path sealed_checkpoint(const testing::TempDir& tmp) {
+  CheckpointStore store(tmp.path() / "ckpts", 10);
+  return store.save(1, [](const fs::path& staging) { write_three_shards(staging); });
+}
+
+TEST(ShardedCheckpointReader, ReadsARangeFromTheFilesHoldingItOnly) {
+  testing::TempDir tmp;
+  const fs::path ckpt = sealed_checkpoint(tmp);
+  ShardedCheckpointReader reader(ckpt, /*verify_on_read=*/true);
+  EXPECT_TRUE(reader.files_read().empty());  // opening reads headers only
+  EXPECT_TRUE(torch::equal(reader.read("model.w", 3, 3), torch::tensor({3.0f, 4.0f, 5.0f})));
+  EXPECT_EQ(reader.files_read(), (std::vector<std::string>{shard_file_name(0, 3), shard_file_name(1, 3)}));
+  EXPECT_EQ(reader.bytes_read(), 3 * 4);
+
+  ShardedCheckpointReader own(ckpt, true);  // rank 2 of 3 on the checkpoint's world size
+  EXPECT_TRUE(torch::equal(own.read("optimizer.exp_avg.w", 8, 2), torch::tensor({80.0f, 90.0f})));
+  EXPECT_EQ(own.read("optimizer.step.w", 8, 0).item<float>(), 7.0f);
+  EXPECT_TRUE(torch::equal(own.read("model.w", 8, 2), torch::tensor({8.0f, 9.0f})));  // bf16 on disk
+  EXPECT_EQ(own.files_read(), std::vector<std::string>{shard_file_name(2, 3)});
+
+  EXPECT_TRUE(torch::equal(own.whole("model.w"), kW));
+  EXPECT_EQ(own.parameters().size(), 1u);
+  EXPECT_NE(testing::error_of<IoError>([&] { own.read("model.w", 8, 3); }).find("outside 'model.w'"), std::string::npos);
+  EXPECT_NE(testing::error_of<IoError>([&] { own.read("model.v", 0, 1); }).find("no tensor 'model.v'"), std::string::npos);
+}
+
+TEST(ShardedCheckpointReader, ADamagedShardFailsOnlyTheReadsThatTouchIt) {
+  testing::TempDir tmp;
+  const fs::path ckpt = sealed_checkpoint(tmp);
+  const fs::path shard1 = ckpt / shard_file_name(1, 3);
+  {
+    std::fstream f(shard1, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);  // the last data byte: the header stays valid
+    f.put('\x7f');
+  }
+  ShardedCheckpointReader reader(ckpt, true);
+  EXPECT_NO_THROW(reader.read("model.w", 0, 4));  // rank 0's own file is intact
+  const std::string what = testing::error_of<IoError>([&] { reader.read("model.w", 4, 4); });
+  EXPECT_NE(what.find(shard1.string()), std::string::npos) << what;
+  EXPECT_NE(what.find("CRC32C"), std::string::npos) << what;
+  EXPECT_NO_THROW(ShardedCheckpointReader(ckpt, false).read("model.w", 4, 4));  // unchecked: the caller verified
+
+  ShardedCheckpointReader opened(ckpt, false);
+  const fs::path shard2 = ckpt / shard_file_name(2, 3);
+  fs::resize_file(shard2, fs::file_size(shard2) - 24);  // all of its data: 2 x 8 bytes of moments, a step, 2 bf16
+  EXPECT_NE(testing::error_of<IoError>([&] { opened.whole("optimizer.exp_avg.w"); }).find("shorter than its header"),
+            std::string::npos);
+}
+
+TEST(ShardedCheckpointReader, OverlappingSegmentsAreRefusedBeforeAnyRead) {
+  testing::TempDir tmp;
+  write_three_shards(tmp.path());
+  const torch::Tensor five = torch::zeros({5});  // rank 1 claims w[4, 9): over rank 2's w[8, 10)
+  write_checkpoint_shard(tmp.path(), 1, 3, {{"w@4", five}},
+                         {{"exp_avg.w@4", five}, {"exp_avg_sq.w@4", five}, {"step.w@4", torch::full({}, 7.0f)}});
+  const std::string what = testing::error_of<IoError>([&] { ShardedCheckpointReader reader(tmp.path()); });
+  EXPECT_NE(what.find("segments overlap at element 8"), std::string::npos) << what;
+}
+
+}  // namespace sharded_reader_test
+}  // namespace hwt
