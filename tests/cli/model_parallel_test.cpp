@@ -123,7 +123,8 @@ TEST(ModelParallelRun, TensorTimesPipelineMatchesOneProcessAndResumesInOne) {
 
 // Interleaved 1F1B (dist.pipeline_chunks = 2: 2 stages of 2 chunks, GPT-2's tied head on the first
 // and last): the losses of one process; its checkpoint resumes in one process. Chunks without a
-// pipeline, or micro-batches that do not group by the stages, are one line naming the keys.
+// pipeline, or micro-batches that do not group by the stages, are one line naming the keys; "auto"
+// runs the chunks the plan chose.
 TEST(ModelParallelRun, InterleavedPipelineMatchesOneProcessAndResumesInOne) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
@@ -151,6 +152,19 @@ TEST(ModelParallelRun, InterleavedPipelineMatchesOneProcessAndResumesInOne) {
   EXPECT_NE(testing::read_text(dir / "chunks.log").find("= 6 model chunks is more than model.n_layer = 4"),
             std::string::npos)
       << testing::read_text(dir / "chunks.log");
+  // auto: the plan's layout search chooses the chunks (Gloo's per-message cost keeps this CPU pair
+  // plain), and the run cuts its stages as the plan says.
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29743 -- train " + common +
+                        "--set train.max_steps=2 --set dist.pipeline_parallel=2 --set dist.pipeline_chunks=auto --out a",
+                    dir.path(), "auto.log"),
+            0)
+      << testing::read_text(dir / "auto.log");
+  const std::string chosen = testing::read_text(dir / "auto.log");
+  const size_t line = chosen.find("pipeline_chunks           ");
+  ASSERT_NE(line, std::string::npos) << chosen;
+  const int64_t chunks = std::stoll(chosen.substr(line + 26, 2));
+  EXPECT_NE(chosen.find("(the parallel layout's: "), std::string::npos) << chosen;
+  EXPECT_EQ(chosen.find("interleaved chunks per stage") != std::string::npos, chunks > 1) << chosen;
 }
 
 // dist.tensor_parallel = dist.pipeline_parallel = auto on 2 ranks: a global batch of 3 sequences

@@ -10,9 +10,9 @@
 namespace hwt::cli {
 
 std::optional<DeviceMesh> run_mesh_shape(const RunConfig& config, int world_size) {
-  if (!config.dist.tensor_parallel || !config.dist.pipeline_parallel) return std::nullopt;
+  if (!config.dist.tensor_parallel || !config.dist.pipeline_parallel || !config.dist.pipeline_chunks) return std::nullopt;
   DeviceMesh mesh(world_size, *config.dist.tensor_parallel, *config.dist.pipeline_parallel);
-  check_mesh_fits_model(mesh, config.model, config.dist.pipeline_chunks);
+  check_mesh_fits_model(mesh, config.model, *config.dist.pipeline_chunks);
   return mesh;
 }
 
@@ -26,11 +26,16 @@ PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const Dist
 DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunConfig& config, const Plan& plan,
                               int world_size) {
   if (fixed) return *fixed;
-  const int64_t tp = plan.layout ? plan.layout->tensor_parallel : 1;
-  const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : 1;
+  // Without a layout (one rank, or a setting that needs the whole model) the sizes the user fixed.
+  const int64_t tp = plan.layout ? plan.layout->tensor_parallel : config.dist.tensor_parallel.value_or(1);
+  const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : config.dist.pipeline_parallel.value_or(1);
   DeviceMesh mesh(world_size, tp, pp);
-  check_mesh_fits_model(mesh, config.model, config.dist.pipeline_chunks);
+  check_mesh_fits_model(mesh, config.model, planned_pipeline_chunks(config, plan));
   return mesh;
+}
+
+int64_t planned_pipeline_chunks(const RunConfig& config, const Plan& plan) {
+  return config.dist.pipeline_chunks.value_or(plan.layout ? plan.layout->pipeline_chunks : 1);
 }
 
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipeline_chunks) {

@@ -49,6 +49,8 @@ PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const Dist
 // replica per rank when the plan has none), checked against the model like a fixed one.
 DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunConfig& config, const Plan& plan,
                               int world_size);
+// dist.pipeline_chunks, or under auto the plan's layout's (1 without one).
+int64_t planned_pipeline_chunks(const RunConfig& config, const Plan& plan);
 
 // What model parallelism cannot run with, refused with the key named: ZeRO-2/3 of a rank's weights
 // (ZeRO-1 shards their moments over the data-parallel ranks), the batch-size probe (its OOM retries

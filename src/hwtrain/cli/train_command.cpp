@@ -265,14 +265,15 @@ int run_train(const TrainArgs& a) {
   HardwareAwareOptimizer optimizer(config, run_hardware(group.get()), context);
   if (group) check_ranks_agree(*group, config, *data, checkpoint, optimizer.plan());
   const DeviceMesh mesh_shape = planned_mesh_shape(fixed_mesh, config, optimizer.plan(), env.world_size);
-  check_plan_for_mesh(mesh_shape, optimizer.plan(), config.dist.pipeline_chunks);
+  const int64_t pipeline_chunks = planned_pipeline_chunks(config, optimizer.plan());
+  check_plan_for_mesh(mesh_shape, optimizer.plan(), pipeline_chunks);
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);
 
   GPT model = build_run_model(optimizer, a.init_from);
   const RunMesh mesh = join_mesh(mesh_shape, group, model, config.dist.sequence_parallel,  // TP: the layers cut to
-                                 config.dist.pipeline_chunks);                           // this rank's shard
+                                 pipeline_chunks);                                       // this rank's shard
   const std::shared_ptr<TrainableModel> trained =  // a pipeline stage, or the whole (or TP-cut) model
       mesh.stage ? std::shared_ptr<TrainableModel>(mesh.stage) : std::make_shared<GptModel>(model);
   auto windows = std::make_shared<TokenWindows>(data, config.model.block_size, static_cast<uint64_t>(config.train.seed) + 1);

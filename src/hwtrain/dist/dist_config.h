@@ -44,14 +44,15 @@ struct DistConfig {
   // search (plan/parallel_layout.h) chooses.
   std::optional<int64_t> tensor_parallel = 1;
   std::optional<int64_t> pipeline_parallel = 1;
-  int64_t pipeline_chunks = 1;    // model chunks per stage: > 1 interleaves the 1F1B schedule
+  // Model chunks per stage: > 1 interleaves the 1F1B schedule; empty = auto (the layout search's).
+  std::optional<int64_t> pipeline_chunks = 1;
   bool sequence_parallel = true;  // with tensor_parallel > 1
 
   void validate() const {
     check_positive("dist.bucket_size_mb", bucket_size_mb);
     if (tensor_parallel) check_at_least("dist.tensor_parallel", *tensor_parallel, 1);
     if (pipeline_parallel) check_at_least("dist.pipeline_parallel", *pipeline_parallel, 1);
-    check_at_least("dist.pipeline_chunks", pipeline_chunks, 1);
+    if (pipeline_chunks) check_at_least("dist.pipeline_chunks", *pipeline_chunks, 1);
     if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
   }
 
@@ -76,7 +77,7 @@ struct DistConfig {
     v("pipeline_chunks", pipeline_chunks,
       "model chunks per pipeline stage: v > 1 cuts the blocks into pipeline_parallel x v and runs interleaved "
       "1F1B, a v times smaller bubble for v times the messages (train.grad_accum_steps must be a multiple of "
-      "pipeline_parallel)");
+      "pipeline_parallel); auto: the planner's layout search chooses it by predicted step time and memory");
   }
 };
 

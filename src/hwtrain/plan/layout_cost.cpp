@@ -108,8 +108,11 @@ MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& 
   e.optimizer = states.optimizer * share;
   e.buffers = states.buffers * share;
   const double copies = weight_copy_bytes(q, static_cast<double>(gpt_num_parameters(q.model)));
-  e.activations = (held.activations - copies) / t + weight_copy_bytes(q, rank_params);
-  e.attention = held.attention / t;
+  // Interleaved 1F1B keeps more micro-batches' chunks in flight on the first stage.
+  const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
+  const double interleaved = s.in_flight > 1 && l.pipeline_chunks > 1 ? 1.0 + (p - 1.0) / (p * v) : 1.0;
+  e.activations = interleaved * (held.activations - copies) / t + weight_copy_bytes(q, rank_params);
+  e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;
   e.overhead = held.overhead;
   return e;
@@ -145,7 +148,8 @@ LayoutTime stage_step(const LayoutProblem& problem, const ParallelLayout& l, con
   if (l.pipeline_parallel > 1) {  // stages cross nodes once tensor x pipeline ranks exceed a node
     const bool across_nodes = l.tensor_parallel * l.pipeline_parallel > hw.gpus_per_node;
     const double link = bytes_per_second(across_nodes ? hw.inter_node_gbs : hw.nvlink_gbs);
-    step.pipeline_comm = 2.0 * (hw.collective_latency_s + activation_bytes / t / link);
+    // Each chunk sends its activations on and their gradients back: v times per micro-batch.
+    step.pipeline_comm = 2.0 * static_cast<double>(l.pipeline_chunks) * (hw.collective_latency_s + activation_bytes / t / link);
   }
   return step;
 }
@@ -187,14 +191,15 @@ LayoutPrediction predict_layout(const LayoutProblem& problem, const ParallelLayo
     if (step.total() > slowest.total()) slowest = step;
     most_params = std::max(most_params, s.parameters / static_cast<double>(l.tensor_parallel));
   }
-  // 1F1B: m micro-batches through the slowest stage, plus p - 1 of its steps to fill and drain.
+  // 1F1B: m micro-batches through the slowest stage, plus p - 1 of its steps to fill and drain;
+  // interleaved over v chunks, each fill or drain step is a chunk's: (p - 1) / v of them.
   const double m = static_cast<double>(l.num_micro_batches);
   LayoutTime& time = out.time;
   time.compute = m * slowest.compute;
   time.recompute = m * slowest.recompute;
   time.tensor_comm = m * slowest.tensor_comm;
   time.pipeline_comm = m * slowest.pipeline_comm;
-  time.bubble = static_cast<double>(l.pipeline_parallel - 1) * slowest.total();
+  time.bubble = static_cast<double>(l.pipeline_parallel - 1) * slowest.total() / static_cast<double>(l.pipeline_chunks);
   time.data_comm = data_parallel_seconds(problem, l, most_params, time.total());
   const ModelConfig& model = problem.base.model;
   const double c = static_cast<double>(model.n_embd), tokens = static_cast<double>(problem.global_batch * model.block_size);

@@ -3,9 +3,12 @@
 // bubble, tensor-, pipeline- and data-parallel communication). plan/parallel_layout.h searches
 // layouts with it. Memory reuses the memory model's calibrated terms (plan/memory_model.h), split
 // by tensor parallelism and cut by stage; time counts FLOPs at a calibrated share of the peak and
-// bytes over the links at ring cost. What it does not model: overlap of communication with compute
-// (none is assumed, as in Megatron-LM 2021), interleaved schedules, kernel efficiency changing with
-// the micro-batch or the TP-split GEMM width, the optimizer step, and the data loader.
+// bytes over the links at ring cost. Interleaved 1F1B (v chunks per stage, Narayanan et al. 2021
+// section 2.2): the bubble divided by v, v times the stage-to-stage messages, and the first stage's
+// activations times 1 + (p - 1) / (p v) (Korthikanti et al. 2022, section 4.2.3). What it does not
+// model: overlap of communication with compute (none is assumed, as in Megatron-LM 2021), kernel
+// efficiency changing with the micro-batch or the TP-split GEMM width, the optimizer step, the data
+// loader, and chunks of uneven size (the stage's blocks are costed as one).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -37,7 +40,7 @@ struct LayoutProblem {
   LayoutMachine machine;
   int64_t global_batch = 1;     // sequences per optimizer step
   int64_t max_micro_batch = 64;  // optimization.max_batch_size
-  std::optional<int64_t> tensor_parallel, pipeline_parallel, micro_batch_size, checkpoint_every;
+  std::optional<int64_t> tensor_parallel, pipeline_parallel, pipeline_chunks, micro_batch_size, checkpoint_every;
   std::optional<Sharding> sharding;
   // Only what a run can execute today: a layout that splits the model shards at most the moments
   // (ZeRO-2/3 over a tensor or pipeline rank's weights are not implemented: cli/parallel_setup.h).
@@ -49,7 +52,7 @@ struct LayoutProblem {
 struct LayoutTime {
   double compute = 0;        // forward + backward of every micro-batch
   double recompute = 0;      // the forward again where activations were not kept
-  double bubble = 0;         // pipeline fill and drain: (p - 1) stage steps, (p-1)/(m+p-1) of the pipeline
+  double bubble = 0;         // pipeline fill and drain: (p - 1) / v stage steps (v chunks per stage)
   double tensor_comm = 0;    // TP all-reduces (or SP all-gather + reduce-scatter) over NVLink
   double pipeline_comm = 0;  // activations and their gradients sent between stages
   double data_comm = 0;      // gradient reduce over the data-parallel ranks (and ZeRO-3 gathers not hidden)

@@ -91,6 +91,7 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   problem.sharding = in.want.sharding;
   problem.tensor_parallel = in.want.tensor_parallel;  // set by the user: the search keeps them
   problem.pipeline_parallel = in.want.pipeline_parallel;
+  problem.pipeline_chunks = in.want.pipeline_chunks;
   return problem;
 }
 
@@ -176,6 +177,14 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
   p.decide("activation_checkpointing", checkpoint_text(l.checkpoint_every), "the parallel layout's");
   p.micro_batch_size = l.micro_batch_size;
   p.grad_accum_steps = l.num_micro_batches;
+  if (l.pipeline_parallel > 1) {
+    p.decide("pipeline_chunks", std::to_string(l.pipeline_chunks),
+             std::string(in.want.pipeline_chunks ? "dist.pipeline_chunks set by user" : "the parallel layout's") +
+                 (l.pipeline_chunks > 1 ? ": interleaved 1F1B, the bubble 1/" + std::to_string(l.pipeline_chunks) +
+                                              " of plain 1F1B's for " + std::to_string(l.pipeline_chunks) +
+                                              " times the stage-to-stage messages"
+                                        : ": plain 1F1B"));
+  }
   p.decide("micro_batch_size", std::to_string(l.micro_batch_size), "the parallel layout's");
   p.decide("grad_accum_steps", std::to_string(l.num_micro_batches),
            "global batch " + std::to_string(p.global_batch_size()) + " sequences = " +

@@ -18,6 +18,11 @@ namespace {
 constexpr size_t kBestShown = 5;
 // Step times within this share of each other are a tie, settled by the simpler layout.
 constexpr double kTie = 1e-3;
+// Interleaved 1F1B is chosen over the best plain-1F1B layout only when predicted this much faster:
+// the cost model does not count what it adds beyond the messages (a launch and a send per chunk and
+// micro-batch, less room to overlap them), which Narayanan et al. 2021 (figure 13) show eating its
+// gain as the batch grows.
+constexpr double kInterleaveGain = 0.03;
 
 struct Candidate {
   ParallelLayout layout;
@@ -38,6 +43,7 @@ bool simpler(const ParallelLayout& a, const ParallelLayout& b) {
   const int64_t ma = a.tensor_parallel * a.pipeline_parallel, mb = b.tensor_parallel * b.pipeline_parallel;
   if (ma != mb) return ma < mb;
   if (a.tensor_parallel != b.tensor_parallel) return a.tensor_parallel > b.tensor_parallel;  // TP on NVLink first
+  if (a.pipeline_chunks != b.pipeline_chunks) return a.pipeline_chunks < b.pipeline_chunks;
   if (a.sharding != b.sharding) return a.sharding < b.sharding;
   if (a.checkpoint_every != b.checkpoint_every) return a.checkpoint_every < b.checkpoint_every;
   return a.micro_batch_size > b.micro_batch_size;
@@ -79,6 +85,14 @@ std::vector<int64_t> micro_choices(const LayoutProblem& problem, int64_t per_rep
   return out;
 }
 
+// Interleaving (when asked): 1, 2, 4 or 8 chunks per stage while every chunk keeps a block; or the user's.
+std::vector<int64_t> chunk_choices(const LayoutProblem& problem, int64_t pp, bool interleave) {
+  if (problem.pipeline_chunks) return {*problem.pipeline_chunks};
+  std::vector<int64_t> out{1};
+  for (int64_t v = 2; interleave && pp > 1 && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) out.push_back(v);
+  return out;
+}
+
 std::vector<int64_t> checkpoint_choices(const LayoutProblem& problem) {
   if (problem.checkpoint_every) return {*problem.checkpoint_every};
   return {0, 1};
@@ -96,7 +110,7 @@ Candidate evaluate(const LayoutProblem& problem, ParallelLayout l) {
 }
 
 // The best variant of one (tensor, pipeline) pair, or why the pair cannot run this batch.
-Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
+Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, bool interleave) {
   ParallelLayout l;
   l.tensor_parallel = tp;
   l.pipeline_parallel = pp;
@@ -127,16 +141,24 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
   bool any = false;
   for (Sharding s : sharding_choices(problem, l)) {
     for (int64_t b : micros) {
-      for (int64_t every : checkpoint_choices(problem)) {
-        l.sharding = s;
-        l.micro_batch_size = b;
-        l.num_micro_batches = per_replica / b;
-        l.checkpoint_every = every;
-        Candidate c = evaluate(problem, l);
-        if (!any || better(c, best)) best = c;
-        any = true;
+      for (int64_t v : chunk_choices(problem, pp, interleave)) {
+        if (v > 1 && (per_replica / b) % pp != 0) continue;  // interleaving runs micro-batches in groups of pp
+        for (int64_t every : checkpoint_choices(problem)) {
+          l.sharding = s;
+          l.micro_batch_size = b;
+          l.num_micro_batches = per_replica / b;
+          l.pipeline_chunks = v;
+          l.checkpoint_every = every;
+          Candidate c = evaluate(problem, l);
+          if (!any || better(c, best)) best = c;
+          any = true;
+        }
       }
     }
+  }
+  if (!any) {  // only a fixed dist.pipeline_chunks > 1 leaves no variant
+    best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
+                   " needs micro-batches per step (and replica) a multiple of pp " + std::to_string(pp);
   }
   return best;
 }
@@ -190,10 +212,15 @@ std::string searched_text(const LayoutProblem& problem, const std::vector<int64_
                   std::to_string(hw.num_gpus / hw.gpus_per_node) + " node(s) of " +
                   std::to_string(hw.gpus_per_node) + "), global batch " +
                   std::to_string(problem.global_batch) + ": tp in {" + numbers(tps) + "}, pp up to " +
-                  std::to_string(problem.base.model.n_layer) + " blocks, dp = " + problem.devices + " / (tp x pp)";
+                  std::to_string(problem.base.model.n_layer) + " blocks, dp = " + problem.devices + " / (tp x pp)" +
+                  (problem.pipeline_chunks ? std::string()
+                                           : ", interleaved 1F1B (2, 4 or 8 chunks per stage) where it is predicted " +
+                                                 format_number("%.0f", 100.0 * kInterleaveGain) +
+                                                 "% faster than the best plain-1F1B layout");
   std::vector<std::string> fixed;
   if (problem.tensor_parallel) fixed.push_back("dist.tensor_parallel = " + std::to_string(*problem.tensor_parallel));
   if (problem.pipeline_parallel) fixed.push_back("dist.pipeline_parallel = " + std::to_string(*problem.pipeline_parallel));
+  if (problem.pipeline_chunks) fixed.push_back("dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks));
   if (problem.sharding) fixed.push_back(std::string("dist.sharding = ") + sharding_name(*problem.sharding));
   if (problem.micro_batch_size) fixed.push_back("train.micro_batch_size = " + std::to_string(*problem.micro_batch_size));
   if (problem.checkpoint_every) fixed.push_back("optimization.checkpoint_every = " + std::to_string(*problem.checkpoint_every));
@@ -213,9 +240,10 @@ std::vector<int64_t> tensor_parallel_choices(const ModelConfig& model, int64_t n
 }
 
 void check_layout_request(const ModelConfig& model, int64_t num_gpus, int64_t gpus_per_node,
-                          std::optional<int64_t> tensor_parallel, std::optional<int64_t> pipeline_parallel) {
+                          std::optional<int64_t> tensor_parallel, std::optional<int64_t> pipeline_parallel,
+                          std::optional<int64_t> pipeline_chunks) {
   const DeviceMesh mesh(static_cast<int>(num_gpus), tensor_parallel.value_or(1), pipeline_parallel.value_or(1));
-  check_mesh_fits_model(mesh, model);
+  check_mesh_fits_model(mesh, model, pipeline_chunks.value_or(1));
   const int64_t tp = mesh.tensor_parallel();
   if (tp > gpus_per_node || gpus_per_node % tp != 0) {
     throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not fit in a node of " +
@@ -233,16 +261,36 @@ std::string compare_layouts(const LayoutProblem& problem, const ParallelLayout& 
 LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
   const LayoutMachine& hw = problem.machine;
   check_layout_request(problem.base.model, hw.num_gpus, hw.gpus_per_node, problem.tensor_parallel,
-                       problem.pipeline_parallel);
+                       problem.pipeline_parallel, problem.pipeline_chunks);
   const std::vector<int64_t> tps = problem.tensor_parallel
                                        ? std::vector<int64_t>{*problem.tensor_parallel}
                                        : tensor_parallel_choices(problem.base.model, hw.num_gpus, hw.gpus_per_node);
-  std::vector<Candidate> pairs;
-  for (int64_t tp : tps)
-    for (int64_t pp : pipeline_choices(problem, tp)) pairs.push_back(best_of_pair(problem, tp, pp));
-  std::stable_sort(pairs.begin(), pairs.end(), better);
+  auto ranked = [&](bool interleave) {
+    std::vector<Candidate> pairs;
+    for (int64_t tp : tps)
+      for (int64_t pp : pipeline_choices(problem, tp)) pairs.push_back(best_of_pair(problem, tp, pp, interleave));
+    std::stable_sort(pairs.begin(), pairs.end(), better);
+    return pairs;
+  };
+  auto wins = [](const std::vector<Candidate>& pairs) {
+    return !pairs.empty() && pairs.front().fits && pairs.front().invalid.empty();
+  };
+  std::vector<Candidate> pairs = ranked(false);
   LayoutSearch out;
   out.searched = searched_text(problem, tps);
+  if (!problem.pipeline_chunks) {  // interleaving, if it gains enough over plain 1F1B
+    std::vector<Candidate> interleaved = ranked(true);
+    const double plain = wins(pairs) ? pairs.front().prediction.time.total() : 0.0;
+    const double best = wins(interleaved) ? interleaved.front().prediction.time.total() : 0.0;
+    const bool chunked = wins(interleaved) && interleaved.front().layout.pipeline_chunks > 1;
+    if (chunked && (!wins(pairs) || best < (1.0 - kInterleaveGain) * plain)) {
+      pairs = std::move(interleaved);
+    } else if (chunked) {
+      out.searched += "; interleaving's best, " + interleaved.front().layout.summary() + ", is predicted " +
+                      format_number("%.1f", 100.0 * (1.0 - best / plain)) + "% faster: under the " +
+                      format_number("%.0f", 100.0 * kInterleaveGain) + "% it must gain";
+    }
+  }
   const Candidate* winner = !pairs.empty() && pairs.front().fits && pairs.front().invalid.empty() ? &pairs.front() : nullptr;
   std::map<std::string, bool> shown;
   for (const Candidate& c : pairs) {

@@ -5,8 +5,9 @@
 // Enumerated: tensor parallel dividing the node's GPUs, the heads, the key/value heads and the MLP
 // width (a tensor group stays on one node); pipeline parallel up to the number of blocks (uneven
 // stages allowed, and costed); data parallel the rest, none/zero1/zero2/zero3 over it; micro-batches
-// that divide the replica's batch; recomputation off or every block. Values the user fixed are kept.
-// Not searched: interleaved pipeline schedules, context parallelism, selective recomputation.
+// that divide the replica's batch; interleaved 1F1B with 1, 2, 4 or 8 chunks per stage (each chunk a
+// block at least, micro-batches in groups of pp); recomputation off or every block. Values the user
+// fixed are kept. Not searched: context parallelism, selective recomputation.
 #pragma once
 #include <optional>
 #include <string>
@@ -36,8 +37,9 @@ std::vector<int64_t> tensor_parallel_choices(const ModelConfig& model, int64_t n
 // ConfigError, one line naming the keys and the valid values, when sizes the user set cannot cut the
 // model or the cluster: tensor x pipeline must divide the GPUs, tensor parallel must divide the heads,
 // the key/value heads and the MLP width (dist/device_mesh.h's checks, shared with real runs) and fit
-// in one node, pipeline parallel may not exceed the blocks.
+// in one node, pipeline parallel (times the chunks per stage) may not exceed the blocks.
 void check_layout_request(const ModelConfig& model, int64_t num_gpus, int64_t gpus_per_node,
-                          std::optional<int64_t> tensor_parallel, std::optional<int64_t> pipeline_parallel);
+                          std::optional<int64_t> tensor_parallel, std::optional<int64_t> pipeline_parallel,
+                          std::optional<int64_t> pipeline_chunks = std::nullopt);
 
 }  // namespace hwt

@@ -43,7 +43,8 @@ std::string ParallelLayout::summary() const {
          std::to_string(num_micro_batches) +
          (checkpoint_every == 0   ? std::string(", no recomputation")
           : checkpoint_every == 1 ? std::string(", recompute every block")
-                                  : ", recompute every " + std::to_string(checkpoint_every) + " blocks");
+                                  : ", recompute every " + std::to_string(checkpoint_every) + " blocks") +
+         (pipeline_chunks > 1 ? ", " + std::to_string(pipeline_chunks) + " chunks per stage" : std::string());
 }
 
 namespace {
@@ -51,6 +52,7 @@ namespace {
 nlohmann::ordered_json layout_to_json(const ParallelLayout& l) {
   return {{"tensor_parallel", l.tensor_parallel},
           {"pipeline_parallel", l.pipeline_parallel},
+          {"pipeline_chunks", l.pipeline_chunks},
           {"data_parallel", l.data_parallel},
           {"sharding", sharding_name(l.sharding)},
           {"micro_batch_size", l.micro_batch_size},
@@ -65,6 +67,7 @@ ParallelLayout layout_from_json(const nlohmann::json& j) {
   ParallelLayout l;
   l.tensor_parallel = j.at("tensor_parallel");
   l.pipeline_parallel = j.at("pipeline_parallel");
+  l.pipeline_chunks = j.value("pipeline_chunks", int64_t{1});
   l.data_parallel = j.at("data_parallel");
   l.sharding = sharding_from_name(j.at("sharding"));
   l.micro_batch_size = j.at("micro_batch_size");

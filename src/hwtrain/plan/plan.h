@@ -83,6 +83,7 @@ struct AutocastSwitches {
 struct ParallelLayout {
   int64_t tensor_parallel = 1;      // ranks splitting each layer (on one node)
   int64_t pipeline_parallel = 1;    // stages the blocks are cut into
+  int64_t pipeline_chunks = 1;      // model chunks per stage: > 1 runs interleaved 1F1B
   int64_t data_parallel = 1;        // model replicas: the GPUs / (tensor x pipeline)
   Sharding sharding = Sharding::None;  // over the data-parallel ranks
   int64_t micro_batch_size = 1;     // sequences per micro-batch
@@ -93,6 +94,7 @@ struct ParallelLayout {
   double predicted_mfu = 0;         // model FLOPs (no recomputation) / (GPUs x peak x step time)
   std::string name() const;         // "tp8 x pp8 x dp24"
   std::string summary() const;      // "tp8 x pp8 x dp24, zero1, micro-batch 1 x 96, recompute every block"
+                                    // (", 2 chunks per stage" when interleaved)
 };
 
 // A layout the search weighed: why it won or lost ("1.23x slower (bubble 18%)", "does not fit: ...").

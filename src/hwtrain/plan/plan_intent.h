@@ -48,7 +48,8 @@ struct PlanIntent {
   std::optional<Sharding> sharding;
   std::optional<int64_t> tensor_parallel;    // dist.tensor_parallel when set: the layout search keeps it
   std::optional<int64_t> pipeline_parallel;  // dist.pipeline_parallel when set
-  // dist.tensor_parallel or dist.pipeline_parallel = auto: a run's mesh is the layout search's choice
+  std::optional<int64_t> pipeline_chunks;    // dist.pipeline_chunks when set
+  // dist.tensor_parallel, pipeline_parallel or pipeline_chunks = auto: a run's mesh is the layout search's choice
   // (without it only `hwtrain plan --gpus` plans search layouts; a run's mesh is fixed before it).
   bool search_layout = false;
   std::optional<StateDtype> optimizer_state_dtype;  // empty = auto

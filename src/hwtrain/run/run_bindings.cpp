@@ -60,9 +60,10 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.sharding = c.dist.sharding;
   // "auto" (empty) leaves a size to the layout search, which then keeps the other one as configured;
   // otherwise a size counts only when set (`hwtrain plan --gpus` searches what the user left open).
-  w.search_layout = !c.dist.tensor_parallel || !c.dist.pipeline_parallel;
+  w.search_layout = !c.dist.tensor_parallel || !c.dist.pipeline_parallel || !c.dist.pipeline_chunks;
   if (w.search_layout || c.is_set("dist.tensor_parallel")) w.tensor_parallel = c.dist.tensor_parallel;
   if (w.search_layout || c.is_set("dist.pipeline_parallel")) w.pipeline_parallel = c.dist.pipeline_parallel;
+  if (w.search_layout || c.is_set("dist.pipeline_chunks")) w.pipeline_chunks = c.dist.pipeline_chunks;
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;
   w.pin_memory = o.pin_memory;
