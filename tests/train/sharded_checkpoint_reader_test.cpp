@@ -59,6 +59,10 @@ TEST(ShardedCheckpointReader, ReadsARangeFromTheFilesHoldingItOnly) {
   EXPECT_TRUE(torch::equal(own.read("model.w", 8, 2), torch::tensor({8.0f, 9.0f})));  // bf16 on disk
   EXPECT_EQ(own.files_read(), std::vector<std::string>{shard_file_name(2, 3)});
 
+  ShardedCheckpointReader other(ckpt, true);  // a rank of another world size: its step beside its moments
+  EXPECT_EQ(other.read("optimizer.step.w", 5, 0).item<float>(), 7.0f);
+  EXPECT_EQ(other.files_read(), std::vector<std::string>{shard_file_name(1, 3)});
+
   EXPECT_TRUE(torch::equal(own.whole("model.w"), kW));
   EXPECT_EQ(own.parameters().size(), 1u);
   EXPECT_NE(testing::error_of<IoError>([&] { own.read("model.w", 8, 3); }).find("outside 'model.w'"), std::string::npos);
@@ -86,6 +90,17 @@ TEST(ShardedCheckpointReader, ADamagedShardFailsOnlyTheReadsThatTouchIt) {
   fs::resize_file(shard2, fs::file_size(shard2) - 24);  // all of its data: 2 x 8 bytes of moments, a step, 2 bf16
   EXPECT_NE(testing::error_of<IoError>([&] { opened.whole("optimizer.exp_avg.w"); }).find("shorter than its header"),
             std::string::npos);
+}
+
+// A parameter of no elements has no segments (sharding gives it none): not missing, read empty.
+TEST(ShardedCheckpointReader, AParameterOfNoElementsNeedsNoSegments) {
+  testing::TempDir tmp;
+  write_three_shards(tmp.path());
+  write_sharding_manifest(tmp.path(), 3, {{"w", {2, 5}}, {"e", {0, 4}}});
+  ShardedCheckpointReader reader(tmp.path());
+  EXPECT_EQ(reader.whole("model.e").sizes(), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(reader.whole("optimizer.exp_avg.e").numel(), 0);
+  EXPECT_EQ(reader.read("optimizer.step.e", 0, 0).item<float>(), 0.0f);
 }
 
 TEST(ShardedCheckpointReader, OverlappingSegmentsAreRefusedBeforeAnyRead) {

@@ -26,9 +26,10 @@ PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const Dist
 DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunConfig& config, const Plan& plan,
                               int world_size) {
   if (fixed) return *fixed;
-  // Without a layout (one rank, or a setting that needs the whole model) the sizes the user fixed.
-  const int64_t tp = plan.layout ? plan.layout->tensor_parallel : config.dist.tensor_parallel.value_or(1);
-  const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : config.dist.pipeline_parallel.value_or(1);
+  // Without a layout (one rank, or a setting that needs the whole model: the plan's line says which)
+  // every rank is a replica, as the plan counted them.
+  const int64_t tp = plan.layout ? plan.layout->tensor_parallel : 1;
+  const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : 1;
   DeviceMesh mesh(world_size, tp, pp);
   check_mesh_fits_model(mesh, config.model, planned_pipeline_chunks(config, plan));
   return mesh;

@@ -108,9 +108,13 @@ MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& 
   e.optimizer = states.optimizer * share;
   e.buffers = states.buffers * share;
   const double copies = weight_copy_bytes(q, static_cast<double>(gpt_num_parameters(q.model)));
-  // Interleaved 1F1B keeps more micro-batches' chunks in flight on the first stage.
+  // Interleaved 1F1B keeps more chunks in flight (train/pipeline_step.cpp's warm-up): the first
+  // stage 2(p - 1) + (v - 1)p + 1 chunks, 1 + (p - 1)/(p v) times its p micro-batches; the last
+  // (v - 1)p + 1 (its warm-up runs the earlier chunks), ((v - 1)p + 1)/v micro-batches' worth. The
+  // head's logits are one micro-batch's still: its backward follows each of its forwards.
   const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
-  const double interleaved = s.in_flight > 1 && l.pipeline_chunks > 1 ? 1.0 + (p - 1.0) / (p * v) : 1.0;
+  double interleaved = 1.0;
+  if (l.pipeline_chunks > 1) interleaved = s.in_flight > 1 ? 1.0 + (p - 1.0) / (p * v) : ((v - 1.0) * p + 1.0) / v;
   e.activations = interleaved * (held.activations - copies) / t + weight_copy_bytes(q, rank_params);
   e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;

@@ -4,8 +4,9 @@
 // layouts with it. Memory reuses the memory model's calibrated terms (plan/memory_model.h), split
 // by tensor parallelism and cut by stage; time counts FLOPs at a calibrated share of the peak and
 // bytes over the links at ring cost. Interleaved 1F1B (v chunks per stage, Narayanan et al. 2021
-// section 2.2): the bubble divided by v, v times the stage-to-stage messages, and the first stage's
-// activations times 1 + (p - 1) / (p v) (Korthikanti et al. 2022, section 4.2.3). What it does not
+// section 2.2): the bubble divided by v, v times the stage-to-stage messages, the first stage's
+// activations times 1 + (p - 1) / (p v) (Korthikanti et al. 2022, section 4.2.3) and the last's
+// ((v - 1) p + 1) / v micro-batches' worth (train/pipeline_step.cpp's warm-up). What it does not
 // model: overlap of communication with compute (none is assumed, as in Megatron-LM 2021), kernel
 // efficiency changing with the micro-batch or the TP-split GEMM width, the optimizer step, the data
 // loader, and chunks of uneven size (the stage's blocks are costed as one).

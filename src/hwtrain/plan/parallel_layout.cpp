@@ -49,14 +49,28 @@ bool simpler(const ParallelLayout& a, const ParallelLayout& b) {
   return a.micro_batch_size > b.micro_batch_size;
 }
 
-// The preference order: runnable, fitting, faster (beyond a tie), simpler; unfitting by memory.
-bool better(const Candidate& a, const Candidate& b) {
+bool runs(const Candidate& c) { return c.fits && c.invalid.empty(); }
+
+// A strict order: runnable, fitting, faster, simpler; unfitting by memory.
+bool ranks_before(const Candidate& a, const Candidate& b) {
   if (a.invalid.empty() != b.invalid.empty()) return a.invalid.empty();
   if (a.fits != b.fits) return a.fits;
   if (!a.fits) return a.prediction.memory.total() < b.prediction.memory.total();
   const double ta = a.prediction.time.total(), tb = b.prediction.time.total();
-  if (std::abs(ta - tb) > kTie * std::min(ta, tb)) return ta < tb;
+  if (ta != tb) return ta < tb;
   return simpler(a.layout, b.layout);
+}
+
+// Sorted by ranks_before, then the simplest layout within a tie (kTie) of the fastest moved first.
+void rank(std::vector<Candidate>& cs) {
+  std::stable_sort(cs.begin(), cs.end(), ranks_before);
+  if (cs.empty() || !runs(cs.front())) return;
+  const double fastest = cs.front().prediction.time.total();
+  auto pick = cs.begin();
+  for (auto it = cs.begin(); it != cs.end() && runs(*it) && it->prediction.time.total() <= fastest * (1.0 + kTie); ++it) {
+    if (simpler(it->layout, pick->layout)) pick = it;
+  }
+  std::rotate(cs.begin(), pick, pick + 1);
 }
 
 std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) {
@@ -138,7 +152,13 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, boo
     best.invalid = "train.micro_batch_size does not divide the " + std::to_string(per_replica) + " sequences per replica";
     return best;
   }
-  bool any = false;
+  if (problem.pipeline_chunks && *problem.pipeline_chunks > 1 &&
+      (pp == 1 || pp * *problem.pipeline_chunks > problem.base.model.n_layer)) {
+    best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
+                   (pp == 1 ? std::string(" needs pp > 1") : " x pp " + std::to_string(pp) + " is more chunks than blocks");
+    return best;
+  }
+  std::vector<Candidate> variants;
   for (Sharding s : sharding_choices(problem, l)) {
     for (int64_t b : micros) {
       for (int64_t v : chunk_choices(problem, pp, interleave)) {
@@ -149,14 +169,14 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, boo
           l.num_micro_batches = per_replica / b;
           l.pipeline_chunks = v;
           l.checkpoint_every = every;
-          Candidate c = evaluate(problem, l);
-          if (!any || better(c, best)) best = c;
-          any = true;
+          variants.push_back(evaluate(problem, l));
         }
       }
     }
   }
-  if (!any) {  // only a fixed dist.pipeline_chunks > 1 leaves no variant
+  rank(variants);
+  if (!variants.empty()) return variants.front();
+  {  // only a fixed dist.pipeline_chunks > 1 leaves no variant
     best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
                    " needs micro-batches per step (and replica) a multiple of pp " + std::to_string(pp);
   }
@@ -269,12 +289,10 @@ LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
     std::vector<Candidate> pairs;
     for (int64_t tp : tps)
       for (int64_t pp : pipeline_choices(problem, tp)) pairs.push_back(best_of_pair(problem, tp, pp, interleave));
-    std::stable_sort(pairs.begin(), pairs.end(), better);
+    rank(pairs);
     return pairs;
   };
-  auto wins = [](const std::vector<Candidate>& pairs) {
-    return !pairs.empty() && pairs.front().fits && pairs.front().invalid.empty();
-  };
+  auto wins = [](const std::vector<Candidate>& pairs) { return !pairs.empty() && runs(pairs.front()); };
   std::vector<Candidate> pairs = ranked(false);
   LayoutSearch out;
   out.searched = searched_text(problem, tps);

@@ -125,7 +125,9 @@ void ShardedCheckpointReader::index_shard(int rank) {
     throw IoError("sharded checkpoint " + dir_.string() + " lacks " + file.filename().string() + " (rank " +
                   std::to_string(rank) + " of " + std::to_string(world_size_) + ")");
   }
-  file_sizes_.push_back(fs::file_size(file));
+  const uint64_t size = fs::file_size(file, ec);
+  if (ec) throw IoError("cannot read the size of " + file.string() + ": " + ec.message());
+  file_sizes_.push_back(size);
   files_.push_back(read_header(file, file_sizes_.back()));
   const auto& entries = files_.back().entries;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -159,7 +161,8 @@ void ShardedCheckpointReader::check_tiling() const {
   for (const std::string prefix : {"model.", "optimizer."}) {  // the weights' first: what eval and export need
     for (const auto& [key, t] : tensors_) {
       if (key.rfind(prefix, 0) != 0) continue;
-      if (!t.pieces.empty()) ++held;
+      const bool empty_param = t.numel == 0 || (key.rfind("optimizer.step.", 0) == 0 && numel_of_param(key) == 0);
+      if (!t.pieces.empty() || empty_param) ++held;  // a parameter of no elements has no segments
       else if (first_missing.empty()) first_missing = shown(key);
     }
   }
@@ -186,6 +189,13 @@ void ShardedCheckpointReader::check_tiling() const {
   }
 }
 
+// The elements of the parameter a "optimizer.step.<param>" key counts the steps of.
+int64_t ShardedCheckpointReader::numel_of_param(const std::string& step_key) const {
+  const std::string param = step_key.substr(std::string("optimizer.step.").size());
+  auto it = tensors_.find("model." + param);
+  return it == tensors_.end() ? -1 : it->second.numel;
+}
+
 const ShardedCheckpointReader::Tensor& ShardedCheckpointReader::find(const std::string& key) const {
   auto it = tensors_.find(key);
   if (it == tensors_.end()) throw IoError("sharded checkpoint " + dir_.string() + " holds no tensor '" + key + "'");
@@ -194,10 +204,12 @@ const ShardedCheckpointReader::Tensor& ShardedCheckpointReader::find(const std::
 
 torch::Tensor ShardedCheckpointReader::read(const std::string& key, int64_t offset, int64_t count) {
   const Tensor& t = find(key);
-  if (t.shape.empty()) {  // every segment repeats it: the one at `offset` (this rank's own file), else the first
-    auto it = std::find_if(t.pieces.begin(), t.pieces.end(), [&](const Piece& p) { return p.offset == offset; });
+  if (t.shape.empty()) {  // every segment repeats it: the last at or before `offset`, in the file of its moments
+    if (t.pieces.empty()) return torch::zeros({}, torch::kFloat);  // a parameter of no elements has no segments
+    auto it = std::upper_bound(t.pieces.begin(), t.pieces.end(), offset,
+                               [](int64_t at, const Piece& p) { return at < p.offset; });
     torch::Tensor out = torch::empty({1}, torch::kFloat);
-    read_piece(it == t.pieces.end() ? t.pieces.front() : *it, 0, 1, out);
+    read_piece(it == t.pieces.begin() ? t.pieces.front() : *std::prev(it), 0, 1, out);
     return out.reshape({});
   }
   if (offset < 0 || count < 0 || offset > t.numel || count > t.numel - offset) {

@@ -34,12 +34,13 @@ class ShardedCheckpointReader {
 
   const std::filesystem::path& dir() const { return dir_; }
   int world_size() const { return world_size_; }
-  // The parameters sharding.json names, in the order their first segments appear in the shards
-  // (rank 0's file first: the model's unit order), with their whole shapes.
+  // The parameters sharding.json names, in the order their weights' first segments appear in the
+  // shard files (rank 0's first; within a file, safetensors' order), with their whole shapes.
   const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters() const { return params_; }
 
   // Elements [offset, offset + count) of the flattened tensor `key`, as fp32 (a scalar key: its
-  // value, from the segment at `offset` if there is one, else the first; count is ignored). IoError for an unknown key, a range outside the
+  // value, from the last segment at or before `offset`, the one beside those elements' moments;
+  // count is ignored). IoError for an unknown key, a range outside the
   // tensor, a shard file shorter than its header says (changed since it was opened) or failing
   // its checksum.
   torch::Tensor read(const std::string& key, int64_t offset, int64_t count);
@@ -65,6 +66,7 @@ class ShardedCheckpointReader {
   void index_shard(int rank);
   void check_tiling() const;
   const Tensor& find(const std::string& key) const;
+  int64_t numel_of_param(const std::string& step_key) const;
   void read_piece(const Piece& p, int64_t from, int64_t to, torch::Tensor out);
 
   std::filesystem::path dir_;

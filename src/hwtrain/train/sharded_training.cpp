@@ -34,8 +34,10 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
     optimizer.load_state(engine.shard_state([&](const std::string& key, int64_t offset, int64_t count) {
       return shards.read("optimizer." + key, offset, count);
     }));
-  } catch (const IoError& e) {
+  } catch (const std::exception& e) {  // anything (an IoError, out of memory): every rank must reach the agreement
     error = e.what();
+  } catch (...) {
+    error = "an unknown error reading this rank's part of checkpoint " + shards.dir().string();
   }
   const bool any_failed = group.any_rank(!error.empty(), "agreeing that every rank read its part of the checkpoint");
   if (!error.empty()) throw IoError(error);
