@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/dist/dist_config.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/launcher.h"
+#include "hwtrain/dist/process_group.h"
 
 namespace hwt::testing {
 
@@ -30,6 +32,15 @@ inline int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// A Gloo group of this process alone (rank 0 of 1) on a free loopback port.
+inline std::shared_ptr<ProcessGroup> one_rank_group() {
+  DistEnv env;
+  env.master_port = free_port();
+  DistConfig config;
+  config.timeout = 30;
+  return std::make_shared<ProcessGroup>(env, config);
 }
 
 inline bool is_worker() { return std::getenv("HWT_DIST_WORKER") != nullptr; }

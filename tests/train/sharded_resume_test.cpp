@@ -25,11 +25,7 @@ std::vector<std::string> attach_zero2(Trainer& t, const std::shared_ptr<ProcessG
 }
 
 TEST(ShardedResume, OwnSegmentsOrWholeAtFitContinueLikeAnUnshardedResume) {
-  DistEnv env;
-  env.master_port = testing::free_port();
-  DistConfig dist;
-  dist.timeout = 30;
-  auto group = std::make_shared<ProcessGroup>(env, dist);
+  auto group = testing::one_rank_group();
   TrainerFixture f;
   f.plan.sharding = Sharding::Zero2;
   f.config.train.max_steps = 3;

@@ -41,11 +41,7 @@ std::unique_ptr<AdamW> adamw(GPT& g) {
 class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStage, bool, bool>> {};
 
 TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerStep) {
-  DistEnv env;
-  env.master_port = testing::free_port();
-  DistConfig config;
-  config.timeout = 30;
-  auto group = std::make_shared<ProcessGroup>(env, config);
+  auto group = testing::one_rank_group();
   // Without recomputation ZeRO-3 frees storage that autograd saved views of, and re-gathers it.
   const auto [stage, llama, recompute] = GetParam();
   GPT plain = tiny_gpt(llama, recompute), sharded = tiny_gpt(llama, recompute);

@@ -15,18 +15,6 @@ struct Joined {
   bool scalar = false;
 };
 
-// The segments must tile [0, n) exactly: no gap (a shard missing), no overlap (a shard twice).
-std::string tiling_error(std::vector<std::pair<int64_t, int64_t>> spans, int64_t n) {
-  std::sort(spans.begin(), spans.end());
-  int64_t at = 0;
-  for (const auto& [a, b] : spans) {
-    if (a != at) return a > at ? "elements " + std::to_string(at) + ".." + std::to_string(a) + " are in no segment"
-                               : "segments overlap at element " + std::to_string(a);
-    at = b;
-  }
-  return at == n ? "" : "elements " + std::to_string(at) + ".." + std::to_string(n) + " are in no segment";
-}
-
 int64_t parse_offset(const std::string& name, size_t at, const std::string& what) {
   const std::string digits = name.substr(at + 1);
   if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
@@ -47,6 +35,17 @@ std::map<std::string, int64_t> segment_elements(const SegmentList& entries) {
 }
 
 }  // namespace
+
+std::string segment_tiling_error(std::vector<std::pair<int64_t, int64_t>> spans, int64_t n) {
+  std::sort(spans.begin(), spans.end());
+  int64_t at = 0;
+  for (const auto& [a, b] : spans) {
+    if (a != at) return a > at ? "elements " + std::to_string(at) + ".." + std::to_string(a) + " are in no segment"
+                               : "segments overlap at element " + std::to_string(a);
+    at = b;
+  }
+  return at == n ? "" : "elements " + std::to_string(at) + ".." + std::to_string(n) + " are in no segment";
+}
 
 SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, const std::string& what) {
   torch::NoGradGuard no_grad;
@@ -92,7 +91,7 @@ SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, c
   }
   for (const auto& key : order) {
     Joined& j = joined[key];
-    const std::string gap = j.scalar ? "" : tiling_error(j.spans, j.whole.numel());
+    const std::string gap = j.scalar ? "" : segment_tiling_error(j.spans, j.whole.numel());
     if (!gap.empty()) {
       throw IoError(what + ": '" + key + "' (" + std::to_string(j.whole.numel()) + " elements): " + gap +
                     " (a shard missing, repeated or from another run)");

@@ -13,6 +13,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/json_integer.h"
+#include "hwtrain/dist/segments.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 
@@ -79,17 +80,6 @@ SafetensorsHeader read_header(const fs::path& path, uint64_t size) {
   std::string text(static_cast<size_t>(length), '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(length))) throw IoError("cannot read the header of " + path.string());
   return parse_safetensors_header(path, size, text);
-}
-
-// The segments must tile [0, n) exactly; "" or what is wrong.
-std::string tiling_error(const std::vector<std::pair<int64_t, int64_t>>& sorted_spans, int64_t n) {
-  int64_t at = 0;
-  for (const auto& [a, b] : sorted_spans) {
-    if (a != at) return a > at ? "elements " + std::to_string(at) + ".." + std::to_string(a) + " are in no segment"
-                               : "segments overlap at element " + std::to_string(a);
-    at = b;
-  }
-  return at == n ? "" : "elements " + std::to_string(at) + ".." + std::to_string(n) + " are in no segment";
 }
 
 }  // namespace
@@ -181,7 +171,7 @@ void ShardedCheckpointReader::check_tiling() const {
       }
       spans.emplace_back(p.offset, p.offset + p.numel);
     }
-    if (gap.empty() && !t.shape.empty()) gap = tiling_error(spans, t.numel);
+    if (gap.empty() && !t.shape.empty()) gap = segment_tiling_error(spans, t.numel);
     if (!gap.empty()) {
       throw IoError(what + ": '" + shown(key) + "' (" + std::to_string(t.numel) + " elements): " + gap +
                     " (a shard missing, repeated or from another run)");
