@@ -149,6 +149,32 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
   EXPECT_THROW(bad.apply_override("dist.sharding=zero4"), ConfigError);
 }
 
+// dist.reduce_dtype = bf16 reaches the plan of a ZeRO-2/3 run (its decision line, plan.json); under
+// another sharding the plan warns that its gradients are reduced in fp32; a bad value names the key.
+TEST(ShardingPlan, Bf16GradientReduceIsPlannedForZero2And3Only) {
+  RunConfig c = zero_preset_config("tiny");
+  c.apply_override("dist.sharding=zero2");
+  c.apply_override("dist.reduce_dtype=bf16");
+  PlanContext two;
+  two.world_size = 2;
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 2);
+  const Plan zero2 = make_plan(hw, c, two);
+  EXPECT_EQ(zero2.gradient_reduce, ReduceDtype::Bf16);
+  EXPECT_EQ(find_decision(zero2, "gradient_reduce").value, "bf16");
+  EXPECT_EQ(Plan::from_json(zero2.to_json()).gradient_reduce, ReduceDtype::Bf16);
+  c.apply_override("dist.sharding=zero1");
+  const Plan zero1 = make_plan(hw, c, two);
+  EXPECT_EQ(zero1.gradient_reduce, ReduceDtype::Fp32);
+  ASSERT_FALSE(zero1.warnings.empty());
+  EXPECT_NE(zero1.warnings.back().find("dist.reduce_dtype = bf16 applies to zero2/zero3"), std::string::npos);
+  try {
+    c.apply_override("dist.reduce_dtype=fp8");
+    ADD_FAILURE() << "fp8 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.reduce_dtype"), std::string::npos) << e.what();
+  }
+}
+
 // Offloading the moments (optimization.optimizer_state_device = cpu): on a GPU the memory model moves
 // them (with fp32 masters and gradient staging) to the host; auto offloads only when nothing else
 // fits; the host must hold them.

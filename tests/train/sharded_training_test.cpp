@@ -89,6 +89,47 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
   group->shutdown();
 }
 
+// dist.reduce_dtype = bf16: the engine reduce-scatters bf16 gradients; over one rank that is each
+// gradient rounded to bf16, so 3 ZeRO-2 steps equal plain AdamW steps on bf16-rounded gradients,
+// and differ from the fp32 reduce's.
+TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
+  auto group = testing::one_rank_group();
+  GPT rounded = tiny_gpt(false, false), exact = tiny_gpt(false, false), sharded = tiny_gpt(false, false);
+  auto rounded_opt = adamw(rounded), exact_opt = adamw(exact), whole = adamw(sharded);
+  GptModel sharded_model(sharded);
+  ShardedTraining st =
+      shard_training(sharded_model, *whole, group, ShardStage::Zero2, Precision::Fp32, {}, ReduceDtype::Bf16);
+  torch::manual_seed(1);
+  const auto x = torch::randint(64, {2, 16}), y = torch::randint(64, {2, 16});
+  for (int step = 0; step < 3; ++step) {
+    for (auto [model, opt, round] : {std::make_tuple(&rounded, rounded_opt.get(), true),
+                                     std::make_tuple(&exact, exact_opt.get(), false)}) {
+      opt->zero_grad();
+      (*model)->forward_loss(x, y).backward();
+      torch::NoGradGuard no_grad;
+      for (auto& p : (*model)->parameters()) {
+        if (round) p.mutable_grad().copy_(p.grad().to(torch::kBFloat16).to(torch::kFloat));
+      }
+      opt->step(1e-2);
+    }
+    torch::Tensor loss = sharded->forward_loss(x, y);
+    st.engine->begin_micro_step(true);
+    loss.backward();
+    st.engine->finish();
+    st.sharding.optimizer->step(1e-2);
+    st.sharding.after_step();
+    st.sharding.optimizer->zero_grad();
+  }
+  const auto rounded_params = rounded->named_parameters(), exact_params = exact->named_parameters();
+  double off_exact = 0;
+  for (const auto& [name, w] : st.engine->full_parameters()) {
+    EXPECT_TRUE(torch::allclose(w, rounded_params[name], 1e-5, 1e-7)) << name;
+    off_exact = std::max(off_exact, (w - exact_params[name]).abs().max().item<double>());
+  }
+  EXPECT_GT(off_exact, 1e-6);  // the rounding is applied
+  group->shutdown();
+}
+
 INSTANTIATE_TEST_SUITE_P(Stages, ShardedTrainingTest,
                          ::testing::Combine(::testing::Values(ShardStage::Zero2, ShardStage::Zero3), ::testing::Bool(),
                                             ::testing::Bool()),

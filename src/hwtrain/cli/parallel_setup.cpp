@@ -150,7 +150,7 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   if (plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3) {
     const ShardStage stage = plan.sharding == Sharding::Zero2 ? ShardStage::Zero2 : ShardStage::Zero3;
     ShardedTraining sharded = shard_training(trainer.model(), trainer.optimizer(), group, stage, plan.precision,
-                                             trainer.take_resumed_state());
+                                             trainer.take_resumed_state(), plan.gradient_reduce);
     parts.sharded = sharded.engine;
     trainer.set_gradient_sync(sharded.engine);
     trainer.set_optimizer_sharding(std::move(sharded.sharding));

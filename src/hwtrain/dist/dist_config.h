@@ -33,11 +33,22 @@ struct EnumNames<Sharding> {
       {Sharding::Zero3, "zero3"}}};
 };
 
+// The dtype ZeRO-2/3 reduce-scatter gradients in (FSDP2's reduce_dtype): fp32, or bf16 for half
+// the bytes; the fp32 gradient shards accumulate what arrives either way.
+enum class ReduceDtype { Fp32, Bf16 };
+template <>
+struct EnumNames<ReduceDtype> {
+  static constexpr std::array<std::pair<ReduceDtype, const char*>, 2> table{{
+      {ReduceDtype::Fp32, "fp32"},
+      {ReduceDtype::Bf16, "bf16"}}};
+};
+
 struct DistConfig {
   // Each option is described once, by its visit() line below (printed by --help-config).
   std::optional<DistBackend> backend;  // empty = auto: nccl on CUDA, gloo on CPU
   double bucket_size_mb = 25.0;
   std::optional<Sharding> sharding;  // empty = auto: the planner's choice
+  ReduceDtype reduce_dtype = ReduceDtype::Fp32;
   double timeout = 60.0;
   // The (data x pipeline x tensor) mesh (dist/device_mesh.h): ranks per tensor-parallel group and
   // pipeline stages; data parallel is the rest of the world size. Empty = auto: the planner's layout
@@ -63,6 +74,10 @@ struct DistConfig {
     v("sharding", sharding,
       "what data-parallel ranks shard: none, zero1 (AdamW moments), zero2 (moments, fp32 master weights and "
       "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)");
+    v("reduce_dtype", reduce_dtype,
+      "the dtype zero2/zero3 reduce-scatter gradients in: fp32, or bf16 (half the bytes on the wire, each "
+      "rank's averaged shard rounded to bf16 before it is added to its fp32 gradient shard; FSDP2's "
+      "reduce_dtype); DDP and zero1 reduce the fp32 gradients");
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
     v("tensor_parallel", tensor_parallel,
       "ranks that split each layer's weights (Megatron-style tensor parallelism; consecutive ranks, so a group "

@@ -125,4 +125,19 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
 }
 
 
+void decide_gradient_reduce(Plan& p, const PlanInputs& in) {
+  const bool sharded_grads = p.sharding == Sharding::Zero2 || p.sharding == Sharding::Zero3;
+  p.gradient_reduce = sharded_grads ? in.want.reduce_dtype : ReduceDtype::Fp32;
+  if (in.want.reduce_dtype == ReduceDtype::Bf16 && !sharded_grads) {
+    p.warnings.push_back(std::string("dist.reduce_dtype = bf16 applies to zero2/zero3; this plan's sharding is ") +
+                         sharding_name(p.sharding) + ", whose gradients are reduced in fp32");
+  }
+  if (!sharded_grads) return;
+  p.decide("gradient_reduce", enum_name(p.gradient_reduce),
+           p.gradient_reduce == ReduceDtype::Bf16
+               ? "dist.reduce_dtype set by user: half the reduce-scatter bytes; each averaged shard is rounded to "
+                 "bf16 before the fp32 gradient shard adds it"
+               : "dist.reduce_dtype: the gradients reduce-scattered in fp32 (bf16 halves the bytes)");
+}
+
 }  // namespace hwt

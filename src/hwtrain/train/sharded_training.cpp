@@ -53,7 +53,7 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
 }  // namespace
 
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision, ResumedState resumed) {
+                               ShardStage stage, Precision precision, ResumedState resumed, ReduceDtype reduce) {
   std::vector<ShardedUnitParams> units;
   for (auto& u : model.parameter_units()) units.push_back({u.name, u.params});
   ShardingOptions options;
@@ -61,6 +61,7 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16
                           : precision == Precision::Fp16 ? torch::kHalf
                                                          : torch::kFloat;
+  options.reduce_dtype = reduce == ReduceDtype::Bf16 ? torch::kBFloat16 : torch::kFloat;
   NamedTensors whole_state = resumed.empty() ? whole.state() : std::move(resumed.optimizer);  // before the dtype changes
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
   // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.

@@ -31,8 +31,10 @@ struct ShardedTraining {
 // own segments of the fp32 master weights and of the AdamW state (its own shard file when the world
 // size is the checkpoint's), then ZeRO-2 gathers the parameters and ZeRO-3 frees them. The ranks
 // agree on whether every one read its part: a rank's IoError (a damaged shard) stops them all.
-// Collective: every rank calls it with the same model.
+// `reduce`: the dtype gradients are reduce-scattered in (Plan::gradient_reduce). Collective: every
+// rank calls it with the same model.
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
-                               ShardStage stage, Precision precision, ResumedState resumed = {});
+                               ShardStage stage, Precision precision, ResumedState resumed = {},
+                               ReduceDtype reduce = ReduceDtype::Fp32);
 
 }  // namespace hwt
