@@ -101,9 +101,10 @@ ShardedCheckpointReader::ShardedCheckpointReader(fs::path dir, bool verify_on_re
     std::sort(t.pieces.begin(), t.pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
   }
   check_tiling();
-  for (const auto& [name, shape] : m.shapes) {  // those whose weights no shard holds: check_tiling named them
-    if (std::none_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == name; })) {
-      params_.emplace_back(name, shape);
+  for (const auto& entry : m.shapes) {  // parameters of no elements: no shard holds a segment of them
+    const std::string& name = entry.first;
+    if (std::none_of(params_.begin(), params_.end(), [&name](const auto& p) { return p.first == name; })) {
+      params_.push_back(entry);
     }
   }
 }
