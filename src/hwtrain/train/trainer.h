@@ -131,7 +131,7 @@ class Trainer : public TrainerControl {
   NamedTensors snapshot_weights() const override;
   void restore_weights(const NamedTensors& weights) override;
   void load_untaken_resumed_state();
-  void check_shards_match_model(const ShardedCheckpointReader& shards) const;
+  void check_weights_match_model(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) const;
 
  private:
   friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)

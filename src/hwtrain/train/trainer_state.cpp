@@ -2,7 +2,6 @@
 // read back for an exact resume (see training_checkpoint.h for the directory's contents).
 #include <nlohmann/json.hpp>
 
-#include <map>
 #include <set>
 
 #include "hwtrain/core/error.h"
@@ -31,25 +30,33 @@ NamedTensors Trainer::snapshot_weights() const {
   return out;
 }
 
-// Every parameter and buffer by name, shapes equal, none left out (copy_ would broadcast a wrong shape).
-void Trainer::restore_weights(const NamedTensors& weights) {
-  torch::NoGradGuard no_grad;
+// Every parameter and buffer by name, shapes equal, none left out (copy_ would broadcast a wrong
+// shape); IoError naming the first that is not, before anything is copied.
+void Trainer::check_weights_match_model(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) const {
   auto tensors = model_->module().named_parameters();
   for (const auto& item : model_->module().named_buffers()) tensors.insert(item.key(), item.value());
   std::set<std::string> given;
-  for (const auto& [name, value] : weights) {
-    auto* p = tensors.find(name);
+  for (const auto& [name, shape] : shapes) {
+    const torch::Tensor* p = tensors.find(name);
     if (!p) throw IoError("the weights hold '" + name + "', which this model does not have");
-    if (p->sizes() != value.sizes()) {
-      throw IoError("the weights' '" + name + "' has shape " + c10::str(value.sizes()) + ", the model's " +
-                    c10::str(p->sizes()));
+    if (p->sizes() != c10::IntArrayRef(shape)) {
+      throw IoError("the weights' '" + name + "' has shape " + c10::str(shape) + ", the model's " + c10::str(p->sizes()));
     }
-    p->copy_(value);
     given.insert(name);
   }
   for (const auto& item : tensors) {
     if (!given.count(item.key())) throw IoError("the weights lack the model's '" + item.key() + "'");
   }
+}
+
+void Trainer::restore_weights(const NamedTensors& weights) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& [name, value] : weights) shapes.emplace_back(name, value.sizes().vec());
+  check_weights_match_model(shapes);
+  torch::NoGradGuard no_grad;
+  auto tensors = model_->module().named_parameters();
+  for (const auto& item : model_->module().named_buffers()) tensors.insert(item.key(), item.value());
+  for (const auto& [name, value] : weights) tensors[name].copy_(value);
 }
 
 void Trainer::load_untaken_resumed_state() {
@@ -60,22 +67,6 @@ void Trainer::load_untaken_resumed_state() {
     state = read_sharded_optimizer_state(*r.shards);
   }
   if (!state.empty()) optimizer_->load_state(model_->local_tensors(std::move(state)));
-}
-
-// The names and shapes of a sharded checkpoint's weights against the model's, before any is read.
-void Trainer::check_shards_match_model(const ShardedCheckpointReader& shards) const {
-  std::map<std::string, std::vector<int64_t>> mine;
-  for (const auto& item : model_->module().named_parameters()) mine[item.key()] = item.value().sizes().vec();
-  for (const auto& item : model_->module().named_buffers()) mine[item.key()] = item.value().sizes().vec();
-  for (const auto& [name, shape] : shards.parameters()) {
-    auto it = mine.find(name);
-    if (it == mine.end()) throw IoError("the weights hold '" + name + "', which this model does not have");
-    if (it->second != shape) {
-      throw IoError("the weights' '" + name + "' has shape " + c10::str(shape) + ", the model's " + c10::str(it->second));
-    }
-    mine.erase(it);
-  }
-  if (!mine.empty()) throw IoError("the weights lack the model's '" + mine.begin()->first + "'");
 }
 
 // Everything a checkpoint holds besides the weights and the optimizer's moments (rank 0).
@@ -180,7 +171,7 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   }
   const bool sharded_plan = plan_.sharding == Sharding::Zero2 || plan_.sharding == Sharding::Zero3;
   if (ckpt.shards && sharded_plan) {
-    check_shards_match_model(*ckpt.shards);  // its weights come with the state, read by shard_training
+    check_weights_match_model(ckpt.shards->parameters());  // the weights come with the state: shard_training
   } else {
     restore_weights(model_->local_tensors(ckpt.shards ? read_sharded_weights(*ckpt.shards) : ckpt.model));  // TP: cut
   }
