@@ -15,14 +15,6 @@ struct Joined {
   bool scalar = false;
 };
 
-int64_t parse_offset(const std::string& name, size_t at, const std::string& what) {
-  const std::string digits = name.substr(at + 1);
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
-    throw IoError(what + ": entry '" + name + "' has no valid element offset after '@'");
-  }
-  return std::stoll(digits);
-}
-
 // Elements the segments of each key bring: a tensor is allocated only once they add up to it, so a
 // forged shape cannot make the reader allocate more than the shards hold.
 std::map<std::string, int64_t> segment_elements(const SegmentList& entries) {
@@ -35,6 +27,14 @@ std::map<std::string, int64_t> segment_elements(const SegmentList& entries) {
 }
 
 }  // namespace
+
+int64_t segment_offset(const std::string& name, size_t at, const std::string& what) {
+  const std::string digits = name.substr(at + 1);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    throw IoError(what + ": entry '" + name + "' has no valid element offset after '@'");
+  }
+  return std::stoll(digits);
+}
 
 std::string segment_tiling_error(std::vector<std::pair<int64_t, int64_t>> spans, int64_t n) {
   std::sort(spans.begin(), spans.end());
@@ -60,7 +60,7 @@ SegmentList join_segments(const SegmentList& entries, const ShapeOf& shape_of, c
       continue;
     }
     const std::string key = name.substr(0, at);
-    const int64_t offset = parse_offset(name, at, what);
+    const int64_t offset = segment_offset(name, at, what);
     auto it = joined.find(key);
     if (it == joined.end()) {
       const auto shape = shape_of(key);

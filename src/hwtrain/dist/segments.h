@@ -22,6 +22,9 @@ using ShapeOf = std::function<std::optional<std::vector<int64_t>>(const std::str
 // Entries without "@" pass through. Keys come out in the order they first appear. Throws IoError
 // naming `what` for an unknown key, a malformed offset, a segment out of range or overlapping
 // another, or a tensor whose elements are not all covered.
+// The element offset after the '@' at `at` in a segment's name "<key>@<offset>" (at most 18
+// digits); IoError naming `what` and the entry otherwise.
+int64_t segment_offset(const std::string& name, size_t at, const std::string& what);
 // "" when the spans [offset, end) tile [0, n) exactly, else what is wrong: "elements a..b are in no
 // segment" (a shard missing) or "segments overlap at element a" (a shard repeated).
 std::string segment_tiling_error(std::vector<std::pair<int64_t, int64_t>> spans, int64_t n);

@@ -118,8 +118,7 @@ void ShardedCheckpointReader::index_shard(int rank) {
   }
   const uint64_t size = fs::file_size(file, ec);
   if (ec) throw IoError("cannot read the size of " + file.string() + ": " + ec.message());
-  file_sizes_.push_back(size);
-  files_.push_back(read_header(file, file_sizes_.back()));
+  files_.push_back(read_header(file, size));
   const auto& entries = files_.back().entries;
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string& name = entries[i].name;
@@ -128,10 +127,8 @@ void ShardedCheckpointReader::index_shard(int rank) {
     if (at == std::string::npos) {
       throw IoError(file.string() + ": entry '" + name + "' is not a segment (<name>@<offset>)");
     }
-    const std::string key = name.substr(0, at), digits = name.substr(at + 1);
-    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) {
-      throw IoError(file.string() + ": entry '" + name + "' has no valid element offset after '@'");
-    }
+    const std::string key = name.substr(0, at);
+    const int64_t offset = segment_offset(name, at, file.string());
     auto it = tensors_.find(key);
     if (it == tensors_.end()) throw IoError(file.string() + ": entry '" + name + "' belongs to no tensor of " + kShardingManifest);
     if (!c10::isFloatingType(entries[i].dtype)) {
@@ -139,7 +136,7 @@ void ShardedCheckpointReader::index_shard(int rank) {
                     ", expected a floating-point segment");
     }
     const int64_t numel = c10::multiply_integers(entries[i].shape);
-    it->second.pieces.push_back(Piece{rank, i, std::stoll(digits), numel});
+    it->second.pieces.push_back(Piece{rank, i, offset, numel});
     if (key.rfind("model.", 0) == 0 && it->second.pieces.size() == 1) params_.emplace_back(key.substr(6), it->second.shape);
   }
 }

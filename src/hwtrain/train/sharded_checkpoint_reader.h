@@ -75,7 +75,6 @@ class ShardedCheckpointReader {
   std::vector<std::pair<std::string, std::vector<int64_t>>> params_;
   std::map<std::string, Tensor> tensors_;    // by key
   std::vector<SafetensorsHeader> files_;     // by rank
-  std::vector<uint64_t> file_sizes_;
   std::set<int> read_;                       // ranks whose files were read (and verified)
   int64_t bytes_read_ = 0;
 };
