@@ -99,11 +99,11 @@ std::vector<int64_t> micro_choices(const LayoutProblem& problem, int64_t per_rep
   return out;
 }
 
-// Interleaving (when asked): 1, 2, 4 or 8 chunks per stage while every chunk keeps a block; or the user's.
-std::vector<int64_t> chunk_choices(const LayoutProblem& problem, int64_t pp, bool interleave) {
+// 1, 2, 4 or 8 chunks per stage while every chunk keeps a block; or the user's.
+std::vector<int64_t> chunk_choices(const LayoutProblem& problem, int64_t pp) {
   if (problem.pipeline_chunks) return {*problem.pipeline_chunks};
   std::vector<int64_t> out{1};
-  for (int64_t v = 2; interleave && pp > 1 && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) out.push_back(v);
+  for (int64_t v = 2; pp > 1 && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) out.push_back(v);
   return out;
 }
 
@@ -123,8 +123,13 @@ Candidate evaluate(const LayoutProblem& problem, ParallelLayout l) {
   return c;
 }
 
-// The best variant of one (tensor, pipeline) pair, or why the pair cannot run this batch.
-Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, bool interleave) {
+// The best variants of one (tensor, pipeline) pair: with plain 1F1B (or the chunks the user set),
+// and with interleaving allowed; or, in both, why the pair cannot run this batch.
+struct PairBest {
+  Candidate plain, interleaved;
+};
+
+PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
   ParallelLayout l;
   l.tensor_parallel = tp;
   l.pipeline_parallel = pp;
@@ -134,34 +139,34 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, boo
   if (problem.global_batch % l.data_parallel != 0) {
     best.invalid = "global batch " + std::to_string(problem.global_batch) + " is not a multiple of dp " +
                    std::to_string(l.data_parallel);
-    return best;
+    return {best, best};
   }
   const bool split = tp * pp > 1;
   if (problem.runnable_only && split && problem.sharding && *problem.sharding > Sharding::Zero1) {
     best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) +
                    " does not run with tensor or pipeline parallelism yet";
-    return best;
+    return {best, best};
   }
   if (problem.sharding && *problem.sharding != Sharding::None && l.data_parallel == 1) {
     best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) + " needs data-parallel ranks";
-    return best;
+    return {best, best};
   }
   const int64_t per_replica = problem.global_batch / l.data_parallel;
   const std::vector<int64_t> micros = micro_choices(problem, per_replica);
   if (micros.empty() || per_replica % micros.front() != 0) {
     best.invalid = "train.micro_batch_size does not divide the " + std::to_string(per_replica) + " sequences per replica";
-    return best;
+    return {best, best};
   }
   if (problem.pipeline_chunks && *problem.pipeline_chunks > 1 &&
       (pp == 1 || pp * *problem.pipeline_chunks > problem.base.model.n_layer)) {
     best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
                    (pp == 1 ? std::string(" needs pp > 1") : " x pp " + std::to_string(pp) + " is more chunks than blocks");
-    return best;
+    return {best, best};
   }
   std::vector<Candidate> variants;
   for (Sharding s : sharding_choices(problem, l)) {
     for (int64_t b : micros) {
-      for (int64_t v : chunk_choices(problem, pp, interleave)) {
+      for (int64_t v : chunk_choices(problem, pp)) {
         if (v > 1 && (per_replica / b) % pp != 0) continue;  // interleaving runs micro-batches in groups of pp
         for (int64_t every : checkpoint_choices(problem)) {
           l.sharding = s;
@@ -174,13 +179,18 @@ Candidate best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp, boo
       }
     }
   }
-  rank(variants);
-  if (!variants.empty()) return variants.front();
-  {  // only a fixed dist.pipeline_chunks > 1 leaves no variant
+  if (variants.empty()) {  // only a fixed dist.pipeline_chunks > 1 leaves no variant
     best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
                    " needs micro-batches per step (and replica) a multiple of pp " + std::to_string(pp);
+    return {best, best};
   }
-  return best;
+  std::vector<Candidate> plain;
+  for (const Candidate& c : variants) {
+    if (problem.pipeline_chunks || c.layout.pipeline_chunks == 1) plain.push_back(c);
+  }
+  rank(plain);
+  rank(variants);
+  return {plain.front(), variants.front()};
 }
 
 // The term that costs `c` the most over the winner, as a reason with its share of c's step
@@ -285,19 +295,20 @@ LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
   const std::vector<int64_t> tps = problem.tensor_parallel
                                        ? std::vector<int64_t>{*problem.tensor_parallel}
                                        : tensor_parallel_choices(problem.base.model, hw.num_gpus, hw.gpus_per_node);
-  auto ranked = [&](bool interleave) {
-    std::vector<Candidate> pairs;
-    for (int64_t tp : tps)
-      for (int64_t pp : pipeline_choices(problem, tp)) pairs.push_back(best_of_pair(problem, tp, pp, interleave));
-    rank(pairs);
-    return pairs;
-  };
-  auto wins = [](const std::vector<Candidate>& pairs) { return !pairs.empty() && runs(pairs.front()); };
-  std::vector<Candidate> pairs = ranked(false);
+  std::vector<Candidate> pairs, interleaved;  // each pair's best with plain 1F1B, and interleaving allowed
+  for (int64_t tp : tps) {
+    for (int64_t pp : pipeline_choices(problem, tp)) {
+      PairBest best = best_of_pair(problem, tp, pp);
+      pairs.push_back(std::move(best.plain));
+      interleaved.push_back(std::move(best.interleaved));
+    }
+  }
+  rank(pairs);
+  rank(interleaved);
+  auto wins = [](const std::vector<Candidate>& ranked) { return !ranked.empty() && runs(ranked.front()); };
   LayoutSearch out;
   out.searched = searched_text(problem, tps);
   if (!problem.pipeline_chunks) {  // interleaving, if it gains enough over plain 1F1B
-    std::vector<Candidate> interleaved = ranked(true);
     const double plain = wins(pairs) ? pairs.front().prediction.time.total() : 0.0;
     const double best = wins(interleaved) ? interleaved.front().prediction.time.total() : 0.0;
     const bool chunked = wins(interleaved) && interleaved.front().layout.pipeline_chunks > 1;
@@ -309,7 +320,7 @@ LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
                       format_number("%.0f", 100.0 * kInterleaveGain) + "% it must gain";
     }
   }
-  const Candidate* winner = !pairs.empty() && pairs.front().fits && pairs.front().invalid.empty() ? &pairs.front() : nullptr;
+  const Candidate* winner = wins(pairs) ? &pairs.front() : nullptr;
   std::map<std::string, bool> shown;
   for (const Candidate& c : pairs) {
     const auto [text, reason] = verdict(c, winner, hw.memory_budget_bytes);
