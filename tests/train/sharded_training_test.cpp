@@ -38,6 +38,18 @@ std::unique_ptr<AdamW> adamw(GPT& g) {
   return std::make_unique<AdamW>(d, n, AdamWOptions{});
 }
 
+// One optimizer step of the sharded model at lr 1e-2; its loss.
+double sharded_step(ShardedTraining& st, GPT& model, const torch::Tensor& x, const torch::Tensor& y) {
+  torch::Tensor loss = model->forward_loss(x, y);
+  st.engine->begin_micro_step(true);
+  loss.backward();
+  st.engine->finish();
+  st.sharding.optimizer->step(1e-2);
+  st.sharding.after_step();
+  st.sharding.optimizer->zero_grad();
+  return loss.item<double>();
+}
+
 class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStage, bool, bool>> {};
 
 TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerStep) {
@@ -60,14 +72,8 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
     plain_opt->step(1e-2);
 
     const auto before = st.engine->stats().all_gathers;
-    torch::Tensor loss = sharded->forward_loss(x, y);
-    st.engine->begin_micro_step(true);
-    loss.backward();
-    st.engine->finish();
-    st.sharding.optimizer->step(1e-2);
-    st.sharding.after_step();
-    st.sharding.optimizer->zero_grad();
-    EXPECT_NEAR(loss.item<double>(), a, 1e-6) << "step " << step;
+    const double loss = sharded_step(st, sharded, x, y);
+    EXPECT_NEAR(loss, a, 1e-6) << "step " << step;
     if (stage == ShardStage::Zero3) {  // each unit freed after forward is gathered again for backward
       const int64_t want = llama ? 2 + 2 * 4 + 1 : 1 + 2 * 4;  // embeddings x 2, blocks x 2, head once
       EXPECT_EQ(st.engine->stats().all_gathers - before, want) << "step " << step;
@@ -112,13 +118,7 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
       }
       opt->step(1e-2);
     }
-    torch::Tensor loss = sharded->forward_loss(x, y);
-    st.engine->begin_micro_step(true);
-    loss.backward();
-    st.engine->finish();
-    st.sharding.optimizer->step(1e-2);
-    st.sharding.after_step();
-    st.sharding.optimizer->zero_grad();
+    sharded_step(st, sharded, x, y);
   }
   const auto rounded_params = rounded->named_parameters(), exact_params = exact->named_parameters();
   double off_exact = 0;

@@ -230,6 +230,26 @@ void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, con
   log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, device));
 }
 
+// The trainer made ready to fit: the checkpoint restored (its tensors released here, or kept for
+// the shards), the micro-batch probed, data parallelism and the ranks' stop agreement attached.
+DataParallelParts prepare_trainer(Trainer& trainer, std::optional<TrainingCheckpoint>& resumed,
+                                  const std::optional<fs::path>& checkpoint, const RunMesh& mesh,
+                                  const RunConfig& config, const Plan& plan, const std::shared_ptr<ProcessGroup>& group) {
+  if (checkpoint) {
+    trainer.resume_from(*resumed, *checkpoint);
+    resumed.reset();  // the tensors are in the model and optimizer now (or the shard reader is the trainer's)
+  }
+  // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
+  // that choose differently still issue the same collectives: one reduction per step).
+  if (plan.auto_batch_size && !checkpoint) trainer.probe_micro_batch();
+  DataParallelParts parallel;
+  if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, config.dist, plan);
+  if (group) {  // a stop (Ctrl-C, a callback) ends every rank at the same step, every replica and stage
+    trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
+  }
+  return parallel;
+}
+
 }  // namespace
 
 int run_train(const TrainArgs& a) {
@@ -284,18 +304,7 @@ int run_train(const TrainArgs& a) {
   trainer.add_callback(optimizer.metrics_probe());
   add_stopping_and_checkpoints(trainer, config, group, configured_callbacks);
   for (auto& c : a.extra_callbacks) trainer.add_callback(c);
-  if (checkpoint) {
-    trainer.resume_from(*resumed, *checkpoint);
-    resumed.reset();  // the tensors are in the model and optimizer now
-  }
-  // Probe steps run before gradient sync is attached; each rank measures its own memory (ranks
-  // that choose differently still issue the same collectives: one reduction per step).
-  if (optimizer.plan().auto_batch_size && !checkpoint) trainer.probe_micro_batch();
-  DataParallelParts parallel;
-  if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, config.dist, optimizer.plan());
-  if (group) {  // a stop (Ctrl-C, a callback) ends every rank at the same step, every replica and stage
-    trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
-  }
+  const DataParallelParts parallel = prepare_trainer(trainer, resumed, checkpoint, mesh, config, optimizer.plan(), group);
   log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
            group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy");
 
