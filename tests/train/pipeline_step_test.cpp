@@ -178,7 +178,7 @@ TEST_P(PipelineCase, OneStepEqualsTheWholeModelsAccumulatedStep) {
       StepMetrics m;
       m.forward_seconds = m.backward_seconds = 0;
       losses[s] = run_pipeline_step(stage, x, y, kMicro, kMicroBatches, torch::kCPU, hooks, m);
-      stage.sum_shared_gradients();  // the tied embedding's two copies
+      stage.sum_shared_gradients(stage.own_gradients());  // the tied embedding's two copies
     });
   }
   for (auto& t : threads) t.join();

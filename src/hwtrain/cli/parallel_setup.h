@@ -52,8 +52,8 @@ DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunC
 // dist.pipeline_chunks, or under auto the plan's layout's (1 without one).
 int64_t planned_pipeline_chunks(const RunConfig& config, const Plan& plan);
 
-// What model parallelism cannot run with, refused with the key named: ZeRO-2/3 of a rank's weights
-// (ZeRO-1 shards their moments over the data-parallel ranks), the batch-size probe (its OOM retries
+// What model parallelism cannot run with, refused with the key named: ZeRO-3 of a pipeline stage
+// (ZeRO-1/2 shard a rank's weights' state over the data-parallel ranks), the batch-size probe (its OOM retries
 // are per rank), the optimizer in backward, 8-bit moments, and on a GPU offloaded ones; and pipeline
 // chunks without a pipeline, or with micro-batches that are not a multiple of its stages.
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipeline_chunks);

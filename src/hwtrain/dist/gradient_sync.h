@@ -2,6 +2,12 @@
 // backward whether gradients must be synchronized after it (only on the last micro-step of an
 // accumulation), and waits for the reductions before unscaling and clipping.
 #pragma once
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace hwt {
 
@@ -12,6 +18,11 @@ class GradientSync {
   virtual void finish() = 0;  // gradients are averaged across ranks on return
   // A step that failed (an OOM before a redo): forget its gradients and reductions.
   virtual void discard() {}
+  // Where finish() left the averaged gradients: nullopt when in the parameters' own .grad (DDP);
+  // a sharding engine's gradient shards, by parameter name, otherwise (dist/sharded_parameters.h).
+  virtual std::optional<std::vector<std::pair<std::string, torch::Tensor>>> gradient_shards() const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace hwt

@@ -268,6 +268,12 @@ void ShardedParameters::finish() {
   }
 }
 
+std::optional<std::vector<std::pair<std::string, torch::Tensor>>> ShardedParameters::gradient_shards() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& seg : segments_) out.emplace_back(seg.param, seg.master.grad());
+  return out;
+}
+
 void ShardedParameters::discard() {
   for (auto& up : units_) {
     Unit& u = *up;

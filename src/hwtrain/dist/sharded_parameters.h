@@ -83,6 +83,10 @@ class ShardedParameters : public GradientSync {
   void begin_micro_step(bool sync_after_backward) override;
   void finish() override;
   void discard() override;
+  // After finish(): each segment's gradient by its parameter's name (a view: summing it in place
+  // sums the optimizer's gradient). Every rank of another group whose engine has units of the same
+  // shapes holds the same elements of each (a tensor-parallel rank's norms, a tied embedding's unit).
+  std::optional<std::vector<std::pair<std::string, torch::Tensor>>> gradient_shards() const override;
 
   // The model's unit hooks (no-ops under ZeRO-2).
   void before_forward(size_t unit);

@@ -113,8 +113,10 @@ class GPTImpl : public torch::nn::Module {
   TensorParallelComm* tensor_parallel() const { return tp_.get(); }
   // Under sequence parallelism each rank's gradients of the weights it holds whole (norms, position
   // embeddings, row-parallel biases) cover its slice of the sequence: summed over the group here,
-  // after backward (collective). Nothing otherwise.
+  // after backward (collective). Nothing otherwise. `grads`: the gradients by parameter name (the
+  // parameters' own, or shards laid out alike on every rank of the group); default: their own.
   void sum_sequence_parallel_gradients();
+  void sum_sequence_parallel_gradients(const std::vector<std::pair<std::string, torch::Tensor>>& grads);
   // How parameter `name`, or its optimizer state "exp_avg.<name>" / "exp_avg_sq.<name>", is cut.
   ShardSpec tensor_parallel_spec(const std::string& name) const;
   // The whole tensor's length along its cut dimension, for a name tensor_parallel_spec cuts.

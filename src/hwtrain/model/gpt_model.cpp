@@ -42,14 +42,13 @@ NamedParameters tensor_parallel_local(const GPTImpl& gpt, NamedParameters whole)
   return whole;
 }
 
-torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared) {
+torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared, const NamedParameters& grads) {
   TensorParallelComm* tp = gpt.tensor_parallel();
   if (!tp) return local_squared;
   torch::NoGradGuard no_grad;
   torch::Tensor replicated = torch::zeros({}, local_squared.options());
-  for (const auto& item : gpt.named_parameters()) {
-    const torch::Tensor& g = item.value().grad();
-    if (g.defined() && !gpt.tensor_parallel_spec(item.key()).sharded()) {
+  for (const auto& [name, g] : grads) {
+    if (g.defined() && !gpt.tensor_parallel_spec(name).sharded()) {
       replicated = replicated + g.to(local_squared.scalar_type()).pow(2).sum();
     }
   }

@@ -14,7 +14,7 @@ namespace hwt {
 // rank holds whole count 1/size each). Identity without tensor parallelism.
 NamedParameters tensor_parallel_whole(GPTImpl& gpt, NamedParameters local);
 NamedParameters tensor_parallel_local(const GPTImpl& gpt, NamedParameters whole);
-torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared);
+torch::Tensor tensor_parallel_norm_share(GPTImpl& gpt, const torch::Tensor& local_squared, const NamedParameters& grads);
 
 class GptModel : public TrainableModel {
  public:
@@ -48,10 +48,10 @@ class GptModel : public TrainableModel {
   bool checkpoint_writer() const override { return !gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0; }
   // The weights every rank of the tensor group holds whole (norms, biases of row-parallel layers)
   // count once: each rank contributes 1/size of their squares.
-  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override {
-    return tensor_parallel_norm_share(*gpt_, local_squared);
+  torch::Tensor squared_norm_share(const torch::Tensor& local_squared, const NamedParameters& grads) override {
+    return tensor_parallel_norm_share(*gpt_, local_squared, grads);
   }
-  void sum_shared_gradients() override { gpt_->sum_sequence_parallel_gradients(); }
+  void sum_shared_gradients(const NamedParameters& grads) override { gpt_->sum_sequence_parallel_gradients(grads); }
   void model_parallel_sum(torch::Tensor& t) override {
     if (gpt_->tensor_parallel()) gpt_->tensor_parallel()->all_reduce_sum(t);
   }

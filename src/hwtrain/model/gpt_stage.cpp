@@ -122,11 +122,16 @@ double GptStage::training_flops_per_row(int64_t row_elements) {
 
 // Tensor parallel first (the weights its group holds whole count 1/size each), then the last
 // stage's copy of a tied embedding (its first stage counts it).
-torch::Tensor GptStage::squared_norm_share(const torch::Tensor& local_squared) {
-  const torch::Tensor share = tensor_parallel_norm_share(*gpt_, local_squared);
-  if (!holds_tied_copy() || !gpt_->wte->weight.grad().defined()) return share;
-  torch::NoGradGuard no_grad;
-  return share - gpt_->wte->weight.grad().to(local_squared.scalar_type()).pow(2).sum();
+torch::Tensor GptStage::squared_norm_share(const torch::Tensor& local_squared, const NamedParameters& grads) {
+  const torch::Tensor share = tensor_parallel_norm_share(*gpt_, local_squared, grads);
+  if (!holds_tied_copy()) return share;
+  const std::string tied = embedding_name();
+  for (const auto& [name, g] : grads) {
+    if (name != tied || !g.defined()) continue;
+    torch::NoGradGuard no_grad;
+    return share - g.to(local_squared.scalar_type()).pow(2).sum();
+  }
+  return share;
 }
 
 void GptStage::model_parallel_sum(torch::Tensor& t) {
@@ -138,12 +143,38 @@ bool GptStage::checkpoint_writer() const {
   return place_.index == 0 && (!gpt_->tensor_parallel() || gpt_->tensor_parallel()->rank() == 0);
 }
 
-void GptStage::sum_shared_gradients() {
-  gpt_->sum_sequence_parallel_gradients();
-  if (!shared_ || !(is_first() || is_last())) return;
+std::string GptStage::embedding_name() const { return gpt_->config().is_llama() ? "embed_tokens.weight" : "wte.weight"; }
+
+void GptStage::sum_shared_gradients(const NamedParameters& grads) {
+  gpt_->sum_sequence_parallel_gradients(grads);
+  if (!shares_embedding()) return;
+  const std::string tied = embedding_name();
+  for (const auto& [name, g] : grads) {
+    if (name != tied) continue;
+    torch::Tensor sum = g;  // a shard is a view of the engine's gradient: summed in place
+    shared_->all_reduce_sum(sum);
+    return;
+  }
+  // No gradient of it here (the stage's copy took none): zeros join the sum, and keep them.
   torch::Tensor& g = gpt_->wte->weight.mutable_grad();
-  if (!g.defined()) g = torch::zeros_like(gpt_->wte->weight);
+  g = torch::zeros_like(gpt_->wte->weight);
   shared_->all_reduce_sum(g);
+}
+
+std::vector<ParameterUnit> GptStage::parameter_units() {
+  std::unordered_set<const c10::TensorImpl*> mine;
+  for (const auto& p : stage_->parameters()) mine.insert(p.unsafeGetTensorImpl());
+  const c10::TensorImpl* tied = shares_embedding() ? gpt_->wte->weight.unsafeGetTensorImpl() : nullptr;
+  std::vector<ParameterUnit> out;
+  if (tied) out.push_back({"tied-embedding", {{embedding_name(), gpt_->wte->weight}}});
+  for (ParameterUnit& u : gpt_->parameter_units()) {
+    ParameterUnit kept{u.name, {}};
+    for (auto& [name, p] : u.params) {
+      if (mine.count(p.unsafeGetTensorImpl()) && p.unsafeGetTensorImpl() != tied) kept.params.emplace_back(name, p);
+    }
+    if (!kept.params.empty()) out.push_back(std::move(kept));
+  }
+  return out;
 }
 
 // Every tensor the whole model's checkpoint names, in the whole model's order: each present on

@@ -50,7 +50,7 @@ class GptStage : public TrainableModel, public PipelineStage {
   NamedParameters whole_tensors(NamedParameters local) override;
   NamedParameters local_tensors(NamedParameters whole) const override;
   bool checkpoint_writer() const override;
-  torch::Tensor squared_norm_share(const torch::Tensor& local_squared) override;
+  torch::Tensor squared_norm_share(const torch::Tensor& local_squared, const NamedParameters& grads) override;
   void model_parallel_sum(torch::Tensor& t) override;  // over the tensor group, then the stages
   PipelineStage* pipeline_stage() override { return this; }
 
@@ -61,12 +61,17 @@ class GptStage : public TrainableModel, public PipelineStage {
   std::vector<int64_t> activation_shape(int64_t rows, int64_t row_elements) const override;
   TensorParallelComm& stages() override { return *stages_; }
   // Sequence-parallel gradients over the tensor group, then the tied embedding's two copies.
-  void sum_shared_gradients() override;
+  void sum_shared_gradients(const NamedParameters& grads) override;
+  // The GPT's units cut to this stage's weights; a tied embedding held by two stages is a unit of
+  // its own, so that ZeRO-2 lays out its shards alike on both and they sum like the whole gradients.
+  std::vector<ParameterUnit> parameter_units() override;
 
   GPT& gpt() { return gpt_; }
 
  private:
   bool holds_tied_copy() const;  // the last stage's copy of a tied embedding (the first holds the original)
+  bool shares_embedding() const { return shared_ && (is_first() || is_last()); }
+  std::string embedding_name() const;
 
   GPT gpt_;
   StagePlace place_;

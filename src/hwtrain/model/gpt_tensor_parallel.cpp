@@ -75,12 +75,19 @@ void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool
 }
 
 void GPTImpl::sum_sequence_parallel_gradients() {
+  std::vector<std::pair<std::string, torch::Tensor>> grads;
+  for (auto& item : named_parameters()) {
+    if (item.value().grad().defined()) grads.emplace_back(item.key(), item.value().grad());
+  }
+  sum_sequence_parallel_gradients(grads);
+}
+
+void GPTImpl::sum_sequence_parallel_gradients(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   if (!tp_ || !tp_->sequence_parallel) return;
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;  // one all-reduce for them all: they are small and many
-  for (auto& item : named_parameters()) {
-    const torch::Tensor& g = item.value().grad();
-    if (g.defined() && !parameter_spec(item.key()).sharded()) grads.push_back(g);
+  for (const auto& [name, g] : named) {
+    if (g.defined() && !parameter_spec(name).sharded()) grads.push_back(g);
   }
   if (grads.empty()) return;
   std::vector<torch::Tensor> flat;

@@ -27,6 +27,14 @@ double TrainableModel::training_flops_per_row(int64_t row_elements) {
   return 6.0 * static_cast<double>(num_parameters()) * static_cast<double>(row_elements);
 }
 
+NamedParameters TrainableModel::own_gradients() {
+  NamedParameters out;
+  for (const auto& item : module().named_parameters()) {
+    if (item.value().grad().defined()) out.emplace_back(item.key(), item.value().grad());
+  }
+  return out;
+}
+
 int64_t TrainableModel::num_parameters() {
   int64_t n = 0;
   for (const auto& p : module().parameters()) n += p.numel();

@@ -70,20 +70,26 @@ class TrainableModel {
   // (collective: every rank of the model-parallel group calls it with the same names);
   // local_tensors cuts whole ones to this rank's shards. checkpoint_writer: whether this rank's
   // copy is written (one rank per model replica). squared_norm_share: this rank's share of the whole
-  // model's squared gradient norm, given its own gradients' (a weight several ranks hold counted
-  // once in the sum over the group); model_parallel_sum: a tensor summed over the group (in place).
+  // model's squared gradient norm, given the squared norm of `grads` (a weight several ranks hold
+  // counted once in the sum over the group); model_parallel_sum: a tensor summed over the group (in place).
+  // `grads`, here and in sum_shared_gradients: the averaged gradients by parameter name, either the
+  // parameters' own (own_gradients) or, under ZeRO-2/3, this rank's 1-D shard of each
+  // (GradientSync::gradient_shards), which the model-parallel ranks holding one weight lay out alike.
   // pipeline_stage: the model as one stage of a pipeline, trained by the 1F1B schedule. The
   // defaults: every rank holds the whole model.
   virtual bool model_parallel() const { return false; }
   virtual NamedParameters whole_tensors(NamedParameters local) { return local; }
   virtual NamedParameters local_tensors(NamedParameters whole) const { return whole; }
   virtual bool checkpoint_writer() const { return true; }
-  virtual torch::Tensor squared_norm_share(const torch::Tensor& local_squared) { return local_squared; }
+  virtual torch::Tensor squared_norm_share(const torch::Tensor& local_squared, const NamedParameters& /*grads*/) {
+    return local_squared;
+  }
   virtual void model_parallel_sum(torch::Tensor& /*t*/) {}
   // After the step's backwards (and data-parallel reduction): weights several model-parallel ranks
   // hold get their whole gradient (sequence-parallel norms' partial sums, a tied embedding's two
-  // pipeline copies). Collective over the model-parallel group.
-  virtual void sum_shared_gradients() {}
+  // pipeline copies), summed in place in `grads`. Collective over the model-parallel group.
+  virtual void sum_shared_gradients(const NamedParameters& /*grads*/) {}
+  NamedParameters own_gradients();  // each parameter's defined .grad, by name
   virtual PipelineStage* pipeline_stage() { return nullptr; }
 
   int64_t num_parameters();

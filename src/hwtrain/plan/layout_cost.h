@@ -43,8 +43,8 @@ struct LayoutProblem {
   int64_t max_micro_batch = 64;  // optimization.max_batch_size
   std::optional<int64_t> tensor_parallel, pipeline_parallel, pipeline_chunks, micro_batch_size, checkpoint_every;
   std::optional<Sharding> sharding;
-  // Only what a run can execute today: a layout that splits the model shards at most the moments
-  // (ZeRO-2/3 over a tensor or pipeline rank's weights are not implemented: cli/parallel_setup.h).
+  // Only what a run can execute today: a pipeline shards at most the gradients (ZeRO-3 of a stage
+  // is not implemented: cli/parallel_setup.h).
   bool runnable_only = false;
   const char* devices = "GPUs";  // what the machine's ranks are, for the search's description
 };

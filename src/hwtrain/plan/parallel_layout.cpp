@@ -86,7 +86,7 @@ std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const Paral
   if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
   if (problem.sharding) return {*problem.sharding};
   if (problem.base.int8_moments) return {Sharding::None, Sharding::Zero1};  // ZeRO-2/3 keep fp32 moments
-  if (problem.runnable_only && l.tensor_parallel * l.pipeline_parallel > 1) return {Sharding::None, Sharding::Zero1};
+  if (problem.runnable_only && l.pipeline_parallel > 1) return {Sharding::None, Sharding::Zero1, Sharding::Zero2};
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }
 
@@ -141,10 +141,8 @@ PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
                    std::to_string(l.data_parallel);
     return {best, best};
   }
-  const bool split = tp * pp > 1;
-  if (problem.runnable_only && split && problem.sharding && *problem.sharding > Sharding::Zero1) {
-    best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) +
-                   " does not run with tensor or pipeline parallelism yet";
+  if (problem.runnable_only && pp > 1 && problem.sharding == Sharding::Zero3) {
+    best.invalid = "dist.sharding = zero3 does not run with pipeline parallelism yet";
     return {best, best};
   }
   if (problem.sharding && *problem.sharding != Sharding::None && l.data_parallel == 1) {

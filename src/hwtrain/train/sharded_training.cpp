@@ -1,6 +1,7 @@
 #include "hwtrain/train/sharded_training.h"
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/train/sharded_checkpoint_reader.h"
 
@@ -50,6 +51,32 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
            shards.world_size(), shards.dir().string(), static_cast<double>(shards.bytes_read()) / (1 << 20));
 }
 
+// A model split over ranks: the gradient norm and fp16's verdict summed over the data group and then
+// the model's groups (the shares of weights several model-parallel ranks hold, from the gradient
+// shards), and whole checkpoints: the state and masters gathered over the data group, then joined
+// by the model (Trainer::save_checkpoint).
+void split_model_parts(OptimizerSharding& s, TrainableModel& model, const std::shared_ptr<ShardedParameters>& engine,
+                       const std::shared_ptr<ProcessGroup>& group) {
+  TrainableModel* m = &model;  // the trainer's, which outlives its sharding
+  s.global_norm = [engine, m](const torch::Tensor& local) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor l = local.to(torch::kFloat);
+    torch::Tensor squared = m->squared_norm_share(l * l, *engine->gradient_shards()).reshape({1}).contiguous();
+    engine->sum_across_ranks(squared);
+    m->model_parallel_sum(squared);
+    return squared[0].clamp_min(0).sqrt();
+  };
+  s.sum_across_ranks = [engine, m](torch::Tensor& t) {
+    engine->sum_across_ranks(t);
+    m->model_parallel_sum(t);
+  };
+  s.gather = [engine, group](const NamedTensors& local) {
+    NamedTensors all = gather_optimizer_state(local, *group);
+    return group->rank() == 0 ? engine->unshard_state(all) : NamedTensors{};
+  };
+  s.master_weights = [engine] { return engine->full_parameters(); };
+}
+
 }  // namespace
 
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
@@ -85,9 +112,13 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
     for (const auto& seg : engine->segments()) params.push_back(seg.master);
     return params;
   };
+  s.after_step = [engine] { engine->after_step(); };
+  if (model.model_parallel()) {
+    split_model_parts(s, model, engine, group);
+    return out;
+  }
   s.global_norm = [engine](const torch::Tensor& local) { return engine->global_norm(local); };
   s.sum_across_ranks = [engine](torch::Tensor& t) { engine->sum_across_ranks(t); };
-  s.after_step = [engine] { engine->after_step(); };
   s.local_weights = [engine] {
     NamedTensors mine;
     for (const auto& seg : engine->segments()) mine.emplace_back(seg.name(), seg.master);

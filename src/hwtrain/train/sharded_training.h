@@ -3,7 +3,9 @@
 // Trainer runs with (Trainer::set_optimizer_sharding): an AdamW over this rank's segments, holding
 // the trainer's optimizer state cut to them (a resumed run continues exactly), the global gradient
 // norm, and sharded checkpoints (train/sharded_checkpoint.h), which resume on any world size and
-// with any sharding. Parameters compute in the plan's precision (bf16 or fp16 copies of the fp32
+// with any sharding. A model split over ranks (tensor or pipeline parallel: `group` is then its data-
+// parallel group) shards its own rank's weights; its gradient norm also spans the model's groups
+// and its checkpoints stay whole (OptimizerSharding::gather and master_weights). Parameters compute in the plan's precision (bf16 or fp16 copies of the fp32
 // masters, as FSDP2's param_dtype; fp32 otherwise); gradients are reduced in fp32; fp16's loss
 // scaler agrees on inf/NaN over the ranks.
 #pragma once

@@ -1,7 +1,8 @@
 // SharedGradientSync: the GradientSync of a model split over ranks (tensor or pipeline parallel),
 // after the data-parallel one if any: once that has reduced the gradients, the weights several
 // ranks hold get their whole gradient (TrainableModel::sum_shared_gradients: sequence-parallel
-// norms' partial sums, a tied embedding's two pipeline copies). The Trainer installs it itself.
+// norms' partial sums, a tied embedding's two pipeline copies), in the parameters' own gradients or,
+// under ZeRO-2/3, in the engine's gradient shards. The Trainer installs it itself.
 #pragma once
 #include <memory>
 
@@ -19,7 +20,11 @@ class SharedGradientSync : public GradientSync {
   }
   void finish() override {
     if (inner_) inner_->finish();
-    model_.sum_shared_gradients();
+    const auto shards = gradient_shards();
+    model_.sum_shared_gradients(shards ? *shards : model_.own_gradients());
+  }
+  std::optional<std::vector<std::pair<std::string, torch::Tensor>>> gradient_shards() const override {
+    return inner_ ? inner_->gradient_shards() : std::nullopt;
   }
   void discard() override {
     if (inner_) inner_->discard();

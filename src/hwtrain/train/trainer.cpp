@@ -91,7 +91,7 @@ void Trainer::use_model_parallel_norm() {
   TrainableModel* model = model_.get();
   parts_.model_parallel_norm = [model](const torch::Tensor& local) {
     torch::NoGradGuard no_grad;
-    torch::Tensor squared = model->squared_norm_share(local * local).reshape({1}).contiguous();
+    torch::Tensor squared = model->squared_norm_share(local * local, model->own_gradients()).reshape({1}).contiguous();
     model->model_parallel_sum(squared);
     return squared[0].clamp_min(0).sqrt();
   };

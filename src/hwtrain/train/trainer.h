@@ -159,6 +159,7 @@ class Trainer : public TrainerControl {
   std::filesystem::path store_checkpoint(const TrainingCheckpoint& ckpt,
                                          const std::function<void(const std::filesystem::path&)>& also);
   std::filesystem::path save_sharded_checkpoint();
+  NamedTensors master_weights() const;  // ZeRO-2/3 of a split model (collective)
   void use_model_parallel_norm();
 
   TrainerOptions options_;

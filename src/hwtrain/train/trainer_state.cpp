@@ -2,6 +2,7 @@
 // read back for an exact resume (see training_checkpoint.h for the directory's contents).
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <set>
 
 #include "hwtrain/core/error.h"
@@ -26,6 +27,21 @@ NamedTensors Trainer::snapshot_weights() const {
   }
   NamedTensors out;
   for (const auto& item : model_->module().named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  for (const auto& item : model_->module().named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
+  return out;
+}
+
+// ZeRO-2/3 of a split model: the fp32 master weights, not the compute copies (which ZeRO-3 has freed),
+// on the data group's rank 0; its other ranks, which write nothing, join only the buffers over their
+// model's groups. Collective.
+NamedTensors Trainer::master_weights() const {
+  std::map<std::string, torch::Tensor> masters;
+  for (auto& [name, t] : parts_.sharding.master_weights()) masters[name] = std::move(t);
+  NamedTensors out;
+  for (const auto& item : model_->module().named_parameters()) {
+    auto it = masters.find(item.key());
+    if (it != masters.end()) out.emplace_back(item.key(), it->second.to(item.value().device()));
+  }
   for (const auto& item : model_->module().named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
   return out;
 }
@@ -115,7 +131,8 @@ fs::path Trainer::save_checkpoint() {
   if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
   // Tensor parallel: whole tensors from the shards, collective over the model's group.
   optimizer_state = model_->whole_tensors(std::move(optimizer_state));
-  NamedTensors weights = model_->whole_tensors(snapshot_weights());
+  NamedTensors weights = parts_.sharding.master_weights ? master_weights() : snapshot_weights();
+  weights = model_->whole_tensors(std::move(weights));
   if (rank_ != 0 || !model_->checkpoint_writer()) return {};
   TrainingCheckpoint ckpt = checkpoint_contents(std::move(optimizer_state));
   ckpt.model = std::move(weights);
@@ -170,7 +187,10 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     warn_once("resume-dataset", "resuming on a dataset other than the checkpoint's (fingerprint differs)");
   }
   const bool sharded_plan = plan_.sharding == Sharding::Zero2 || plan_.sharding == Sharding::Zero3;
-  if (ckpt.shards && sharded_plan) {
+  // Each rank reads its own segments (shard_training) when its tensors are the checkpoint's: not
+  // those of a model split over ranks, which cuts the whole tensors to its own.
+  const bool own_segments = ckpt.shards && sharded_plan && !model_->model_parallel();
+  if (own_segments) {
     check_weights_match_model(ckpt.shards->parameters());  // the weights come with the state: shard_training
   } else {
     restore_weights(model_->local_tensors(ckpt.shards ? read_sharded_weights(*ckpt.shards) : ckpt.model));  // TP: cut
@@ -183,12 +203,15 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     else if (name == "rng.cuda") rng.cuda = t;
     else opt.emplace_back(name, t);
   }
-  if (sharded_plan) {  // cut to the shards (or read from the shard files) by shard_training
-    resumed_ = ResumedState{ckpt.shards ? NamedTensors{} : model_->local_tensors(std::move(opt)), ckpt.shards};
-  } else {
-    if (ckpt.shards) {
-      for (auto& entry : read_sharded_optimizer_state(*ckpt.shards)) opt.push_back(std::move(entry));
-    }
+  if (own_segments) {
+    resumed_ = ResumedState{{}, ckpt.shards};  // read from the shard files by shard_training
+    opt.clear();
+  } else if (ckpt.shards) {
+    for (auto& entry : read_sharded_optimizer_state(*ckpt.shards)) opt.push_back(std::move(entry));
+  }
+  if (!own_segments && sharded_plan) {  // cut to the shards by shard_training
+    resumed_ = ResumedState{model_->local_tensors(std::move(opt)), nullptr};
+  } else if (!own_segments) {
     optimizer_->load_state(model_->local_tensors(std::move(opt)));
   }
   if (!s.precision_fallback_reason.empty()) precision_->fall_back("as before the checkpoint: " + s.precision_fallback_reason);

@@ -32,6 +32,9 @@ namespace hwt {
 // this rank's shards (`parameters`, whose gradients `global_norm` turns into the global norm), and
 // checkpoints are sharded (train/sharded_checkpoint.h): each rank writes `local_weights` and its
 // optimizer state into the directory rank 0 shares (`share_from_rank0`), then all meet (`barrier`).
+// A model split over ranks (tensor or pipeline parallel) writes whole checkpoints instead: ZeRO-2/3
+// `gather` their optimizer state like ZeRO-1, and `master_weights` gives the fp32 masters whole on
+// the data group's rank 0 (collective) for the model to join over its own groups.
 struct OptimizerSharding {
   std::vector<std::string> owned;
   std::function<void()> after_step;
@@ -41,6 +44,7 @@ struct OptimizerSharding {
   std::function<torch::Tensor(const torch::Tensor&)> global_norm;
   std::function<void(torch::Tensor&)> sum_across_ranks;
   std::function<NamedTensors()> local_weights;
+  std::function<NamedTensors()> master_weights;
   std::function<std::string(const std::string& key, const std::string& value)> share_from_rank0;
   std::function<void(const std::string& what)> barrier;
 };
