@@ -5,21 +5,24 @@
 # communication in flight and the share hidden behind compute, and throughput (median tokens/s
 # after step 2). Model: gpt2 (124M) at block 256, micro-batch 1 per rank, recomputation on.
 # zero2/zero3 run once per gradient reduce dtype asked (dist.reduce_dtype), side by side.
-# Usage: bench/sharding_bench.sh [build-dir] [steps] [precision] [world sizes] [reduce dtypes]
+# Usage: bench/sharding_bench.sh [build-dir] [steps] [precision] [world sizes] [reduce dtypes] [settings]
 #   e.g. bench/sharding_bench.sh build 6 fp32 2 "fp32 bf16"
+#   [settings]: more --set flags for every run, e.g. "--set dist.pipeline_parallel=2" (the replicas
+#   of a pipeline; rank 0 is then the first stage's).
 set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-6}
 PREC=${3:-fp32}
 WORLDS=${4:-2 4}
 REDUCES=${5:-fp32}
+EXTRA=${6:-}
 HW=$(realpath "$BUILD/hwtrain")
 OUT=$(mktemp -d)
-echo "== sharding ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), gpt2 block 256, $PREC"
+echo "== sharding ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), gpt2 block 256, $PREC ${EXTRA}"
 COMMON="--set model.preset=gpt2 --set model.block_size=256 --set train.micro_batch_size=1 --set train.grad_accum_steps=1
   --set optimization.checkpoint_every=1 --set train.max_steps=$STEPS --set train.eval_interval=0 --set train.sample_tokens=0
   --set train.time_budget=0 --set checkpoint.save_final=false --set log.report=false --set log.progress=lines
-  --set log.tensorboard=false --set optimization.mixed_precision_dtype=$PREC --set train.log_interval=1"
+  --set log.tensorboard=false --set optimization.mixed_precision_dtype=$PREC --set train.log_interval=1 $EXTRA"
 port=29760
 for W in $WORLDS; do
   for S in none zero1 zero2 zero3 $(for R in $REDUCES; do [ "$R" = fp32 ] || echo "zero2/$R zero3/$R"; done); do

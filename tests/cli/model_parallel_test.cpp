@@ -256,6 +256,11 @@ TEST_P(ShardedReplicas, OfASplitModelMatchOneProcessAndResume) {
       << testing::read_text(dir / "again.log");
   expect_same_losses(dir / "one", dir / "again", 20, 24, "resumed on the same mesh");
   if (!pipeline) return;
+  // Each stage read its own blocks' weights of the whole checkpoint (the tiny GPT: 2 blocks of 12
+  // parameters, 4 embedding and final-norm ones; the tied embedding on both stages).
+  const std::string again = testing::read_text(dir / "again.log");
+  EXPECT_NE(again.find("[rank 0] read the weights of 14 of the checkpoint's 28 parameters"), std::string::npos) << again;
+  EXPECT_NE(again.find("[rank 1] read the weights of 15 of the checkpoint's 28 parameters"), std::string::npos) << again;
   // ZeRO-3 gathers a unit through hooks a pipeline stage does not run: refused, naming the keys.
   EXPECT_NE(hwtrain(split(port + 2) + "--set dist.sharding=zero3 --set train.max_steps=1 --out z3", dir.path(), "z3.log"), 0);
   EXPECT_NE(testing::read_text(dir / "z3.log").find("dist.pipeline_parallel = 2 cannot run with dist.sharding = zero3"),

@@ -8,6 +8,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
 #include "support/checkpoint_edit.h"
 #include "trainer_fixture.h"
 
@@ -97,9 +98,9 @@ TEST(ResumeChecks, TrainerStateFieldsAreTypeAndRangeChecked) {
   EXPECT_NO_THROW(f.make("resumed")->resume_from(ckpt));
 }
 
-// Under a ZeRO-2/3 plan the checkpoint's optimizer state is kept aside for the shards, never loaded
-// into the whole optimizer (a second whole copy of the moments); a trainer that never shards loads
-// it when it starts to fit, so nothing is lost.
+// Under a ZeRO-2/3 plan the checkpoint's optimizer state is kept aside for the shards (left in its
+// file, unread), never loaded into the whole optimizer (a second whole copy of the moments); a
+// trainer that never shards loads it when it starts to fit, so nothing is lost.
 TEST(ResumeChecks, AShardedPlanKeepsTheOptimizerStateForTheShards) {
   TrainerFixture f;
   const fs::path ckpt = saved_checkpoint(f);
@@ -109,8 +110,11 @@ TEST(ResumeChecks, AShardedPlanKeepsTheOptimizerStateForTheShards) {
   sharded->resume_from(ckpt);
   EXPECT_FALSE(sharded->optimizer().has_state());
   const ResumedState kept = sharded->take_resumed_state();
-  EXPECT_FALSE(kept.optimizer.empty());
-  EXPECT_FALSE(kept.shards);  // a checkpoint written whole
+  EXPECT_TRUE(kept.optimizer.empty());  // a checkpoint written whole: each rank reads its own ranges
+  ASSERT_TRUE(kept.shards);
+  EXPECT_TRUE(kept.shards->whole_checkpoint());
+  // Only the RNG and loss-scaler entries have been read: less than the weights alone.
+  EXPECT_LT(kept.shards->bytes_read(), static_cast<int64_t>(fs::file_size(ckpt / "model.safetensors")));
   EXPECT_TRUE(sharded->take_resumed_state().empty());  // taken once
 
   auto unsharded = f.make("unsharded");  // a Zero2 plan with no shards attached: fit() loads it

@@ -2,10 +2,12 @@
 // 10-element weight over 3 ranks (4 + 4 + 2 elements) read across a file boundary touches those two
 // files and the bytes of the range only; a rank's own range touches its own file. With checksums
 // checked on read, a damaged shard fails only the read that touches it, naming the file; a shard
-// truncated after opening, overlapping segments and a range outside the tensor are IoErrors.
+// truncated after opening, overlapping segments and a range outside the tensor are IoErrors. A
+// one-process checkpoint is read range by range the same way.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/io/checkpoint_store.h"
@@ -111,6 +113,36 @@ TEST(ShardedCheckpointReader, OverlappingSegmentsAreRefusedBeforeAnyRead) {
                          {{"exp_avg.w@4", five}, {"exp_avg_sq.w@4", five}, {"step.w@4", torch::full({}, 7.0f)}});
   const std::string what = testing::error_of<IoError>([&] { ShardedCheckpointReader reader(tmp.path()); });
   EXPECT_NE(what.find("segments overlap at element 8"), std::string::npos) << what;
+}
+
+// A one-process checkpoint read the same way: a range of a weight or moment reads those bytes only,
+// the loss scaler and RNG state come back in their own dtypes, a damaged file fails the read that
+// touches it; 8-bit moments (or none) are not ranges of the weights: null, read whole instead.
+TEST(ShardedCheckpointReader, AOneProcessCheckpointIsReadRangeByRange) {
+  testing::TempDir tmp;
+  const torch::Tensor rng = torch::arange(6, torch::kUInt8);
+  save_safetensors(tmp / "model.safetensors", {{"w", kW}, {"b", torch::ones({3})}});
+  save_safetensors(tmp / "optimizer.safetensors",
+                   {{"exp_avg.w", kW * 10}, {"exp_avg_sq.w", kW * 100}, {"step.w", torch::full({}, 7.0f)},
+                    {"exp_avg.b", torch::zeros({3})}, {"exp_avg_sq.b", torch::zeros({3})},
+                    {"step.b", torch::full({}, 7.0f)}, {"rng.cpu", rng}, {"scaler.scale", torch::full({}, 2.0, torch::kDouble)}});
+  auto reader = ShardedCheckpointReader::open_whole(tmp.path(), false);
+  ASSERT_TRUE(reader);
+  EXPECT_TRUE(reader->whole_checkpoint());
+  EXPECT_EQ(reader->parameters().size(), 2u);
+  EXPECT_TRUE(torch::equal(reader->read("optimizer.exp_avg.w", 6, 3), torch::tensor({60.0f, 70.0f, 80.0f})));
+  EXPECT_EQ(reader->bytes_read(), 3 * 4);
+  EXPECT_EQ(reader->files_read(), std::vector<std::string>{"optimizer.safetensors"});
+  EXPECT_TRUE(torch::equal(reader->whole("model.w"), kW));
+  EXPECT_EQ(reader->read("optimizer.step.w", 4, 0).item<float>(), 7.0f);
+  std::map<std::string, torch::Tensor> others;
+  for (auto& [name, t] : reader->other_entries()) others[name] = t;
+  ASSERT_EQ(others.size(), 2u);
+  EXPECT_TRUE(torch::equal(others.at("rng.cpu"), rng));
+  EXPECT_EQ(others.at("scaler.scale").scalar_type(), torch::kDouble);
+
+  save_safetensors(tmp / "optimizer.safetensors", {{"exp_avg.q8.w", torch::zeros({10}, torch::kUInt8)}});
+  EXPECT_FALSE(ShardedCheckpointReader::open_whole(tmp.path(), false));
 }
 
 }  // namespace sharded_reader_test

@@ -58,7 +58,10 @@ bool GptStage::holds_tied_copy() const { return place_.count > 1 && is_last() &&
 torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::Tensor& targets, int64_t chunk) {
   if (gpt_->is_training() != stage_->is_training()) gpt_->train(stage_->is_training());
   const BlockRange& blocks = place_.chunks.at(static_cast<size_t>(chunk));
-  torch::Tensor x = takes_tokens(chunk) ? gpt_->embed(input) : input;
+  // Activations travel in fp32; a stage whose weights compute in 16 bits (ZeRO-2's copies) takes them
+  // back in its weights' dtype, as the stage before made them (exactly: the cast there was widening).
+  torch::Tensor x = takes_tokens(chunk) ? gpt_->embed(input)
+                                        : input.to(gpt_->h[blocks.begin]->parameters().front().scalar_type());
   x = gpt_->run_blocks(x, blocks.begin, blocks.end);
   if (!computes_loss(chunk)) return x;
   return gpt_->head_loss(gpt_->final_norm(x), targets);

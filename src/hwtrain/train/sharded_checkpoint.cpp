@@ -67,9 +67,10 @@ NamedTensors read_checkpoint_optimizer(const fs::path& dir) {
   return state;
 }
 
-NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards) {
+NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted) {
   NamedTensors state;
   for (const auto& [name, shape] : shards.parameters()) {
+    if (wanted && !wanted(name)) continue;
     for (const char* kind : {"exp_avg.", "exp_avg_sq.", "step."}) {
       state.emplace_back(kind + name, shards.whole(std::string("optimizer.") + kind + name));
     }
@@ -77,9 +78,11 @@ NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards) {
   return state;
 }
 
-NamedTensors read_sharded_weights(ShardedCheckpointReader& shards) {
+NamedTensors read_sharded_weights(ShardedCheckpointReader& shards, const ParameterFilter& wanted) {
   NamedTensors whole;
-  for (const auto& [name, shape] : shards.parameters()) whole.emplace_back(name, shards.whole("model." + name));
+  for (const auto& [name, shape] : shards.parameters()) {
+    if (!wanted || wanted(name)) whole.emplace_back(name, shards.whole("model." + name));
+  }
   return whole;
 }
 

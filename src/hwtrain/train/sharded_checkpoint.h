@@ -8,6 +8,7 @@
 // for eval, generate, export and an unsharded resume, or (a ZeRO-2/3 resume) just this rank's
 // segments, so a sharded checkpoint resumes on any world size and with any sharding.
 #pragma once
+#include <functional>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -40,8 +41,10 @@ NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
 
 class ShardedCheckpointReader;
 // A sharded checkpoint's whole weights, and its whole AdamW state ("exp_avg.<param>",
-// "exp_avg_sq.<param>", "step.<param>"), in the shards' parameter order.
-NamedTensors read_sharded_weights(ShardedCheckpointReader& shards);
-NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards);
+// "exp_avg_sq.<param>", "step.<param>"), in the shards' parameter order; with `wanted`, those of the
+// parameters it accepts only (a pipeline stage's).
+using ParameterFilter = std::function<bool(const std::string& param)>;
+NamedTensors read_sharded_weights(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});
+NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});
 
 }  // namespace hwt

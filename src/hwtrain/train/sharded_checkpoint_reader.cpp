@@ -116,9 +116,7 @@ void ShardedCheckpointReader::index_shard(int rank) {
     throw IoError("sharded checkpoint " + dir_.string() + " lacks " + file.filename().string() + " (rank " +
                   std::to_string(rank) + " of " + std::to_string(world_size_) + ")");
   }
-  const uint64_t size = fs::file_size(file, ec);
-  if (ec) throw IoError("cannot read the size of " + file.string() + ": " + ec.message());
-  files_.push_back(read_header(file, size));
+  add_file(file.filename().string());
   const auto& entries = files_.back().entries;
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string& name = entries[i].name;
@@ -139,6 +137,74 @@ void ShardedCheckpointReader::index_shard(int rank) {
     it->second.pieces.push_back(Piece{rank, i, offset, numel});
     if (key.rfind("model.", 0) == 0 && it->second.pieces.size() == 1) params_.emplace_back(key.substr(6), it->second.shape);
   }
+}
+
+void ShardedCheckpointReader::add_file(const std::string& name) {
+  const fs::path file = dir_ / name;
+  std::error_code ec;
+  const uint64_t size = fs::file_size(file, ec);
+  if (ec) throw IoError("cannot read the size of " + file.string() + ": " + ec.message());
+  files_.push_back(read_header(file, size));
+  file_names_.push_back(name);
+}
+
+ShardedCheckpointReader::ShardedCheckpointReader(fs::path dir, bool verify_on_read, bool whole)
+    : dir_(std::move(dir)), verify_on_read_(verify_on_read), world_size_(1), whole_(whole) {}
+
+std::shared_ptr<ShardedCheckpointReader> ShardedCheckpointReader::open_whole(const fs::path& dir, bool verify_on_read) {
+  std::shared_ptr<ShardedCheckpointReader> r(new ShardedCheckpointReader(dir, verify_on_read, true));
+  if (!r->index_whole()) return nullptr;
+  r->check_tiling();
+  return r;
+}
+
+// model.safetensors' entries are the weights; optimizer.safetensors' "exp_avg.", "exp_avg_sq." and
+// "step." entries of a weight, floating-point and of its shape (a scalar step), its AdamW state.
+bool ShardedCheckpointReader::index_whole() {
+  add_file("model.safetensors");
+  for (size_t i = 0; i < files_[0].entries.size(); ++i) {
+    const SafetensorsEntry& e = files_[0].entries[i];
+    if (!c10::isFloatingType(e.dtype)) return false;
+    const int64_t n = c10::multiply_integers(e.shape);
+    tensors_["model." + e.name] = Tensor{e.shape, n, {Piece{0, i, 0, n}}};
+    params_.emplace_back(e.name, e.shape);
+  }
+  add_file("optimizer.safetensors");
+  for (size_t i = 0; i < files_[1].entries.size(); ++i) {
+    const SafetensorsEntry& e = files_[1].entries[i];
+    bool state = false;
+    for (const char* kind : kStateKinds) {
+      if (e.name.rfind(kind, 0) != 0) continue;
+      auto weight = tensors_.find("model." + e.name.substr(std::strlen(kind)));
+      const bool scalar = std::string(kind) == "step.";
+      state = weight != tensors_.end() && c10::isFloatingType(e.dtype) &&
+              (scalar ? c10::multiply_integers(e.shape) == 1 : e.shape == weight->second.shape);
+      if (state) {
+        const int64_t n = c10::multiply_integers(e.shape);
+        tensors_["optimizer." + e.name] = Tensor{scalar ? std::vector<int64_t>{} : e.shape, n, {Piece{1, i, 0, n}}};
+      }
+    }
+    if (!state) others_.push_back(i);
+  }
+  for (const auto& [name, shape] : params_) {  // every weight's three, else the moments are in another form
+    for (const char* kind : kStateKinds) {
+      if (!tensors_.count(std::string("optimizer.") + kind + name)) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> ShardedCheckpointReader::other_entries() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  if (!whole_) return out;
+  for (size_t i : others_) {
+    const SafetensorsEntry& e = files_[1].entries[i];
+    const int64_t n = c10::multiply_integers(e.shape);
+    torch::Tensor t = torch::empty({n}, torch::TensorOptions().dtype(e.dtype));
+    read_raw(Piece{1, i, 0, n}, 0, n, t);
+    out.emplace_back(e.name, t.view(e.shape));
+  }
+  return out;
 }
 
 void ShardedCheckpointReader::check_tiling() const {
@@ -219,13 +285,18 @@ torch::Tensor ShardedCheckpointReader::whole(const std::string& key) {
 
 // Elements [from, to) of piece p into `out` (fp32, to - from elements).
 void ShardedCheckpointReader::read_piece(const Piece& p, int64_t from, int64_t to, torch::Tensor out) {
-  const std::string name = shard_file_name(p.file, world_size_);
+  read_raw(p, from, to, out);
+}
+
+// The same into `out` of any dtype (converted from the file's).
+void ShardedCheckpointReader::read_raw(const Piece& p, int64_t from, int64_t to, torch::Tensor out) {
+  const std::string& name = file_names_[static_cast<size_t>(p.file)];
   const fs::path path = dir_ / name;
   if (verify_on_read_ && !read_.count(p.file)) verify_checkpoint_file(dir_, name);
   read_.insert(p.file);
   const SafetensorsEntry& e = files_[p.file].entries[p.entry];
   const int64_t item = static_cast<int64_t>(c10::elementSize(e.dtype));
-  torch::Tensor raw = e.dtype == torch::kFloat ? out : torch::empty({to - from}, torch::TensorOptions().dtype(e.dtype));
+  torch::Tensor raw = e.dtype == out.scalar_type() ? out : torch::empty({to - from}, torch::TensorOptions().dtype(e.dtype));
   const uint64_t start = files_[p.file].data_start + e.begin + static_cast<uint64_t>(from * item);
   const size_t bytes = static_cast<size_t>((to - from) * item);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -249,7 +320,7 @@ void ShardedCheckpointReader::read_piece(const Piece& p, int64_t from, int64_t t
 
 std::vector<std::string> ShardedCheckpointReader::files_read() const {
   std::vector<std::string> out;
-  for (int r : read_) out.push_back(shard_file_name(r, world_size_));
+  for (int r : read_) out.push_back(file_names_[static_cast<size_t>(r)]);
   return out;
 }
 

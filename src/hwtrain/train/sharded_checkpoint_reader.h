@@ -12,12 +12,15 @@
 //
 // Keys: "model.<param>" (the fp32 master weights), "optimizer.exp_avg.<param>",
 // "optimizer.exp_avg_sq.<param>", and "optimizer.step.<param>" (a scalar every segment repeats).
+// open_whole reads a one-process checkpoint (model.safetensors, optimizer.safetensors) the same way,
+// each tensor one piece of its file, so that a ZeRO-2/3 rank resuming it reads its own ranges only.
 // Not thread-safe; one reader per rank.
 #pragma once
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +34,14 @@ class ShardedCheckpointReader {
   // IoError naming the file for a missing or malformed sharding.json or shard file, an entry that is
   // not a segment ("<name>@<offset>") or belongs to no tensor, and segments that do not tile a tensor.
   explicit ShardedCheckpointReader(std::filesystem::path dir, bool verify_on_read = false);
+  // A one-process checkpoint's weights and AdamW state by the same keys (world_size() 1), or null
+  // when its moments are not fp32 tensors of every weight (8-bit codes, or none yet): read those
+  // whole. IoError for a malformed header.
+  static std::shared_ptr<ShardedCheckpointReader> open_whole(const std::filesystem::path& dir, bool verify_on_read);
+  bool whole_checkpoint() const { return whole_; }
+  // The whole checkpoint's other optimizer.safetensors entries (the loss scaler, RNG states) in
+  // their own dtypes and shapes; empty for a sharded one.
+  std::vector<std::pair<std::string, torch::Tensor>> other_entries();
 
   const std::filesystem::path& dir() const { return dir_; }
   int world_size() const { return world_size_; }
@@ -47,7 +58,7 @@ class ShardedCheckpointReader {
   // The whole tensor `key`, in its shape.
   torch::Tensor whole(const std::string& key);
 
-  // The shard files whose data has been read so far (file names), and the bytes read from them.
+  // The files whose data has been read so far (names), and the bytes read from them.
   std::vector<std::string> files_read() const;
   int64_t bytes_read() const { return bytes_read_; }
 
@@ -63,7 +74,11 @@ class ShardedCheckpointReader {
     std::vector<Piece> pieces;  // sorted by offset once the shards are indexed
   };
 
+  ShardedCheckpointReader(std::filesystem::path dir, bool verify_on_read, bool whole);
   void index_shard(int rank);
+  bool index_whole();  // false: the optimizer's moments are not all fp32 tensors of the weights
+  void add_file(const std::string& name);
+  void read_raw(const Piece& p, int64_t from, int64_t to, torch::Tensor out);
   void check_tiling() const;
   const Tensor& find(const std::string& key) const;
   int64_t numel_of_param(const std::string& step_key) const;
@@ -74,7 +89,10 @@ class ShardedCheckpointReader {
   int world_size_ = 0;
   std::vector<std::pair<std::string, std::vector<int64_t>>> params_;
   std::map<std::string, Tensor> tensors_;    // by key
-  std::vector<SafetensorsHeader> files_;     // by rank
+  bool whole_ = false;
+  std::vector<SafetensorsHeader> files_;     // by rank (a whole checkpoint: model, optimizer)
+  std::vector<std::string> file_names_;      // the same order
+  std::vector<size_t> others_;               // a whole checkpoint's other optimizer entries
   std::set<int> read_;                       // ranks whose files were read (and verified)
   int64_t bytes_read_ = 0;
 };

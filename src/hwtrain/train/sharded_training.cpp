@@ -47,8 +47,13 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
   }
   engine.after_step();  // the parameters from the masters read: ZeRO-2 gathers them, ZeRO-3 frees them
   // Every rank says what it read.
-  logger().info("read this rank's segments from {} of the {} shard files of {} ({:.1f} MiB)", shards.files_read().size(),
-           shards.world_size(), shards.dir().string(), static_cast<double>(shards.bytes_read()) / (1 << 20));
+  const double mib = static_cast<double>(shards.bytes_read()) / (1 << 20);
+  if (shards.whole_checkpoint()) {
+    logger().info("read this rank's segments of the one-process checkpoint {} ({:.1f} MiB)", shards.dir().string(), mib);
+  } else {
+    logger().info("read this rank's segments from {} of the {} shard files of {} ({:.1f} MiB)", shards.files_read().size(),
+                  shards.world_size(), shards.dir().string(), mib);
+  }
 }
 
 // A model split over ranks: the gradient norm and fp16's verdict summed over the data group and then

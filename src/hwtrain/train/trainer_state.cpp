@@ -20,6 +20,20 @@ namespace hwt {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The checkpoint tensors a model split over ranks reads: those of the parameters it holds (a
+// pipeline stage's; a tensor rank's whole, to cut). Every one for a whole model, whose weights
+// must match the checkpoint's exactly (restore_weights).
+ParameterFilter held_by(TrainableModel& model) {
+  if (!model.model_parallel()) return {};
+  auto names = std::make_shared<std::set<std::string>>();
+  for (const auto& item : model.module().named_parameters()) names->insert(item.key());
+  return [names](const std::string& name) { return names->count(name) > 0; };
+}
+
+}  // namespace
+
 NamedTensors Trainer::snapshot_weights() const {
   if (parts_.sharding.local_weights) {
     throw ConfigError("a snapshot of the weights (early_stopping.restore_best_weights) is not supported with "
@@ -79,8 +93,8 @@ void Trainer::load_untaken_resumed_state() {
   ResumedState r = take_resumed_state();
   NamedTensors state = std::move(r.optimizer);
   if (r.shards) {
-    restore_weights(model_->local_tensors(read_sharded_weights(*r.shards)));
-    state = read_sharded_optimizer_state(*r.shards);
+    restore_weights(model_->local_tensors(read_sharded_weights(*r.shards, held_by(*model_))));
+    state = read_sharded_optimizer_state(*r.shards, held_by(*model_));
   }
   if (!state.empty()) optimizer_->load_state(model_->local_tensors(std::move(state)));
 }
@@ -193,7 +207,13 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   if (own_segments) {
     check_weights_match_model(ckpt.shards->parameters());  // the weights come with the state: shard_training
   } else {
-    restore_weights(model_->local_tensors(ckpt.shards ? read_sharded_weights(*ckpt.shards) : ckpt.model));  // TP: cut
+    // A split model reads its own tensors only, whole, and cuts them (tensor parallel).
+    NamedTensors weights = ckpt.shards ? read_sharded_weights(*ckpt.shards, held_by(*model_)) : ckpt.model;
+    if (ckpt.shards && model_->model_parallel()) {
+      logger().info("read the weights of {} of the checkpoint's {} parameters (this rank's)", weights.size(),
+                    ckpt.shards->parameters().size());  // every rank says what it read
+    }
+    restore_weights(model_->local_tensors(std::move(weights)));
   }
   NamedTensors opt, scaler;
   RngState rng;  // a CUDA run's "rng.cuda" applies only when this run trains on CUDA too
@@ -207,7 +227,7 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     resumed_ = ResumedState{{}, ckpt.shards};  // read from the shard files by shard_training
     opt.clear();
   } else if (ckpt.shards) {
-    for (auto& entry : read_sharded_optimizer_state(*ckpt.shards)) opt.push_back(std::move(entry));
+    for (auto& entry : read_sharded_optimizer_state(*ckpt.shards, held_by(*model_))) opt.push_back(std::move(entry));
   }
   if (!own_segments && sharded_plan) {  // cut to the shards by shard_training
     resumed_ = ResumedState{model_->local_tensors(std::move(opt)), nullptr};

@@ -44,6 +44,11 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
     verify_checkpoint(dir, [](const std::string& file) { return file.rfind("shard-", 0) == 0; });
     ckpt.shards = std::make_shared<ShardedCheckpointReader>(dir, /*verify_on_read=*/true);
     ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
+  } else if (auto whole = ShardedCheckpointReader::open_whole(dir, /*verify_on_read=*/true)) {
+    // The weights and moments stay in their files too: a ZeRO-2/3 rank reads its own ranges only.
+    verify_checkpoint(dir, [](const std::string& file) { return file == "model.safetensors" || file == "optimizer.safetensors"; });
+    ckpt.shards = whole;
+    ckpt.optimizer = whole->other_entries();
   } else {
     verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
     ckpt.model = read_checkpoint_weights(dir);

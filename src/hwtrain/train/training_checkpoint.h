@@ -31,9 +31,10 @@ struct TrainingCheckpoint {
   nlohmann::json state;
   std::string config_toml;
   std::string plan_json;
-  // A sharded checkpoint as read_training_checkpoint gives it: the segments stay in the shard files
-  // (`model` is empty, `optimizer` holds optimizer.safetensors' entries only) and are read through
-  // this, whole or only this rank's part (Trainer::resume_from).
+  // A checkpoint as read_training_checkpoint gives it: the weights and AdamW moments stay in their
+  // files (a sharded one's shard files, or a one-process one's model.safetensors and
+  // optimizer.safetensors with fp32 moments; `model` is empty, `optimizer` holds the other entries)
+  // and are read through this, whole or only this rank's part (Trainer::resume_from).
   std::shared_ptr<ShardedCheckpointReader> shards;
 };
 
