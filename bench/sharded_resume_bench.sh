@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Peak memory of resuming a ZeRO-2/3 run (issue 16): a checkpoint of the gpt2 shape (block 256)
 # resumed on 2 ranks with dist.sharding = zero2 and zero3 for one step, side by side from a
-# one-process checkpoint (every rank reads the whole state, then cuts its shards) and from a
-# 2-rank ZeRO-3 checkpoint (each rank reads its own shard file only); the largest resident set of
-# any process (GNU time's %M over `hwtrain launch`, which waits for its ranks).
+# one-process checkpoint (each rank reads its own ranges of model.safetensors and
+# optimizer.safetensors) and from a 2-rank ZeRO-3 checkpoint (each rank reads its own shard file
+# only); the largest resident set of any process (GNU time's %M over `hwtrain launch`, which waits
+# for its ranks).
 # Usage: bench/sharded_resume_bench.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
@@ -28,7 +29,7 @@ for FROM in base sharded; do
       > "$FROM-$S.log" 2>&1 || { echo "$FROM $S failed:"; tail -5 "$FROM-$S.log"; continue; }
     printf "resume on 2 ranks, %s, from the %s checkpoint: largest resident set %s MiB\n" $S \
       "$([ $FROM = base ] && echo one-process || echo 2-rank zero3)" $(( $(tail -1 "rss-$FROM-$S") / 1024 ))
-    grep -h "shard files" "$FROM-$S.log" || true
+    grep -h "read this rank's segments" "$FROM-$S.log" || true
   done
 done
 rm -rf "$OUT"

@@ -28,6 +28,19 @@ int run(const std::string& args, const std::filesystem::path& cwd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Runs `args` in `cwd` with its output in the file `log` there: the exit status and the log's text.
+std::pair<int, std::string> run_logged(const std::string& args, const std::filesystem::path& cwd, const std::string& log) {
+  const std::string cmd = "cd '" + cwd.string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(cwd / log);
+  return {status, std::string((std::istreambuf_iterator<char>(in)), {})};
+}
+
+// Both ranks' logs carry `line` ("[rank r] <line>").
+void expect_both_ranks_say(const std::string& text, const std::string& line) {
+  for (int r = 0; r < 2; ++r) EXPECT_NE(text.find("[rank " + std::to_string(r) + "] " + line), std::string::npos) << text;
+}
+
 struct TwoRanks : ::testing::TestWithParam<std::string> {};  // dist.sharding
 
 TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
@@ -90,16 +103,10 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
   if (recompute) {  // the sharded checkpoint on 2 sharded ranks: each reads its own shard file only
     const std::string resume = "launch --nproc-per-node 2 --master-port " + std::to_string(port + 1) + " -- train " +
                                common + " --set train.max_steps=22 --set checkpoint.save_final=false"
-                               " --set train.micro_batch_size=2 --set dist.sharding=" + sharding + " --resume four";
-    const std::string cmd = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + resume + " > four.log 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream log(dir / "four.log");
-    const std::string text((std::istreambuf_iterator<char>(log)), {});
+                               " --set train.micro_batch_size=2 --set dist.sharding=" + sharding + " --resume ";
+    const auto [rc, text] = run_logged(resume + "four", dir.path(), "four.log");
     ASSERT_EQ(rc, 0) << text;
-    for (int r = 0; r < 2; ++r) {
-      const std::string line = "[rank " + std::to_string(r) + "] read this rank's segments from 1 of the 2 shard files";
-      EXPECT_NE(text.find(line), std::string::npos) << text;
-    }
+    expect_both_ranks_say(text, "read this rank's segments from 1 of the 2 shard files");
     auto d2 = losses(dir / "four" / "metrics.jsonl");
     ASSERT_EQ(d2.size(), 22u);
     for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], d2[i], 1e-5) << "step " << i + 1 << " resumed from shards";
@@ -110,28 +117,19 @@ TEST_P(TwoRanks, MatchOneRankWithTwiceTheBatch) {
       f.seekp(-1, std::ios::end);
       f.put('\x7f');
     }
-    std::string broken = cmd;
-    broken.replace(broken.find("--resume four > four.log"), 24, "--resume five > five.log");
-    EXPECT_NE(std::system(broken.c_str()), 0);
-    std::ifstream log5(dir / "five.log");
-    const std::string text5((std::istreambuf_iterator<char>(log5)), {});
+    const auto [rc5, text5] = run_logged(resume + "five", dir.path(), "five.log");
+    EXPECT_NE(rc5, 0);
     EXPECT_NE(text5.find("shard-00001-of-00002.safetensors fails its CRC32C check"), std::string::npos) << text5;
     EXPECT_NE(text5.find("another rank could not read its part"), std::string::npos) << text5;
   }
   if (sharding != "zero3") return;
   // Each rank reads its own ranges of the one-process checkpoint's weights and moments, not all of them.
-  const std::string three = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " launch --nproc-per-node 2 "
-                            "--master-port " + std::to_string(port + 2) + " -- train " + common +
-                            " --set train.max_steps=22 --set checkpoint.save_final=false --set train.micro_batch_size=2"
-                            " --set dist.sharding=zero3 --resume three > three.log 2>&1";
-  const int rc3 = std::system(three.c_str());
-  std::ifstream log3(dir / "three.log");
-  const std::string text3((std::istreambuf_iterator<char>(log3)), {});
+  const auto [rc3, text3] = run_logged("launch --nproc-per-node 2 --master-port " + std::to_string(port + 2) +
+                                           " -- train " + common + " --set train.max_steps=22 --set checkpoint.save_final=false"
+                                           " --set train.micro_batch_size=2 --set dist.sharding=zero3 --resume three",
+                                       dir.path(), "three.log");
   ASSERT_EQ(rc3, 0) << text3;
-  for (int r = 0; r < 2; ++r) {
-    const std::string line = "[rank " + std::to_string(r) + "] read this rank's segments of the one-process checkpoint";
-    EXPECT_NE(text3.find(line), std::string::npos) << text3;
-  }
+  expect_both_ranks_say(text3, "read this rank's segments of the one-process checkpoint");
   auto c2 = losses(dir / "three" / "metrics.jsonl");
   ASSERT_EQ(c2.size(), 22u);
   for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(a2[i], c2[i], 1e-5) << "step " << i + 1 << " resumed on 2 ranks";
