@@ -255,7 +255,16 @@ TEST_P(ShardedReplicas, OfASplitModelMatchOneProcessAndResume) {
   ASSERT_EQ(hwtrain(split(port + 1) + more + "--resume again", dir.path(), "again.log"), 0)
       << testing::read_text(dir / "again.log");
   expect_same_losses(dir / "one", dir / "again", 20, 24, "resumed on the same mesh");
-  if (!pipeline) return;
+  if (!pipeline) {
+    if (sharding == "zero3") return;
+    // Uneven vocabulary rows would lay the norms' gradient shards out differently on the tensor ranks.
+    EXPECT_NE(hwtrain(split(port + 2) + "--set model.vocab_size=321 --set train.max_steps=1 --out odd", dir.path(), "odd.log"), 0);
+    EXPECT_NE(testing::read_text(dir / "odd.log").find("needs the vocabulary (model.vocab_size = 321) to divide by "
+                                                       "dist.tensor_parallel = 2"),
+              std::string::npos)
+        << testing::read_text(dir / "odd.log");
+    return;
+  }
   // Each stage read its own blocks' weights of the whole checkpoint (the tiny GPT: 2 blocks of 12
   // parameters, 4 embedding and final-norm ones; the tied embedding on both stages).
   const std::string again = testing::read_text(dir / "again.log");

@@ -138,7 +138,9 @@ TEST(ShardingPlan, UserChoiceWinsAndImpossibleOnesAreRefused) {
   EXPECT_THROW(make_plan(hw, restore, two), ConfigError);
   RunConfig int8 = c;
   int8.apply_override("optimization.optimizer_state_dtype=int8");
-  EXPECT_THROW(make_plan(hw, int8, two), ConfigError);  // ZeRO-3's shards keep fp32 moments
+  const Plan zero3_int8 = make_plan(hw, int8, two);  // each shard's moments in 8 bits
+  EXPECT_EQ(zero3_int8.sharding, Sharding::Zero3);
+  EXPECT_EQ(zero3_int8.optimizer_state_dtype, StateDtype::Int8);
   int8.apply_override("dist.sharding=zero1");
   EXPECT_EQ(make_plan(hw, int8, two).optimizer_state_dtype, StateDtype::Int8);
   RunConfig old = zero_preset_config("tiny");

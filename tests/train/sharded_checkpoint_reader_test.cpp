@@ -12,6 +12,8 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
+#include "hwtrain/train/adamw.h"
+#include "hwtrain/train/blockwise_quant.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/sharded_checkpoint_reader.h"
 #include "support/error_of.h"
@@ -143,6 +145,42 @@ TEST(ShardedCheckpointReader, AOneProcessCheckpointIsReadRangeByRange) {
 
   save_safetensors(tmp / "optimizer.safetensors", {{"exp_avg.q8.w", torch::zeros({10}, torch::kUInt8)}});
   EXPECT_FALSE(ShardedCheckpointReader::open_whole(tmp.path(), false));
+}
+
+// A ZeRO-2/3 shard's 8-bit moments (AdamW's codes and block scales of a segment) read back as the
+// values they encode, a range across a block boundary too; a segment read as stored loads into a
+// new 8-bit AdamW with the same codes and scales, so a resume on the same world size is exact.
+TEST(ShardedCheckpointReader, EightBitMomentsReadBackAsTheirValues) {
+  testing::TempDir tmp;
+  torch::manual_seed(3);
+  AdamWOptions eight_bit;
+  eight_bit.int8_moments = true;
+  const torch::Tensor w = torch::randn({6000}).requires_grad_(true);
+  AdamW opt({{"w@0", w}}, {}, eight_bit);
+  for (int step = 0; step < 2; ++step) {
+    w.mutable_grad() = torch::randn({6000});
+    opt.step(1e-2);
+  }
+  const NamedTensors state = opt.state();
+  std::map<std::string, torch::Tensor> saved(state.begin(), state.end());
+  ASSERT_TRUE(saved.count("exp_avg.q8.w@0"));
+  write_checkpoint_shard(tmp.path(), 0, 1, {{"w@0", w.detach()}}, state);
+  write_sharding_manifest(tmp.path(), 1, {{"w", {6000}}});
+  save_safetensors(tmp / "optimizer.safetensors", {});
+  ShardedCheckpointReader reader(tmp.path());
+  const torch::Tensor m = dequantize_blockwise({saved.at("exp_avg.q8.w@0"), saved.at("exp_avg.absmax.w@0")}, true);
+  EXPECT_TRUE(torch::equal(reader.read("optimizer.exp_avg.w", 2000, 100), m.narrow(0, 2000, 100)));
+
+  // The segment as stored, loaded into a new 8-bit AdamW: its codes and scales exactly.
+  const auto codes = reader.eight_bit("optimizer.exp_avg.w", 0, 6000), codes_sq = reader.eight_bit("optimizer.exp_avg_sq.w", 0, 6000);
+  ASSERT_TRUE(codes && codes_sq);
+  EXPECT_FALSE(reader.eight_bit("optimizer.exp_avg.w", 0, 3000));  // another segmentation: dequantized values only
+  const torch::Tensor w2 = w.detach().clone().requires_grad_(true);
+  AdamW fresh({{"w@0", w2}}, {}, eight_bit);
+  fresh.load_state({{"exp_avg.q8.w@0", codes->first}, {"exp_avg.absmax.w@0", codes->second},
+                    {"exp_avg_sq.q8.w@0", codes_sq->first}, {"exp_avg_sq.absmax.w@0", codes_sq->second},
+                    {"step.w@0", reader.read("optimizer.step.w", 0, 0)}});
+  for (const auto& [name, t] : fresh.state()) EXPECT_TRUE(torch::equal(t, saved.at(name))) << name;
 }
 
 }  // namespace sharded_reader_test

@@ -1,7 +1,8 @@
 // ZeRO-2/3 attached to the built-in GPT in one process (a Gloo group of one rank): the losses and
 // weights equal the unsharded model's step for step (fp32), and ZeRO-3 with activation
 // checkpointing gathers each block exactly once in forward and once in backward (the
-// recomputation does not prefetch), never holding more than the rest's unit and two blocks.
+// recomputation does not prefetch), never holding more than the rest's unit and two blocks. With
+// 8-bit moments, one rank's shards step like 8-bit AdamW.
 #include <gtest/gtest.h>
 
 #include "dist/dist_test_util.h"
@@ -127,6 +128,41 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
     off_exact = std::max(off_exact, (w - exact_params[name]).abs().max().item<double>());
   }
   EXPECT_GT(off_exact, 1e-6);  // the rounding is applied
+  group->shutdown();
+}
+
+// optimization.optimizer_state_dtype = int8 under ZeRO-2/3: each shard's AdamW keeps its segments'
+// moments in 8 bits. Over one rank every parameter is one segment, quantized in the same blocks
+// as the whole tensor: 3 steps equal 8-bit AdamW's on the unsharded model.
+TEST(ShardedInt8, OneRankStepsEqualEightBitAdamW) {
+  auto group = testing::one_rank_group();
+  for (ShardStage stage : {ShardStage::Zero2, ShardStage::Zero3}) {
+    GPT plain = tiny_gpt(false, false), sharded = tiny_gpt(false, false);
+    std::vector<std::pair<std::string, torch::Tensor>> d, n, sd, sn;
+    plain->named_decay_and_no_decay(d, n);
+    sharded->named_decay_and_no_decay(sd, sn);
+    AdamWOptions eight_bit;
+    eight_bit.int8_moments = true;
+    AdamW plain_opt(d, n, eight_bit), whole(sd, sn, eight_bit);
+    GptModel sharded_model(sharded);
+    ShardedTraining st = shard_training(sharded_model, whole, group, stage, Precision::Fp32);
+    torch::manual_seed(1);
+    const auto x = torch::randint(64, {2, 16}), y = torch::randint(64, {2, 16});
+    for (int step = 0; step < 3; ++step) {
+      plain_opt.zero_grad();
+      torch::Tensor loss = plain->forward_loss(x, y);
+      loss.backward();
+      plain_opt.step(1e-2);
+      EXPECT_NEAR(sharded_step(st, sharded, x, y), loss.item<double>(), 1e-6) << "step " << step;
+    }
+    int64_t codes = 0;
+    for (const auto& [name, t] : st.sharding.optimizer->state()) codes += name.rfind("exp_avg.q8.", 0) == 0 ? t.numel() : 0;
+    EXPECT_GT(codes, 0);  // the blocks' weights (4096 elements and up) keep 8-bit moments
+    const auto plain_params = plain->named_parameters();
+    for (const auto& [name, w] : st.engine->full_parameters()) {
+      EXPECT_TRUE(torch::allclose(w, plain_params[name], 1e-5, 1e-6)) << shard_stage_name(stage) << " " << name;
+    }
+  }
   group->shutdown();
 }
 

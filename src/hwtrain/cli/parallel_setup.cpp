@@ -75,6 +75,17 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipel
   }
 }
 
+void check_sharding_for_mesh(const DeviceMesh& mesh, const Plan& plan, const RunConfig& config) {
+  const bool shards_gradients = plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3;
+  const int64_t tp = mesh.tensor_parallel(), vocab = config.model.vocab_size;
+  if (!shards_gradients || tp == 1 || !config.dist.sequence_parallel || mesh.data_parallel() == 1 || vocab % tp == 0) return;
+  throw ConfigError("dist.sharding = " + std::string(sharding_name(plan.sharding)) + " with dist.sequence_parallel = true " +
+                    "needs the vocabulary (model.vocab_size = " + std::to_string(vocab) + ") to divide by " +
+                    "dist.tensor_parallel = " + std::to_string(tp) + " (uneven embedding rows lay the norms' " +
+                    "gradient shards out differently on the tensor ranks); set dist.sequence_parallel = false, " +
+                    "dist.sharding = zero1, or a vocabulary that divides");
+}
+
 namespace {
 
 // ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.

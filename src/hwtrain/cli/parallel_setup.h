@@ -57,6 +57,10 @@ int64_t planned_pipeline_chunks(const RunConfig& config, const Plan& plan);
 // are per rank), the optimizer in backward, 8-bit moments, and on a GPU offloaded ones; and pipeline
 // chunks without a pipeline, or with micro-batches that are not a multiple of its stages.
 void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipeline_chunks);
+// ZeRO-2/3 over the replicas of a tensor-parallel model sums the sequence-parallel norms' gradient
+// shards over the tensor group, which needs every tensor rank's units of one shape: a vocabulary
+// that divides by the tensor-parallel size (else ConfigError naming the keys).
+void check_sharding_for_mesh(const DeviceMesh& mesh, const Plan& plan, const RunConfig& config);
 
 // The groups this rank belongs to (collective: every rank calls it), the model's layers cut to this
 // rank's tensor-parallel shard when the mesh has one, and this rank's pipeline stage when it has

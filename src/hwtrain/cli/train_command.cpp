@@ -206,7 +206,10 @@ std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const Ru
                                      const Trainer& trainer, bool rank0) {
   if (parallel.sharded) parallel.sharded->gather_all();
   if (!mesh.model_parallel()) return std::nullopt;
-  const NamedTensors whole = trained.whole_tensors(trainer.snapshot_weights());
+  NamedTensors mine;  // gathered above: the compute copies are whole on every rank
+  for (const auto& item : trained.module().named_parameters()) mine.emplace_back(item.key(), item.value().detach().clone());
+  for (const auto& item : trained.module().named_buffers()) mine.emplace_back(item.key(), item.value().detach().clone());
+  const NamedTensors whole = trained.whole_tensors(std::move(mine));
   if (!rank0) return std::nullopt;
   GPT model = optimizer.build_model();
   torch::NoGradGuard no_grad;
@@ -259,7 +262,8 @@ int run_train(const TrainArgs& a) {
   std::optional<fs::path> checkpoint;
   if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
   if (rank0 && !a.out.empty()) check_out_dir(a.out, checkpoint, a.overwrite);  // before any work
-  // Verified (the same checks as eval and generate) and range-checked before anything is written.
+  // Verified (the same checks as eval and generate; the tensor files' checksums when first read,
+  // since a ZeRO-2/3 rank reads only its own ranges of them) and range-checked before anything is written.
   std::optional<TrainingCheckpoint> resumed;
   if (checkpoint) resumed = read_training_checkpoint(*checkpoint);
   ConfigOptions config_options = a.config;
@@ -287,6 +291,7 @@ int run_train(const TrainArgs& a) {
   const DeviceMesh mesh_shape = planned_mesh_shape(fixed_mesh, config, optimizer.plan(), env.world_size);
   const int64_t pipeline_chunks = planned_pipeline_chunks(config, optimizer.plan());
   check_plan_for_mesh(mesh_shape, optimizer.plan(), pipeline_chunks);
+  check_sharding_for_mesh(mesh_shape, optimizer.plan(), config);
   log_info("hardware:\n{}", optimizer.get_hardware_summary());
   log_info("plan:\n{}", optimizer.get_optimization_summary());
   if (rank0) write_run_files(run_dir, config, optimizer, a.overwrite);

@@ -114,8 +114,6 @@ const char* whole_model_setting(const Plan& p, const PlanInputs& in) {
   }
   if (in.want.snapshots_weights) return "early_stopping.restore_best_weights";
   if (in.want.optimizer_step == OptimizerStep::InBackward) return "optimization.optimizer_in_backward";
-  const bool sharded_grads = in.want.sharding == Sharding::Zero2 || in.want.sharding == Sharding::Zero3;
-  if (sharded_grads && in.want.optimizer_state_dtype == StateDtype::Int8) return "optimization.optimizer_state_dtype";
   return nullptr;
 }
 

@@ -85,7 +85,6 @@ std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) 
 std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const ParallelLayout& l) {
   if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
   if (problem.sharding) return {*problem.sharding};
-  if (problem.base.int8_moments) return {Sharding::None, Sharding::Zero1};  // ZeRO-2/3 keep fp32 moments
   if (problem.runnable_only && l.pipeline_parallel > 1) return {Sharding::None, Sharding::Zero1, Sharding::Zero2};
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }

@@ -35,21 +35,21 @@ std::string layouts_per_rank(const Plan& p, const PlanInputs& in) {
 bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding::Zero3; }
 
 // What zero2/zero3 cannot run with (refuse_impossible says why).
-bool gradient_sharding_excluded(const Plan& p, const PlanInputs& in) {
-  return p.optimizer_state_dtype == StateDtype::Int8 || in.want.auto_batch_size || in.want.snapshots_weights;
+bool gradient_sharding_excluded(const PlanInputs& in) {
+  return in.want.auto_batch_size || in.want.snapshots_weights;
 }
 
 // The least layout that fits with the plan's moments (none when nothing does); one rank has one.
 std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
   for (Sharding s : kLayouts) {
     if (in.ctx.world_size == 1 && s != Sharding::None) break;
-    if (shards_gradients(s) && gradient_sharding_excluded(p, in)) continue;
+    if (shards_gradients(s) && gradient_sharding_excluded(in)) continue;
     if (estimate_memory(smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
   }
   return std::nullopt;
 }
 
-void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
+void refuse_impossible(const PlanInputs& in, Sharding s) {
   if (shards_gradients(s) && in.want.auto_batch_size) {
     throw ConfigError(std::string("optimization.auto_batch_size probes the micro-batch with whole parameters, "
                                   "gradients and moments, which dist.sharding = ") +
@@ -58,10 +58,6 @@ void refuse_impossible(const Plan& p, const PlanInputs& in, Sharding s) {
   if (shards_gradients(s) && in.want.snapshots_weights) {
     throw ConfigError(std::string("early_stopping.restore_best_weights copies the whole weights, which dist.sharding = ") +
                       sharding_name(s) + " does not hold on any rank; set it to false or dist.sharding = zero1");
-  }
-  if (shards_gradients(s) && p.optimizer_state_dtype == StateDtype::Int8) {
-    throw ConfigError(std::string("dist.sharding = ") + sharding_name(s) + " keeps fp32 moments: "
-                      "optimization.optimizer_state_dtype = int8 runs with dist.sharding = none or zero1");
   }
 }
 
@@ -110,7 +106,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     reason = "one rank: nothing to shard" + least_with_fallbacks(p, in).second;
   } else {
     const auto [fit, took] = least_with_fallbacks(p, in);
-    p.sharding = fit.value_or(gradient_sharding_excluded(p, in) ? Sharding::Zero1 : Sharding::Zero3);
+    p.sharding = fit.value_or(gradient_sharding_excluded(in) ? Sharding::Zero1 : Sharding::Zero3);
     reason = std::string(fit ? "the least sharding that fits" : "nothing fits") + " the budget of " +
              format_bytes(p.memory_budget_bytes) + " at micro-batch 1 with recomputation";
     if (fit && *fit != Sharding::None) {  // why the layout before it does not do
@@ -120,7 +116,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     }
     reason += took;
   }
-  refuse_impossible(p, in, p.sharding);
+  refuse_impossible(in, p.sharding);
   p.decide("sharding", sharding_name(p.sharding), reason + (n > 1 ? "; " + layouts_per_rank(p, in) : ""));
 }
 

@@ -15,6 +15,7 @@
 #include "hwtrain/core/json_integer.h"
 #include "hwtrain/dist/segments.h"
 #include "hwtrain/io/checkpoint_store.h"
+#include "hwtrain/train/blockwise_quant.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 
 namespace hwt {
@@ -82,6 +83,9 @@ SafetensorsHeader read_header(const fs::path& path, uint64_t size) {
   return parse_safetensors_header(path, size, text);
 }
 
+// What read() returns without rounding: fp32, bf16 and fp16 (a library model's fp64 is read whole).
+bool read_exactly_as_fp32(c10::ScalarType t) { return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf; }
+
 }  // namespace
 
 ShardedCheckpointReader::ShardedCheckpointReader(fs::path dir, bool verify_on_read)
@@ -125,18 +129,59 @@ void ShardedCheckpointReader::index_shard(int rank) {
     if (at == std::string::npos) {
       throw IoError(file.string() + ": entry '" + name + "' is not a segment (<name>@<offset>)");
     }
-    const std::string key = name.substr(0, at);
+    std::string key = name.substr(0, at);
     const int64_t offset = segment_offset(name, at, file.string());
+    const EightBit q8 = eight_bit_form(key);
+    if (q8.scales) continue;  // read with its codes
+    if (q8.code) key = q8.moment;
     auto it = tensors_.find(key);
     if (it == tensors_.end()) throw IoError(file.string() + ": entry '" + name + "' belongs to no tensor of " + kShardingManifest);
-    if (!c10::isFloatingType(entries[i].dtype)) {
+    const int64_t numel = c10::multiply_integers(entries[i].shape);
+    Piece piece{rank, i, offset, numel};
+    if (q8.code) {
+      if (entries[i].dtype != torch::kUInt8) throw IoError(file.string() + ": entry '" + name + "' is not uint8 8-bit codes");
+      piece.q8 = q8.is_signed ? 1 : 2;
+      piece.absmax = scales_of(rank, name, q8, numel);
+    } else if (!c10::isFloatingType(entries[i].dtype)) {
       throw IoError(file.string() + ": entry '" + name + "' is " + std::string(c10::toString(entries[i].dtype)) +
                     ", expected a floating-point segment");
     }
-    const int64_t numel = c10::multiply_integers(entries[i].shape);
-    it->second.pieces.push_back(Piece{rank, i, offset, numel});
+    it->second.pieces.push_back(piece);
     if (key.rfind("model.", 0) == 0 && it->second.pieces.size() == 1) params_.emplace_back(key.substr(6), it->second.shape);
   }
+}
+
+// "optimizer.exp_avg.q8.<param>" (8-bit codes of the moment "optimizer.exp_avg.<param>") and
+// "optimizer.exp_avg.absmax.<param>" (their block scales), and the same for exp_avg_sq.
+ShardedCheckpointReader::EightBit ShardedCheckpointReader::eight_bit_form(const std::string& key) {
+  EightBit out;
+  for (const std::string moment : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."}) {
+    if (key.rfind(moment + "absmax.", 0) == 0) out.scales = true;
+    if (key.rfind(moment + "q8.", 0) != 0) continue;
+    out.code = true;
+    out.is_signed = moment == "optimizer.exp_avg.";
+    out.moment = moment + key.substr(moment.size() + 3);
+    out.scales_prefix = moment + "absmax.";
+  }
+  return out;
+}
+
+// The entry of the block scales beside 8-bit codes `name` of `numel` elements in `file`'s shard,
+// checked: uint8 codes, one fp32 scale per block of kQuantBlockSize.
+size_t ShardedCheckpointReader::scales_of(int file, const std::string& name, const EightBit& q8, int64_t numel) const {
+  const auto& entries = files_[static_cast<size_t>(file)].entries;
+  const std::string where = (dir_ / file_names_[static_cast<size_t>(file)]).string();
+  const size_t moment = q8.scales_prefix.size() - std::string("absmax.").size();  // "optimizer.exp_avg."
+  const std::string scales = q8.scales_prefix + name.substr(moment + std::string("q8.").size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].name != scales) continue;
+    const int64_t blocks = (numel + kQuantBlockSize - 1) / kQuantBlockSize;
+    if (entries[i].dtype != torch::kFloat || c10::multiply_integers(entries[i].shape) != blocks) {
+      throw IoError(where + ": entry '" + scales + "' must hold " + std::to_string(blocks) + " fp32 block scales");
+    }
+    return i;
+  }
+  throw IoError(where + ": the 8-bit codes '" + name + "' lack their block scales '" + scales + "'");
 }
 
 void ShardedCheckpointReader::add_file(const std::string& name) {
@@ -164,7 +209,7 @@ bool ShardedCheckpointReader::index_whole() {
   add_file("model.safetensors");
   for (size_t i = 0; i < files_[0].entries.size(); ++i) {
     const SafetensorsEntry& e = files_[0].entries[i];
-    if (!c10::isFloatingType(e.dtype)) return false;
+    if (!read_exactly_as_fp32(e.dtype)) return false;
     const int64_t n = c10::multiply_integers(e.shape);
     tensors_["model." + e.name] = Tensor{e.shape, n, {Piece{0, i, 0, n}}};
     params_.emplace_back(e.name, e.shape);
@@ -177,7 +222,7 @@ bool ShardedCheckpointReader::index_whole() {
       if (e.name.rfind(kind, 0) != 0) continue;
       auto weight = tensors_.find("model." + e.name.substr(std::strlen(kind)));
       const bool scalar = std::string(kind) == "step.";
-      state = weight != tensors_.end() && c10::isFloatingType(e.dtype) &&
+      state = weight != tensors_.end() && read_exactly_as_fp32(e.dtype) &&
               (scalar ? c10::multiply_integers(e.shape) == 1 : e.shape == weight->second.shape);
       if (state) {
         const int64_t n = c10::multiply_integers(e.shape);
@@ -252,7 +297,7 @@ int64_t ShardedCheckpointReader::numel_of_param(const std::string& step_key) con
 
 const ShardedCheckpointReader::Tensor& ShardedCheckpointReader::find(const std::string& key) const {
   auto it = tensors_.find(key);
-  if (it == tensors_.end()) throw IoError("sharded checkpoint " + dir_.string() + " holds no tensor '" + key + "'");
+  if (it == tensors_.end()) throw IoError("checkpoint " + dir_.string() + " holds no tensor '" + key + "'");
   return it->second;
 }
 
@@ -278,14 +323,34 @@ torch::Tensor ShardedCheckpointReader::read(const std::string& key, int64_t offs
   return out;
 }
 
+std::optional<std::pair<torch::Tensor, torch::Tensor>> ShardedCheckpointReader::eight_bit(const std::string& key,
+                                                                                         int64_t offset, int64_t count) {
+  for (const Piece& p : find(key).pieces) {
+    if (p.q8 == 0 || p.offset != offset || p.numel != count) continue;
+    const int64_t blocks = (count + kQuantBlockSize - 1) / kQuantBlockSize;
+    torch::Tensor codes = torch::empty({count}, torch::kUInt8), scales = torch::empty({blocks}, torch::kFloat);
+    read_raw(p, 0, count, codes);
+    read_raw(Piece{p.file, p.absmax, 0, blocks}, 0, blocks, scales);
+    return std::make_pair(codes, scales);
+  }
+  return std::nullopt;
+}
+
 torch::Tensor ShardedCheckpointReader::whole(const std::string& key) {
   const Tensor& t = find(key);
   return t.shape.empty() ? read(key, 0, 1) : read(key, 0, t.numel).view(t.shape);
 }
 
-// Elements [from, to) of piece p into `out` (fp32, to - from elements).
+// Elements [from, to) of piece p into `out` (fp32, to - from elements); 8-bit codes with the scales
+// of the blocks they fall in, dequantized.
 void ShardedCheckpointReader::read_piece(const Piece& p, int64_t from, int64_t to, torch::Tensor out) {
-  read_raw(p, from, to, out);
+  if (p.q8 == 0) return read_raw(p, from, to, out);
+  const int64_t b0 = from / kQuantBlockSize, b1 = (to - 1) / kQuantBlockSize + 1;  // blocks [b0, b1)
+  const int64_t c0 = b0 * kQuantBlockSize, c1 = std::min(p.numel, b1 * kQuantBlockSize);
+  torch::Tensor codes = torch::empty({c1 - c0}, torch::kUInt8), scales = torch::empty({b1 - b0}, torch::kFloat);
+  read_raw(Piece{p.file, p.entry, p.offset, p.numel}, c0, c1, codes);
+  read_raw(Piece{p.file, p.absmax, 0, b1}, b0, b1, scales);
+  out.copy_(dequantize_blockwise({codes, scales}, p.q8 == 1).narrow(0, from - c0, to - from));
 }
 
 // The same into `out` of any dtype (converted from the file's).

@@ -12,6 +12,8 @@
 //
 // Keys: "model.<param>" (the fp32 master weights), "optimizer.exp_avg.<param>",
 // "optimizer.exp_avg_sq.<param>", and "optimizer.step.<param>" (a scalar every segment repeats).
+// A moment's segment may be stored in 8 bits (AdamW's "exp_avg.q8.<segment>" codes beside their
+// "exp_avg.absmax.<segment>" block scales): read() dequantizes the blocks a range touches.
 // open_whole reads a one-process checkpoint (model.safetensors, optimizer.safetensors) the same way,
 // each tensor one piece of its file, so that a ZeRO-2/3 rank resuming it reads its own ranges only.
 // Not thread-safe; one reader per rank.
@@ -21,6 +23,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,6 +60,11 @@ class ShardedCheckpointReader {
   torch::Tensor read(const std::string& key, int64_t offset, int64_t count);
   // The whole tensor `key`, in its shape.
   torch::Tensor whole(const std::string& key);
+  // A moment's elements [offset, offset + count) as stored, when one segment of 8-bit codes holds
+  // exactly them: its codes and block scales (a resume on the checkpoint's world size loads them as
+  // they are; dequantized and quantized again, a block whose largest value is negative would not
+  // come back exactly). Nullopt otherwise.
+  std::optional<std::pair<torch::Tensor, torch::Tensor>> eight_bit(const std::string& key, int64_t offset, int64_t count);
 
   // The files whose data has been read so far (names), and the bytes read from them.
   std::vector<std::string> files_read() const;
@@ -67,7 +75,15 @@ class ShardedCheckpointReader {
     int file = 0;
     size_t entry = 0;  // in files_[file].entries
     int64_t offset = 0, numel = 0;
+    int q8 = 0;         // 8-bit codes of a moment (1: signed, the first; 2: unsigned, the second), else 0
+    size_t absmax = 0;  // their block scales' entry
   };
+  struct EightBit {
+    bool code = false, scales = false, is_signed = false;
+    std::string moment, scales_prefix;  // the moment's key; "optimizer.<moment>.absmax."
+  };
+  static EightBit eight_bit_form(const std::string& key);
+  size_t scales_of(int file, const std::string& name, const EightBit& q8, int64_t numel) const;
   struct Tensor {
     std::vector<int64_t> shape;
     int64_t numel = 0;

@@ -1,8 +1,12 @@
 #include "hwtrain/train/sharded_training.h"
 
+#include <algorithm>
+#include <map>
+
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/train/blockwise_quant.h"
 #include "hwtrain/train/sharded_checkpoint_reader.h"
 
 namespace hwt {
@@ -25,6 +29,26 @@ class EngineHooks : public UnitHooks {
   std::weak_ptr<ShardedParameters> engine_;
 };
 
+// A segment's moments that the checkpoint holds in 8 bits for exactly this segment (a resume on
+// its world size): its codes and block scales as stored, in place of their dequantized values, so
+// that the resumed run continues bit for bit.
+NamedTensors as_stored(NamedTensors state, const ShardedParameters& engine, ShardedCheckpointReader& shards) {
+  NamedTensors extra;
+  for (const auto& seg : engine.segments()) {
+    for (const std::string m : {"exp_avg.", "exp_avg_sq."}) {
+      auto stored = shards.eight_bit("optimizer." + m + seg.param, seg.offset, seg.master.numel());
+      if (!stored) continue;
+      extra.emplace_back(m + "q8." + seg.name(), stored->first);
+      extra.emplace_back(m + "absmax." + seg.name(), stored->second);
+      const std::string fp32 = m + seg.name();
+      state.erase(std::remove_if(state.begin(), state.end(), [&fp32](const auto& e) { return e.first == fp32; }),
+                  state.end());
+    }
+  }
+  for (auto& e : extra) state.push_back(std::move(e));
+  return state;
+}
+
 // This rank's segments of a sharded checkpoint's master weights and AdamW state, read from the
 // shard files holding them; every rank learns whether all of them succeeded.
 void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheckpointReader& shards, ProcessGroup& group) {
@@ -32,9 +56,10 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
   try {
     torch::NoGradGuard no_grad;
     for (const auto& seg : engine.segments()) seg.master.copy_(shards.read("model." + seg.param, seg.offset, seg.master.numel()));
-    optimizer.load_state(engine.shard_state([&](const std::string& key, int64_t offset, int64_t count) {
+    NamedTensors state = engine.shard_state([&](const std::string& key, int64_t offset, int64_t count) {
       return shards.read("optimizer." + key, offset, count);
-    }));
+    });
+    optimizer.load_state(as_stored(std::move(state), engine, shards));
   } catch (const std::exception& e) {  // anything (an IoError, out of memory): every rank must reach the agreement
     error = e.what();
   } catch (...) {
@@ -82,6 +107,34 @@ void split_model_parts(OptimizerSharding& s, TrainableModel& model, const std::s
   s.master_weights = [engine] { return engine->full_parameters(); };
 }
 
+// A whole optimizer state whose moments are 8-bit (an int8 run's checkpoint) with fp32 moments,
+// which shard_state cuts; each shard's AdamW quantizes its own blocks again.
+NamedTensors with_fp32_moments(NamedTensors state) {
+  constexpr const char* kMoments[] = {"exp_avg.", "exp_avg_sq."};
+  std::map<std::string, torch::Tensor> scales;  // by the moment's key
+  for (const auto& [name, t] : state) {
+    for (const std::string m : kMoments) {
+      if (name.rfind(m + "absmax.", 0) == 0) scales[m + name.substr(m.size() + 7)] = t;
+    }
+  }
+  if (scales.empty()) return state;
+  NamedTensors out;
+  for (auto& [name, t] : state) {
+    std::string key = name;
+    for (const std::string m : kMoments) {
+      if (name.rfind(m + "absmax.", 0) == 0) key.clear();  // used with its codes
+      if (name.rfind(m + "q8.", 0) != 0) continue;
+      key = m + name.substr(m.size() + 3);
+      auto it = scales.find(key);
+      if (it == scales.end()) throw IoError("optimizer state '" + name + "' lacks its block scales");
+      t = dequantize_blockwise({t.reshape(-1).to(torch::kUInt8), it->second.reshape(-1).to(torch::kFloat)},
+                               m == "exp_avg.");
+    }
+    if (!key.empty()) out.emplace_back(key, std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
@@ -94,7 +147,8 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
                           : precision == Precision::Fp16 ? torch::kHalf
                                                          : torch::kFloat;
   options.reduce_dtype = reduce == ReduceDtype::Bf16 ? torch::kBFloat16 : torch::kFloat;
-  NamedTensors whole_state = resumed.empty() ? whole.state() : std::move(resumed.optimizer);  // before the dtype changes
+  // Before the dtype changes; 8-bit moments (an int8 checkpoint's) whole in fp32, to be cut.
+  NamedTensors whole_state = with_fp32_moments(resumed.empty() ? whole.state() : std::move(resumed.optimizer));
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
   // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.
   if (model.supports_unit_hooks() || stage == ShardStage::Zero3) model.set_unit_hooks(std::make_shared<EngineHooks>(engine));

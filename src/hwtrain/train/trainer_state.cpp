@@ -35,7 +35,7 @@ ParameterFilter held_by(TrainableModel& model) {
 }  // namespace
 
 NamedTensors Trainer::snapshot_weights() const {
-  if (parts_.sharding.local_weights) {
+  if (parts_.sharding.optimizer) {  // ZeRO-2/3: the masters are sharded (ZeRO-3 frees the copies too)
     throw ConfigError("a snapshot of the weights (early_stopping.restore_best_weights) is not supported with "
                       "dist.sharding = zero2 or zero3; use zero1 or none");
   }

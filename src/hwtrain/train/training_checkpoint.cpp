@@ -44,15 +44,19 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
     verify_checkpoint(dir, [](const std::string& file) { return file.rfind("shard-", 0) == 0; });
     ckpt.shards = std::make_shared<ShardedCheckpointReader>(dir, /*verify_on_read=*/true);
     ckpt.optimizer = load_safetensors(dir / "optimizer.safetensors").tensors;
-  } else if (auto whole = ShardedCheckpointReader::open_whole(dir, /*verify_on_read=*/true)) {
-    // The weights and moments stay in their files too: a ZeRO-2/3 rank reads its own ranges only.
-    verify_checkpoint(dir, [](const std::string& file) { return file == "model.safetensors" || file == "optimizer.safetensors"; });
-    ckpt.shards = whole;
-    ckpt.optimizer = whole->other_entries();
   } else {
-    verify_checkpoint(dir);  // the same check as eval and generate: sizes and CRC32C of every file
-    ckpt.model = read_checkpoint_weights(dir);
-    ckpt.optimizer = read_checkpoint_optimizer(dir);
+    // The same check as eval and generate (the marker, every file's size and the others' CRC32C);
+    // the tensor files' CRC32C when first read.
+    verify_checkpoint(dir, [](const std::string& file) { return file == "model.safetensors" || file == "optimizer.safetensors"; });
+    if (auto whole = ShardedCheckpointReader::open_whole(dir, /*verify_on_read=*/true)) {
+      ckpt.shards = whole;  // the weights and moments stay in their files: a ZeRO-2/3 rank keeps its own ranges only
+      ckpt.optimizer = whole->other_entries();
+    } else {
+      verify_checkpoint_file(dir, "model.safetensors");
+      verify_checkpoint_file(dir, "optimizer.safetensors");
+      ckpt.model = read_checkpoint_weights(dir);
+      ckpt.optimizer = read_checkpoint_optimizer(dir);
+    }
   }
   ckpt.config_toml = read_checkpoint_config(dir);
   ckpt.model_format = checkpoint_model_format(dir);
