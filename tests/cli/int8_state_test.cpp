@@ -17,7 +17,7 @@
 #include "support/temp_dir.h"
 
 namespace hwt {
-namespace {
+namespace int8_state_cli {
 
 std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -35,14 +35,17 @@ double last_val_loss(const std::filesystem::path& jsonl) {
   return val;
 }
 
+// The tiny model on the small corpus, on the CPU, without the sample, time budget and sinks.
+const std::string kTinyRun =
+    "--data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
+    "--set train.sample_tokens=0 --set train.time_budget=0 --set log.tensorboard=false --set log.gpu_log_interval=0 "
+    "--set log.report=false --set train.device=cpu ";
+
 TEST(Int8OptimizerState, TracksFp32AdamWOnTheTinyModel) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string common =
-      "train --data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
-      "--set train.max_steps=300 --set train.eval_interval=300 --set train.sample_tokens=0 --set train.time_budget=0 "
-      "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false --set train.device=cpu "
-      "--set checkpoint.save_final=false";
+      "train " + kTinyRun + "--set train.max_steps=300 --set train.eval_interval=300 --set checkpoint.save_final=false";
   for (const char* dtype : {"fp32", "int8"}) {
     const std::string cmd = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + common +
                             " --set optimization.optimizer_state_dtype=" + dtype + " --out " + dtype + " > " + dtype +
@@ -76,12 +79,10 @@ TEST(Int8OptimizerState, TracksFp32AdamWOnTheTinyModel) {
 TEST(Int8OptimizerState, ShardedOverTwoRanksResumesBitForBit) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
-  const std::string common =
-      "--data corpus --set data.document_separator=% --set data.cache_dir=cache --set model.preset=tiny "
-      "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 --set train.time_budget=0 "
-      "--set optimization.mixed_precision_dtype=fp32 --set train.grad_accum_steps=2 --set log.tensorboard=false "
-      "--set log.gpu_log_interval=0 --set log.report=false --set optimization.intra_op_threads=1 --set train.device=cpu "
-      "--set optimization.optimizer_state_dtype=int8 --set checkpoint.save_final=true ";
+  const std::string common = kTinyRun +
+                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
+                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
+                             "--set optimization.optimizer_state_dtype=int8 --set checkpoint.save_final=true ";
   const std::string one = "train " + common + "--set train.micro_batch_size=4 --set dist.sharding=none ";
   auto two = [&](int port) {
     return "launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common +
@@ -112,5 +113,5 @@ TEST(Int8OptimizerState, ShardedOverTwoRanksResumesBitForBit) {
   }
 }
 
-}  // namespace
+}  // namespace int8_state_cli
 }  // namespace hwt

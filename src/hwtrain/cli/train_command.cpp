@@ -202,13 +202,11 @@ GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& 
 // ZeRO-3 gathers its units in place; a tensor- or pipeline-parallel run joins every rank's shards as
 // a checkpoint joins them into a whole model built on rank 0. Empty: sample the run's own model.
 std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const RunMesh& mesh,
-                                     const HardwareAwareOptimizer& optimizer, TrainableModel& trained,
-                                     const Trainer& trainer, bool rank0) {
+                                     const HardwareAwareOptimizer& optimizer, TrainableModel& trained, bool rank0) {
   if (parallel.sharded) parallel.sharded->gather_all();
   if (!mesh.model_parallel()) return std::nullopt;
   NamedTensors mine;  // gathered above: the compute copies are whole on every rank
   for (const auto& item : trained.module().named_parameters()) mine.emplace_back(item.key(), item.value().detach().clone());
-  for (const auto& item : trained.module().named_buffers()) mine.emplace_back(item.key(), item.value().detach().clone());
   const NamedTensors whole = trained.whole_tensors(std::move(mine));
   if (!rank0) return std::nullopt;
   GPT model = optimizer.build_model();
@@ -262,8 +260,7 @@ int run_train(const TrainArgs& a) {
   std::optional<fs::path> checkpoint;
   if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
   if (rank0 && !a.out.empty()) check_out_dir(a.out, checkpoint, a.overwrite);  // before any work
-  // Verified (the same checks as eval and generate; the tensor files' checksums when first read,
-  // since a ZeRO-2/3 rank reads only its own ranges of them) and range-checked before anything is written.
+  // Verified (as eval and generate do; tensor files' checksums when first read) and range-checked.
   std::optional<TrainingCheckpoint> resumed;
   if (checkpoint) resumed = read_training_checkpoint(*checkpoint);
   ConfigOptions config_options = a.config;
@@ -321,7 +318,7 @@ int run_train(const TrainArgs& a) {
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
-  auto joined = sample ? weights_to_sample(parallel, mesh, optimizer, *trained, trainer, rank0) : std::nullopt;
+  auto joined = sample ? weights_to_sample(parallel, mesh, optimizer, *trained, rank0) : std::nullopt;
   if (group) group->shutdown();
   if (sample && rank0) log_sample(joined ? *joined : model, config, trainer, *data, optimizer.device());
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
