@@ -270,6 +270,12 @@ TEST_P(ShardedReplicas, OfASplitModelMatchOneProcessAndResume) {
   const std::string again = testing::read_text(dir / "again.log");
   EXPECT_NE(again.find("[rank 0] read the weights of 14 of the checkpoint's 28 parameters"), std::string::npos) << again;
   EXPECT_NE(again.find("[rank 1] read the weights of 15 of the checkpoint's 28 parameters"), std::string::npos) << again;
+  // In bf16 a stage's weights are ZeRO-2's 16-bit copies: it takes the fp32 activations it receives
+  // back in their dtype (the CPU layer norm refuses a mix).
+  EXPECT_EQ(hwtrain(split(port + 3) + "--set optimization.mixed_precision_dtype=bf16 --set train.max_steps=2 --out bf16",
+                    dir.path(), "bf16.log"),
+            0)
+      << testing::read_text(dir / "bf16.log");
   // ZeRO-3 gathers a unit through hooks a pipeline stage does not run: refused, naming the keys.
   EXPECT_NE(hwtrain(split(port + 2) + "--set dist.sharding=zero3 --set train.max_steps=1 --out z3", dir.path(), "z3.log"), 0);
   EXPECT_NE(testing::read_text(dir / "z3.log").find("dist.pipeline_parallel = 2 cannot run with dist.sharding = zero3"),
