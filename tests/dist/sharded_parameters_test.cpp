@@ -19,11 +19,12 @@ namespace {
 std::vector<ShardedUnitParams> make_units() {
   torch::manual_seed(3);
   std::vector<ShardedUnitParams> units;
-  units.push_back({"rest", {{"emb", torch::randn({3, 5}).requires_grad_()}, {"scale", torch::randn({7}).requires_grad_()}}});
+  units.push_back({"rest", {{"emb", torch::randn({3, 5}).requires_grad_()}, {"scale", torch::randn({7}).requires_grad_()}}, {}});
   for (int b = 0; b < 2; ++b) {
     units.push_back({"h." + std::to_string(b),
                      {{"h." + std::to_string(b) + ".w", torch::randn({5, 5}).requires_grad_()},
-                      {"h." + std::to_string(b) + ".b", torch::randn({5}).requires_grad_()}}});
+                      {"h." + std::to_string(b) + ".b", torch::randn({5}).requires_grad_()}},
+                     {}});
   }
   return units;
 }

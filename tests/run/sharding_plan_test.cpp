@@ -177,6 +177,36 @@ TEST(ShardingPlan, Bf16GradientReduceIsPlannedForZero2And3Only) {
   }
 }
 
+// ZeRO-2/3 ranks build the model unit by unit into their shards (model/deferred_init.h) unless the
+// user says not to or a tensor/pipeline split cuts the whole model; plan.json keeps the choice.
+TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
+  RunConfig c = zero_preset_config("tiny");
+  c.apply_override("dist.sharding=zero3");
+  PlanContext two;
+  two.world_size = 2;
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 2);
+  const Plan zero3 = make_plan(hw, c, two);
+  EXPECT_TRUE(zero3.deferred_init);
+  EXPECT_EQ(find_decision(zero3, "model_init").value, "unit by unit into the shards");
+  EXPECT_TRUE(Plan::from_json(zero3.to_json()).deferred_init);
+  RunConfig off = c;
+  off.apply_override("dist.deferred_init=false");
+  const Plan whole = make_plan(hw, off, two);
+  EXPECT_FALSE(whole.deferred_init);
+  EXPECT_NE(find_decision(whole, "model_init").reason.find("set by user"), std::string::npos);
+  EXPECT_FALSE(Plan::from_json(whole.to_json()).deferred_init);
+  PlanContext split = two;  // a tensor-parallel pair per replica
+  split.model_parallel = 2;
+  RunConfig zero2 = zero_preset_config("tiny");
+  zero2.apply_override("dist.sharding=zero2");
+  EXPECT_FALSE(make_plan(hw, zero2, split).deferred_init);
+  RunConfig zero1 = zero_preset_config("tiny");
+  zero1.apply_override("dist.sharding=zero1");
+  EXPECT_FALSE(make_plan(hw, zero1, two).deferred_init);
+  zero2.apply_override("dist.deferred_init=true");  // where it cannot apply: the whole build, as for zero1
+  EXPECT_FALSE(make_plan(hw, zero2, split).deferred_init);
+}
+
 // Offloading the moments (optimization.optimizer_state_device = cpu): on a GPU the memory model moves
 // them (with fp32 masters and gradient staging) to the host; auto offloads only when nothing else
 // fits; the host must hold them.

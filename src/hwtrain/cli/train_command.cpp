@@ -22,6 +22,7 @@
 #include "hwtrain/run/run_bindings.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/obs/memory_meter.h"
 #include "hwtrain/obs/profile_report.h"
 #include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/run/configured_callbacks.h"
@@ -283,8 +284,10 @@ int run_train(const TrainArgs& a) {
   add_stopping_and_checkpoints(trainer, config, group, configured_callbacks);
   for (auto& c : a.extra_callbacks) trainer.add_callback(c);
   const DataParallelParts parallel = prepare_trainer(trainer, resumed, checkpoint, mesh, config, optimizer.plan(), group);
-  log_info("optimizer state on rank 0: {} ({})", format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
-           group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy");
+  log_info("optimizer state on rank 0: {} ({}); peak resident set so far {} (model built, sharded, restored)",
+           format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
+           group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy",
+           format_bytes(process_peak_rss_bytes()));
 
   TrainResult result;
   {

@@ -49,6 +49,7 @@ struct DistConfig {
   double bucket_size_mb = 25.0;
   std::optional<Sharding> sharding;  // empty = auto: the planner's choice
   ReduceDtype reduce_dtype = ReduceDtype::Fp32;
+  bool deferred_init = true;  // where it applies (plan/sharding_decision.cpp)
   double timeout = 60.0;
   // The (data x pipeline x tensor) mesh (dist/device_mesh.h): ranks per tensor-parallel group and
   // pipeline stages; data parallel is the rest of the world size. Empty = auto: the planner's layout
@@ -78,6 +79,10 @@ struct DistConfig {
       "the dtype zero2/zero3 reduce-scatter gradients in: fp32, or bf16 (half the bytes on the wire, each "
       "rank's averaged shard rounded to bf16 before it is added to its fp32 gradient shard; FSDP2's "
       "reduce_dtype); DDP and zero1 reduce the fp32 gradients");
+    v("deferred_init", deferred_init,
+      "with zero2/zero3 and no tensor or pipeline parallelism, each rank builds the model unit by unit into its "
+      "shards (the same initial values, but never the whole fp32 model in memory); false builds it whole first; "
+      "other runs always build it whole");
     v("timeout", timeout, "seconds before a dead or hung rank fails the run");
     v("tensor_parallel", tensor_parallel,
       "ranks that split each layer's weights (Megatron-style tensor parallelism; consecutive ranks, so a group "

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <stdexcept>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
@@ -45,6 +46,33 @@ struct ShardedParameters::Flight {
   std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after its wait)
 };
 
+// A unit's parameters, flattened into one fp32 buffer of `padded` elements on their device: copied,
+// or for a deferred model's placeholders, their initial values written unit by unit (on the CPU,
+// where the ordinary build draws them too).
+torch::Tensor ShardedParameters::whole_values(const Unit& u, const InitialValue& initial_value, int64_t padded) {
+  const torch::Device device = u.params.front().device();
+  torch::Tensor full = torch::zeros({padded}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    const torch::Tensor& p = u.params[i];
+    torch::Tensor view = full.narrow(0, u.offsets[i], p.numel()).view(u.shapes[i]);
+    if (!is_placeholder(p)) {
+      view.copy_(p.detach());
+      continue;
+    }
+    if (!initial_value) {
+      throw std::logic_error("sharding: parameter '" + u.names[i] + "' is a placeholder without an initial value");
+    }
+    if (device.is_cpu()) {
+      initial_value(p, view);
+    } else {
+      torch::Tensor host = torch::empty(u.shapes[i], torch::kFloat);
+      initial_value(p, host);
+      view.copy_(host);
+    }
+  }
+  return full;
+}
+
 ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::vector<ShardedUnitParams> units,
                                      ShardingOptions options)
     : group_(std::move(group)), options_(options) {
@@ -53,7 +81,6 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
   for (auto& spec : units) {
     auto u = std::make_unique<Unit>();
     u->name = spec.name;
-    std::vector<torch::Tensor> flat_parts;
     for (auto& [name, p] : spec.params) {
       if (!p.requires_grad() || !p.is_leaf()) {
         throw ConfigError("sharding: parameter '" + name + "' must be a leaf that requires a gradient");
@@ -65,11 +92,9 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
       u->numel += p.numel();
     }
     if (u->params.empty()) continue;
-    if (options_.broadcast_parameters) broadcast_tensors(*group_, u->params, 0, "broadcasting unit " + u->name);
     u->shard = (u->numel + n - 1) / n;
-    for (const auto& p : u->params) flat_parts.push_back(p.detach().reshape(-1).to(torch::kFloat));
-    torch::Tensor full = torch::cat(flat_parts);
-    full = torch::constant_pad_nd(full, {0, u->shard * n - u->numel});
+    torch::Tensor full = whole_values(*u, spec.initial_value, u->shard * n);
+    if (options_.broadcast_parameters) broadcast_tensors(*group_, {full}, 0, "broadcasting unit " + u->name);
     u->master = full.narrow(0, rank * u->shard, u->shard).clone();
     u->flat = full.to(options_.compute_dtype);  // full itself when fp32: nothing else holds it
     for (size_t i = 0; i < u->params.size(); ++i) {
@@ -85,15 +110,14 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
       segments_.push_back({u->names[i], a - u->offsets[i], u->master.narrow(0, a - lo, b - a)});
     }
     u->pending = u->params.size();
+    // ZeRO-3 frees each unit's buffer before the next is made: at most one unit whole at a time.
+    if (options_.stage == ShardStage::Zero3) reshard(*u);
     units_.push_back(std::move(u));
   }
   for (size_t k = 0; k < units_.size(); ++k) {
     for (size_t i = 0; i < units_[k]->params.size(); ++i) {
       hooks_.emplace_back(units_[k]->params[i], [this, k] { on_gradient_ready(k); }, "sharding: " + units_[k]->names[i]);
     }
-  }
-  if (options_.stage == ShardStage::Zero3) {
-    for (auto& u : units_) reshard(*u);
   }
   log_info("{}", describe());
 }

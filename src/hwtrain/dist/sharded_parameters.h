@@ -33,6 +33,8 @@
 #include "hwtrain/dist/gradient_hook.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/model/deferred_init.h"
+#include "hwtrain/model/parameter_units.h"
 
 namespace hwt {
 
@@ -42,6 +44,9 @@ const char* shard_stage_name(ShardStage s);  // "zero2" | "zero3"
 struct ShardedUnitParams {
   std::string name;                                          // "embed", "h.3", "head"
   std::vector<std::pair<std::string, torch::Tensor>> params;  // leaves that require grad
+  // For placeholder parameters (a deferred model's, model/deferred_init.h): writes their initial
+  // values; the unit is filled, cut to this rank's shard and freed before the next one is made.
+  InitialValue initial_value;
 };
 
 struct ShardingOptions {
@@ -131,6 +136,7 @@ class ShardedParameters : public GradientSync {
   struct Flight;
   void track(const ProcessGroup::WorkPtr& work);
   void count_flights();  // adds the finished collectives' in-flight wall time to the stats
+  static torch::Tensor whole_values(const Unit& u, const InitialValue& initial_value, int64_t padded);
   void launch_gather(Unit& u);
   void ensure_gathered(size_t unit);
   void reshard(Unit& u);

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/model/deferred_init.h"
 
 namespace hwt {
 namespace {
@@ -62,7 +63,7 @@ void HfWeightLoader::add(const std::vector<std::pair<std::string, torch::Tensor>
                     "; weights must be floating point (F32, BF16, F16)");
     }
     if (!loaded_.insert(*name).second) throw IoError(what + ": tensor '" + hf_name + "' is given twice");
-    p->copy_(t);
+    assign_parameter(*p, t);  // a deferred model's placeholder takes the value
   }
 }
 

@@ -39,15 +39,20 @@ void validate(const ModelConfig& cfg, int64_t vocab_size) {
 
 }  // namespace
 
-GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel kernel)
+GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel kernel,
+                 std::shared_ptr<DeferredInit> deferred)
     : cfg_(cfg), vocab_size_(vocab_size), kernel_(kernel),
-      mask_cache_(std::make_shared<CausalMaskCache>()) {
+      mask_cache_(std::make_shared<CausalMaskCache>()), deferred_(std::move(deferred)) {
   validate(cfg_, vocab_size_);
   cfg_.validate();
   const int64_t C = cfg_.n_embd;
   const bool llama = cfg_.is_llama();
   wte = register_module(llama ? "embed_tokens" : "wte", torch::nn::Embedding(vocab_size_, C));
-  if (!llama) wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, C));
+  release(*wte, llama ? "embed_tokens" : "wte");
+  if (!llama) {
+    wpe = register_module("wpe", torch::nn::Embedding(cfg_.block_size, C));
+    release(*wpe, "wpe");
+  }
   drop_ = register_module("drop", torch::nn::Dropout(cfg_.dropout));
   h = register_module(llama ? "layers" : "h", torch::nn::ModuleList());
   if (llama) rotary_ = std::make_shared<RotaryCache>(cfg_);
@@ -62,26 +67,45 @@ GPTImpl::GPTImpl(const ModelConfig& cfg, int64_t vocab_size, AttentionKernel ker
       layers_.push_back(blocks_.back().ptr());
       h->push_back(blocks_.back());
     }
+    release(*layers_.back(), (llama ? "layers." : "h.") + std::to_string(i));
   }
   if (llama) {
     norm = register_module("norm", RMSNorm(C, cfg_.rms_norm_eps));
+    release(*norm, "norm");
     if (!cfg_.tie_word_embeddings) {
       lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(C, vocab_size_).bias(false)));
+      release(*lm_head, "lm_head");
     }
   } else {
     ln_f = register_module("ln_f", LayerNorm(C, cfg_.bias));
+    release(*ln_f, "ln_f");
   }
   init_weights();
+}
+
+void GPTImpl::release(torch::nn::Module& module, const std::string& name) {
+  if (deferred_) deferred_->release(module, name + ".");
+}
+
+void GPTImpl::init_normal(const torch::Tensor& weight, double std) {
+  if (deferred_) {
+    deferred_->normal(weight, 0.0, std);
+  } else {
+    torch::Tensor w = weight;
+    w.normal_(0.0, std);
+  }
 }
 
 void GPTImpl::init_weights() {
   torch::NoGradGuard no_grad;
   for (auto& module : modules(/*include_self=*/false)) {
     if (auto* linear = module->as<torch::nn::Linear>()) {
-      linear->weight.normal_(0.0, 0.02);
-      if (linear->bias.defined()) linear->bias.zero_();
+      init_normal(linear->weight, 0.02);
+      if (!linear->bias.defined()) continue;
+      if (deferred_) deferred_->fill(linear->bias, 0.0);
+      else linear->bias.zero_();
     } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
-      embedding->weight.normal_(0.0, 0.02);
+      init_normal(embedding->weight, 0.02);
     }
   }
   if (cfg_.is_llama()) return;  // Hugging Face's Llama: normal(0, 0.02) everywhere, norms at one
@@ -89,9 +113,24 @@ void GPTImpl::init_weights() {
   // by 1/sqrt(2 n_layer) to keep the residual stream's variance from growing with depth.
   const double residual_std = 0.02 / std::sqrt(2.0 * double(cfg_.n_layer));
   for (auto& block : blocks_) {
-    block->attn->c_proj->weight.normal_(0.0, residual_std);
-    block->mlp->c_proj->weight.normal_(0.0, residual_std);
+    init_normal(block->attn->c_proj->weight, residual_std);
+    init_normal(block->mlp->c_proj->weight, residual_std);
   }
+}
+
+void GPTImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  if (deferred_) deferred_->retarget(*this, device, dtype);
+  torch::nn::Module::to(device, dtype, non_blocking);
+}
+
+void GPTImpl::to(torch::Dtype dtype, bool non_blocking) {
+  if (deferred_) deferred_->retarget(*this, std::nullopt, dtype);
+  torch::nn::Module::to(dtype, non_blocking);
+}
+
+void GPTImpl::to(torch::Device device, bool non_blocking) {
+  if (deferred_) deferred_->retarget(*this, device, std::nullopt);
+  torch::nn::Module::to(device, non_blocking);
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
@@ -212,7 +251,7 @@ std::vector<ParameterUnit> GPTImpl::parameter_units() {
   std::vector<ParameterUnit> blocks;
   const std::string list = cfg_.is_llama() ? "layers." : "h.";
   for (size_t i = 0; i < layers_.size(); ++i) {
-    ParameterUnit unit{list + std::to_string(i), {}};
+    ParameterUnit unit{list + std::to_string(i), {}, {}};
     std::unordered_set<const c10::TensorImpl*> mine;
     for (const auto& p : layers_[i]->parameters()) mine.insert(p.unsafeGetTensorImpl());
     for (const auto& [name, p] : all) {
@@ -226,7 +265,7 @@ std::vector<ParameterUnit> GPTImpl::parameter_units() {
   // Tied: one unit for all the rest (the head is the embedding). Untied: embeddings first, the final
   // norm and the head last, each gathered only around its own use.
   const bool split = !cfg_.tied_head();
-  ParameterUnit first{split ? "embed" : "rest", {}}, last{"head", {}};
+  ParameterUnit first{split ? "embed" : "rest", {}, {}}, last{"head", {}, {}};
   for (const auto& [name, p] : all) {
     if (in_blocks.count(p.unsafeGetTensorImpl())) continue;
     (!split || embeddings.count(p.unsafeGetTensorImpl()) ? first : last).params.emplace_back(name, p);
@@ -234,6 +273,11 @@ std::vector<ParameterUnit> GPTImpl::parameter_units() {
   std::vector<ParameterUnit> units{std::move(first)};
   for (auto& b : blocks) units.push_back(std::move(b));
   if (split) units.push_back(std::move(last));
+  if (deferred_) {
+    for (auto& u : units) {
+      u.initial_value = [d = deferred_](const torch::Tensor& p, torch::Tensor& out) { d->materialize(p, out); };
+    }
+  }
   return units;
 }
 

@@ -20,6 +20,7 @@
 
 #include "hwtrain/model/attention.h"
 #include "hwtrain/model/block.h"
+#include "hwtrain/model/deferred_init.h"
 #include "hwtrain/model/kv_cache.h"
 #include "hwtrain/model/llama_block.h"
 #include "hwtrain/model/model_config.h"
@@ -32,8 +33,17 @@ class GPTImpl : public torch::nn::Module {
  public:
   // vocab_size is the resolved one (cfg.vocab_size may be 0 = "from the tokenizer"). Throws
   // ConfigError for non-positive sizes, n_embd not divisible by n_head, dropout outside [0, 1).
+  // deferred: build with placeholders for a sharding engine to fill unit by unit
+  // (model/deferred_init.h): the same values and the same generator state as without, but never
+  // the whole model in memory; parameter_units() then carries each unit's initial values.
   GPTImpl(const ModelConfig& cfg, int64_t vocab_size,
-          AttentionKernel kernel = AttentionKernel::Sdpa);
+          AttentionKernel kernel = AttentionKernel::Sdpa, std::shared_ptr<DeferredInit> deferred = nullptr);
+
+  // Module::to, which moves a deferred model's placeholders without materializing them.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+  bool deferred() const { return deferred_ != nullptr; }
 
   // idx_BT: int64 token ids, T <= block_size. Returns logits_BTV in the dtype the matmul produced
   // (fp32, or the autocast dtype under autocast).
@@ -142,6 +152,8 @@ class GPTImpl : public torch::nn::Module {
 
  private:
   void init_weights();
+  void init_normal(const torch::Tensor& weight, double std);  // weight.normal_(0, std), or deferred
+  void release(torch::nn::Module& module, const std::string& name);  // deferred: its placeholders
   torch::Tensor tensor_parallel_forward(const torch::Tensor& x_BTC);
   torch::Tensor tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);
 
@@ -156,6 +168,7 @@ class GPTImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<DecoderBlockImpl>> layers_;  // the modules of h, either family
   std::shared_ptr<RotaryCache> rotary_;  // llama
   std::shared_ptr<UnitHooks> unit_hooks_;
+  std::shared_ptr<DeferredInit> deferred_;
   std::shared_ptr<TensorParallelComm> tp_;
   RowRange vocab_rows_;                         // this rank's rows of the vocabulary under tensor parallelism
   std::map<std::string, int64_t> whole_rows_;  // a cut parameter's whole length along its cut dimension

@@ -50,6 +50,7 @@ int64_t GPTImpl::whole_rows(const std::string& name) const {
 
 void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool sequence_parallel) {
   TORCH_CHECK(comm && !tp_, "GPT::set_tensor_parallel: call it once, with a group");
+  TORCH_CHECK(!deferred_, "GPT::set_tensor_parallel cuts whole weights: build the model without deferred init");
   const int size = comm->size(), rank = comm->rank();
   if (sequence_parallel && cfg_.block_size % size != 0) {
     throw ConfigError("dist.sequence_parallel = true needs model.block_size = " + std::to_string(cfg_.block_size) +

@@ -10,15 +10,22 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace hwt {
 
+// Writes a parameter's initial value into `out` (its shape, fp32, contiguous, on the CPU).
+using InitialValue = std::function<void(const torch::Tensor& param, torch::Tensor& out)>;
+
 struct ParameterUnit {
   std::string name;                                          // "h.3", "rest"
   std::vector<std::pair<std::string, torch::Tensor>> params;  // full names, registration order
+  // A deferred model's (model/deferred_init.h): the values of its placeholder parameters; empty
+  // when every parameter holds its value.
+  InitialValue initial_value;
 };
 
 class UnitHooks {

@@ -11,7 +11,7 @@ void TrainableModel::named_decay_and_no_decay(NamedParameters& decay, NamedParam
 }
 
 std::vector<ParameterUnit> TrainableModel::parameter_units() {
-  ParameterUnit all{"all", {}};
+  ParameterUnit all{"all", {}, {}};
   for (const auto& item : module().named_parameters()) all.params.emplace_back(item.key(), item.value());
   return {all};
 }

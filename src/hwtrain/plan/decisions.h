@@ -71,6 +71,7 @@ void decide_memory(Plan& p, const PlanInputs& in);                   // the pred
 // Refuses an optimizer placement the launch or the planned precision cannot run (ConfigError).
 void check_optimizer_step(const Plan& p, const PlanInputs& in);
 void decide_gradient_reduce(Plan& p, const PlanInputs& in);  // ZeRO-2/3's reduce dtype (dist.reduce_dtype)
+void decide_model_init(Plan& p, const PlanInputs& in);       // built whole, or unit by unit into the shards
 void decide_optimizer(Plan& p, const PlanInputs& in);  // kernel, step placement, state device
 
 // The memory query of the plan so far at `micro` sequences and checkpointing `every` k-th block.

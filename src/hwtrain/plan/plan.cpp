@@ -146,6 +146,7 @@ std::string Plan::to_json() const {
   j["cuda_graphs"] = cuda_graphs;
   j["sharding"] = sharding_name(sharding);
   j["gradient_reduce"] = enum_name(gradient_reduce);
+  j["deferred_init"] = deferred_init;
   if (layout) j["parallel_layout"] = layout_to_json(*layout);  // multi-GPU plans only
   j["auto_batch_size"] = auto_batch_size;
   j["optimizer_state_device"] = state_device_name(optimizer_state_device);
@@ -200,6 +201,7 @@ Plan Plan::from_json(const std::string& text) {
                  : j.value("zero1", false)   ? Sharding::Zero1  // plan.json before dist.sharding
                                              : Sharding::None;
     p.gradient_reduce = plan_mode<ReduceDtype>(j.value("gradient_reduce", "fp32"), "gradient_reduce");
+    p.deferred_init = j.value("deferred_init", false);
     if (j.contains("parallel_layout")) p.layout = layout_from_json(j.at("parallel_layout"));
     p.auto_batch_size = j.value("auto_batch_size", false);
     p.optimizer_state_device = state_device_from_name(j.value("optimizer_state_device", "device"));

@@ -139,6 +139,7 @@ struct Plan {
   bool cuda_graphs = false;        // the step captured as one CUDA graph after warm-up (train/cuda_graph_step.h)
   Sharding sharding = Sharding::None;
   ReduceDtype gradient_reduce = ReduceDtype::Fp32;  // ZeRO-2/3's reduce-scatter dtype (dist.reduce_dtype)
+  bool deferred_init = false;      // the model built unit by unit into the shards (model/deferred_init.h)
   bool auto_batch_size = false;    // probe the largest micro-batch before training
   StateDevice optimizer_state_device = StateDevice::Device;
   StateDtype optimizer_state_dtype = StateDtype::Fp32;

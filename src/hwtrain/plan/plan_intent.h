@@ -46,6 +46,7 @@ struct PlanIntent {
   std::optional<bool> fused_optimizer;
   std::optional<StateDevice> optimizer_state_device;
   std::optional<Sharding> sharding;
+  bool deferred_init = true;  // dist.deferred_init: where it applies (zero2/zero3, no model split)
   ReduceDtype reduce_dtype = ReduceDtype::Fp32;  // dist.reduce_dtype
   std::optional<int64_t> tensor_parallel;    // dist.tensor_parallel when set: the layout search keeps it
   std::optional<int64_t> pipeline_parallel;  // dist.pipeline_parallel when set

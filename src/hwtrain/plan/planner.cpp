@@ -58,6 +58,7 @@ Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanCo
     match_data_parallel_layout(p, in);
   }
   decide_gradient_reduce(p, in);
+  decide_model_init(p, in);
   decide_optimizer(p, in);
   decide_loader(p, in);
   decide_gpu_settings(p, in);

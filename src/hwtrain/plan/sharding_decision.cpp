@@ -136,4 +136,25 @@ void decide_gradient_reduce(Plan& p, const PlanInputs& in) {
                : "dist.reduce_dtype: the gradients reduce-scattered in fp32 (bf16 halves the bytes)");
 }
 
+// Whether ZeRO-2/3 ranks build the model whole and then shard it, or unit by unit into their shards
+// with placeholders (model/deferred_init.h): the same initial values either way. Tensor and pipeline
+// parallelism cut the whole model first, so they build it whole.
+void decide_model_init(Plan& p, const PlanInputs& in) {
+  const bool sharded_grads = p.sharding == Sharding::Zero2 || p.sharding == Sharding::Zero3;
+  const bool split = plan_splits_model(p) || in.ctx.model_parallel > 1;
+  p.deferred_init = sharded_grads && !split && in.want.deferred_init;
+  if (!sharded_grads) return;
+  const std::string whole = format_bytes(4.0 * static_cast<double>(gpt_num_parameters(in.want.model)));
+  if (p.deferred_init) {
+    p.decide("model_init", "unit by unit into the shards",
+             "each rank builds the model with placeholders and fills one unit at a time into its " +
+                 std::string(sharding_name(p.sharding)) + " shards (the same values as a whole build): never the " +
+                 whole + " of fp32 weights at once");
+  } else {
+    p.decide("model_init", "whole, then sharded",
+             split ? "tensor and pipeline parallelism cut the whole model (" + whole + " of fp32 weights per rank at start-up)"
+                   : "dist.deferred_init = false set by user (" + whole + " of fp32 weights per rank at start-up)");
+  }
+}
+
 }  // namespace hwt

@@ -91,7 +91,9 @@ void HardwareAwareOptimizer::apply_optimizations(GPT& model) const {
 
 GPT HardwareAwareOptimizer::build_model() const {
   torch::manual_seed(static_cast<uint64_t>(config_.train.seed));
-  GPT model(config_.model, config_.model.vocab_size);
+  // Deferred (zero2/zero3): placeholders that the sharding engine fills unit by unit, same values.
+  GPT model(config_.model, config_.model.vocab_size, AttentionKernel::Sdpa,
+            plan_.deferred_init ? std::make_shared<DeferredInit>() : nullptr);
   apply_optimizations(model);
   return model;
 }

@@ -58,6 +58,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   w.optimizer_state_dtype = o.optimizer_state_dtype;
   w.snapshots_weights = c.early_stopping.enabled && c.early_stopping.restore_best_weights;
   w.sharding = c.dist.sharding;
+  w.deferred_init = c.dist.deferred_init;
   w.reduce_dtype = c.dist.reduce_dtype;
   // "auto" (empty) leaves a size to the layout search, which then keeps the other one as configured;
   // otherwise a size counts only when set (`hwtrain plan --gpus` searches what the user left open).

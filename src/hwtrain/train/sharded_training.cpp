@@ -140,7 +140,7 @@ NamedTensors with_fp32_moments(NamedTensors state) {
 ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const std::shared_ptr<ProcessGroup>& group,
                                ShardStage stage, Precision precision, ResumedState resumed, ReduceDtype reduce) {
   std::vector<ShardedUnitParams> units;
-  for (auto& u : model.parameter_units()) units.push_back({u.name, u.params});
+  for (auto& u : model.parameter_units()) units.push_back({u.name, u.params, u.initial_value});
   ShardingOptions options;
   options.stage = stage;
   options.compute_dtype = precision == Precision::Bf16   ? torch::kBFloat16

@@ -9,6 +9,7 @@
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/model/deferred_init.h"
 #include "hwtrain/model/rng_state.h"
 #include "hwtrain/train/sharded_checkpoint.h"
 #include "hwtrain/train/sharded_checkpoint_reader.h"
@@ -86,7 +87,7 @@ void Trainer::restore_weights(const NamedTensors& weights) {
   torch::NoGradGuard no_grad;
   auto tensors = model_->module().named_parameters();
   for (const auto& item : model_->module().named_buffers()) tensors.insert(item.key(), item.value());
-  for (const auto& [name, value] : weights) tensors[name].copy_(value);
+  for (const auto& [name, value] : weights) assign_parameter(tensors[name], value);  // a placeholder takes it
 }
 
 void Trainer::load_untaken_resumed_state() {
