@@ -8,17 +8,20 @@
 # training's own peak included), and whether both builds give the same losses to the last printed
 # digit (they must: the same initial values). The whole build costs 4 bytes per parameter on every
 # rank however many ranks share the model; the shards' own share falls as 1/N.
-# Usage: bench/deferred_init_bench.sh [build-dir] [preset] [world sizes] [shardings]
+# Usage: bench/deferred_init_bench.sh [build-dir] [preset] [world sizes] [shardings] [settings]
 #   e.g. bench/deferred_init_bench.sh build gpt2 "2 4 8" "zero3 zero2"
+#        bench/deferred_init_bench.sh build gpt2 "2 4" "none zero3" "--set dist.tensor_parallel=2"
+#   [settings]: more --set flags for every run (a tensor-parallel rank fills only its cut of each weight).
 set -euo pipefail
 BUILD=${1:-build}
 PRESET=${2:-gpt2}
 WORLDS=${3:-2 4 8}
 SHARDINGS=${4:-zero3}
+EXTRA=${5:-}
 HW=$(realpath "$BUILD/hwtrain")
 OUT=$(mktemp -d)
 cd "$OUT"
-echo "== deferred init ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), $PRESET, block 64, fp32, $HW"
+echo "== deferred init ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), $PRESET, block 64, fp32 $EXTRA"
 port=29840
 for W in $WORLDS; do
   for S in $SHARDINGS; do
@@ -30,7 +33,7 @@ for W in $WORLDS; do
         --set train.grad_accum_steps=1 --set train.max_steps=2 --set train.eval_interval=0 \
         --set train.sample_tokens=0 --set train.time_budget=0 --set checkpoint.save_final=false --set log.report=false \
         --set log.tensorboard=false --set log.progress=lines --set train.log_interval=1 --set train.device=cpu \
-        --set optimization.mixed_precision_dtype=fp32 --set dist.sharding=$S --set dist.deferred_init=$D \
+        --set optimization.mixed_precision_dtype=fp32 --set dist.sharding=$S --set dist.deferred_init=$D $EXTRA \
         --out "run-$W-$S-$D" > "$log" 2>&1 || { echo "world $W $S deferred_init=$D failed:"; tail -5 "$log"; continue; }
       startup=$(sed -n 's/^\[rank 0\] .*peak resident set so far \([0-9.]* [KMG]iB\).*/\1/p' "$log" | head -1)
       losses=$(sed -n 's/^\[rank 0\] step \([0-9]*\) | loss \([0-9.]*\).*/\2/p' "$log" | tr '\n' ' ')

@@ -6,7 +6,9 @@
 
 #include "hwtrain/model/deferred_init.h"
 #include "hwtrain/model/gpt.h"
+#include "hwtrain/model/tensor_parallel.h"
 #include "model/model_test_util.h"
+#include "support/thread_comm.h"
 
 namespace hwt {
 namespace deferred_init_test {
@@ -73,6 +75,44 @@ TEST(DeferredInit, Gpt2ValuesAreTheOrdinaryBuildsBitForBit) {
 TEST(DeferredInit, LlamaValuesAreTheOrdinaryBuildsBitForBit) {
   expect_same_values(llama_config(false, false), 64);
   expect_same_values(llama_config(true, true), 61);
+}
+
+// Under tensor parallelism each rank's placeholders take their cut's shape, and filled they equal
+// its cut of the ordinary build's whole weights (GPT-2's fused q|k|v in three blocks, Llama's GQA,
+// a vocabulary that does not divide by the ranks).
+void expect_same_cuts(const ModelConfig& cfg, int64_t vocab, int size) {
+  torch::manual_seed(1234);
+  GPT whole(cfg, vocab);
+  testing::ThreadGroup group(size);
+  for (int r = 0; r < size; ++r) {
+    torch::manual_seed(1234);
+    GPT deferred(cfg, vocab, AttentionKernel::Sdpa, std::make_shared<DeferredInit>());
+    deferred->set_tensor_parallel(std::make_shared<testing::ThreadComm>(group, r));
+    int cut = 0;
+    for (const auto& item : deferred->named_parameters()) {
+      const ShardSpec spec = deferred->tensor_parallel_spec(item.key());
+      const torch::Tensor expected = shard_of(*whole->named_parameters().find(item.key()), spec, r, size);
+      EXPECT_EQ(item.value().sizes(), expected.sizes()) << item.key();
+      EXPECT_TRUE(is_placeholder(item.value())) << item.key();
+      cut += spec.sharded();
+    }
+    EXPECT_GE(cut, 1 + 4 * cfg.n_layer) << "the embedding and every block's matrices are cut";
+    deferred->materialize_parameters();
+    for (const auto& item : deferred->named_parameters()) {
+      const torch::Tensor expected =
+          shard_of(*whole->named_parameters().find(item.key()), deferred->tensor_parallel_spec(item.key()), r, size);
+      EXPECT_FALSE(is_placeholder(item.value())) << item.key();
+      EXPECT_TRUE(torch::equal(item.value(), expected)) << item.key() << " on tensor rank " << r;
+    }
+  }
+}
+
+TEST(DeferredInit, TensorParallelCutsAreTheOrdinaryBuildsCuts) {
+  ModelConfig gpt2 = test::tiny_config(2);
+  gpt2.n_head = 4;
+  gpt2.bias = true;
+  expect_same_cuts(gpt2, 50, 2);
+  expect_same_cuts(llama_config(false, true), 50, 2);
 }
 
 TEST(DeferredInit, MovingAPlaceholderModelAllocatesNothing) {

@@ -177,8 +177,9 @@ TEST(ShardingPlan, Bf16GradientReduceIsPlannedForZero2And3Only) {
   }
 }
 
-// ZeRO-2/3 ranks build the model unit by unit into their shards (model/deferred_init.h) unless the
-// user says not to or a tensor/pipeline split cuts the whole model; plan.json keeps the choice.
+// ZeRO-2/3 ranks build the model unit by unit into their shards and tensor-parallel ranks their cuts
+// (model/deferred_init.h) unless the user says not to or pipeline stages are cut from the whole
+// model; plan.json keeps the choice.
 TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   RunConfig c = zero_preset_config("tiny");
   c.apply_override("dist.sharding=zero3");
@@ -187,7 +188,7 @@ TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   const HardwareProfile hw = *hardware_preset("h100-80gb", 2);
   const Plan zero3 = make_plan(hw, c, two);
   EXPECT_TRUE(zero3.deferred_init);
-  EXPECT_EQ(find_decision(zero3, "model_init").value, "unit by unit into the shards");
+  EXPECT_EQ(find_decision(zero3, "model_init").value, "with placeholders, filled unit by unit");
   EXPECT_TRUE(Plan::from_json(zero3.to_json()).deferred_init);
   RunConfig off = c;
   off.apply_override("dist.deferred_init=false");
@@ -195,16 +196,23 @@ TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   EXPECT_FALSE(whole.deferred_init);
   EXPECT_NE(find_decision(whole, "model_init").reason.find("set by user"), std::string::npos);
   EXPECT_FALSE(Plan::from_json(whole.to_json()).deferred_init);
-  PlanContext split = two;  // a tensor-parallel pair per replica
-  split.model_parallel = 2;
+  PlanContext tensor = two;  // a tensor-parallel pair per replica: each rank fills its cut
+  tensor.model_parallel = 2;
   RunConfig zero2 = zero_preset_config("tiny");
   zero2.apply_override("dist.sharding=zero2");
-  EXPECT_FALSE(make_plan(hw, zero2, split).deferred_init);
+  EXPECT_TRUE(make_plan(hw, zero2, tensor).deferred_init);
   RunConfig zero1 = zero_preset_config("tiny");
   zero1.apply_override("dist.sharding=zero1");
-  EXPECT_FALSE(make_plan(hw, zero1, two).deferred_init);
-  zero2.apply_override("dist.deferred_init=true");  // where it cannot apply: the whole build, as for zero1
-  EXPECT_FALSE(make_plan(hw, zero2, split).deferred_init);
+  EXPECT_FALSE(make_plan(hw, zero1, two).deferred_init);  // replicas of the whole model
+  const Plan cut = make_plan(hw, zero1, tensor);
+  EXPECT_TRUE(cut.deferred_init);
+  EXPECT_EQ(find_decision(cut, "model_init").value, "with placeholders, filled cut by cut");
+  PlanContext pipeline = tensor;  // stages are cut from a whole model
+  pipeline.pipeline_parallel = 2;
+  zero2.apply_override("dist.deferred_init=true");  // where it cannot apply: the whole build
+  const Plan staged = make_plan(hw, zero2, pipeline);
+  EXPECT_FALSE(staged.deferred_init);
+  EXPECT_EQ(find_decision(staged, "model_init").value, "whole, then cut into stages");
 }
 
 // Offloading the moments (optimization.optimizer_state_device = cpu): on a GPU the memory model moves

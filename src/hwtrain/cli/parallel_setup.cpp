@@ -19,6 +19,7 @@ std::optional<DeviceMesh> run_mesh_shape(const RunConfig& config, int world_size
 PlanContext mesh_plan_context(const std::optional<DeviceMesh>& fixed, const DistEnv& env) {
   PlanContext context{fixed ? fixed->data_parallel() : env.world_size, env.local_rank};
   if (fixed) context.model_parallel = fixed->tensor_parallel() * fixed->pipeline_parallel();
+  if (fixed) context.pipeline_parallel = fixed->pipeline_parallel();
   context.ranks_per_node = env.local_world_size;
   return context;
 }
@@ -193,7 +194,7 @@ std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const Ru
   for (const auto& [name, value] : whole) {
     torch::Tensor* p = params.find(name);
     TORCH_CHECK(p, "joined weights name '", name, "', which the whole model lacks");
-    p->copy_(value);
+    assign_parameter(*p, value);  // a deferred model's placeholder takes it
   }
   TORCH_CHECK(whole.size() == params.size(), "the joined weights hold ", whole.size(), " of the model's ",
               params.size(), " parameters");

@@ -273,6 +273,8 @@ int run_train(const TrainArgs& a) {
   GPT model = build_run_model(optimizer, a.init_from);
   const RunMesh mesh = join_mesh(mesh_shape, group, model, config.dist.sequence_parallel,  // TP: the layers cut to
                                  pipeline_chunks);                                       // this rank's shard
+  const Sharding sharding = optimizer.plan().sharding;
+  if (sharding != Sharding::Zero2 && sharding != Sharding::Zero3) model->materialize_parameters();  // no engine fills it
   const std::shared_ptr<TrainableModel> trained =  // a pipeline stage, or the whole (or TP-cut) model
       mesh.stage ? std::shared_ptr<TrainableModel>(mesh.stage) : std::make_shared<GptModel>(model);
   auto windows = std::make_shared<TokenWindows>(data, config.model.block_size, static_cast<uint64_t>(config.train.seed) + 1);

@@ -46,6 +46,7 @@ void DeferredInit::release(torch::nn::Module& module, const std::string& prefix)
     if (p.numel() <= 1 || is_placeholder(p)) continue;  // nothing to save (or released already: a tied weight)
     Recipe r;
     r.name = prefix + item.key();
+    r.shape = p.sizes().vec();
     if (p.dim() == 1) {  // norms and biases: their value as constructed, unless init sets another
       r.kind = Recipe::Kind::Values;
       r.values = p.detach().clone();
@@ -75,11 +76,15 @@ void DeferredInit::fill(const torch::Tensor& param, double value) {
   r.values = torch::Tensor();
 }
 
-void DeferredInit::materialize(const torch::Tensor& param, torch::Tensor& out) const {
-  torch::NoGradGuard no_grad;
-  auto it = recipes_.find(param.unsafeGetTensorImpl());
-  if (it == recipes_.end()) throw std::logic_error("deferred init: a parameter the model did not release was asked for");
-  const Recipe& r = it->second;
+void DeferredInit::cut(torch::Tensor& param, Cut keep) {
+  Recipe& r = recipe(param);
+  // The cut's shape from a meta tensor of the placeholder's: nothing allocated.
+  const torch::Tensor shape = keep(torch::empty(param.sizes(), param.options().device(torch::kMeta)));
+  r.cuts.push_back(std::move(keep));
+  param.set_data(torch::zeros({1}, param.options()).expand(shape.sizes()));
+}
+
+void DeferredInit::draw(const Recipe& r, torch::Tensor& out) const {
   switch (r.kind) {
     case Recipe::Kind::Normal: {
       at::Generator g = r.generator.clone();  // materializing twice gives the same value
@@ -96,6 +101,21 @@ void DeferredInit::materialize(const torch::Tensor& param, torch::Tensor& out) c
       break;
   }
   throw std::logic_error("deferred init: no initial value was recorded for parameter '" + r.name + "'");
+}
+
+void DeferredInit::materialize(const torch::Tensor& param, torch::Tensor& out) const {
+  torch::NoGradGuard no_grad;
+  auto it = recipes_.find(param.unsafeGetTensorImpl());
+  if (it == recipes_.end()) throw std::logic_error("deferred init: a parameter the model did not release was asked for");
+  const Recipe& r = it->second;
+  if (r.cuts.empty()) {
+    draw(r, out);
+    return;
+  }
+  torch::Tensor value = torch::empty(r.shape, torch::kFloat);  // as the ordinary build drew it, whole
+  draw(r, value);
+  for (const Cut& keep : r.cuts) value = keep(value);
+  out.copy_(value);
 }
 
 void DeferredInit::retarget(torch::nn::Module& module, std::optional<torch::Device> device,

@@ -17,9 +17,11 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hwt {
 
@@ -40,9 +42,14 @@ class DeferredInit {
   // advances the global CPU generator as the draw would.
   void normal(const torch::Tensor& param, double mean, double std);
   void fill(const torch::Tensor& param, double value);
+  // Tensor parallelism: the placeholder's value becomes keep(value) (this rank's cut of the whole
+  // weight, model/tensor_parallel.h's shard_of), and the placeholder takes keep's shape.
+  using Cut = std::function<torch::Tensor(const torch::Tensor& whole)>;
+  void cut(torch::Tensor& param, Cut keep);
 
-  // Writes param's initial value into `out` (param's shape, fp32, contiguous, on the CPU). Throws
-  // std::logic_error naming the parameter when none was recorded.
+  // Writes param's initial value into `out` (param's shape, fp32, contiguous, on the CPU); a cut
+  // parameter's whole value is drawn first (one weight at a time). Throws std::logic_error naming
+  // the parameter when none was recorded.
   void materialize(const torch::Tensor& param, torch::Tensor& out) const;
   // Placeholders moved (Module::to): new ones of the same shapes on `device` / in `dtype` (keeping
   // their records), so that Module::to then finds nothing to copy.
@@ -56,7 +63,10 @@ class DeferredInit {
     at::Generator generator;  // Normal: a copy of the global CPU generator before the draw
     double mean = 0, std = 0, value = 0;
     torch::Tensor values;  // Values: the parameter's value at release (1-D only)
+    std::vector<int64_t> shape;  // the whole parameter's, at release
+    std::vector<Cut> cuts;       // applied in order to the whole value
   };
+  void draw(const Recipe& r, torch::Tensor& out) const;
   Recipe& recipe(const torch::Tensor& param);
   std::map<const c10::TensorImpl*, Recipe> recipes_;  // the parameter's impl outlives set_data
 };

@@ -118,6 +118,17 @@ void GPTImpl::init_weights() {
   }
 }
 
+void GPTImpl::materialize_parameters() {
+  if (!deferred_) return;
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) {
+    if (!is_placeholder(p)) continue;
+    torch::Tensor value = torch::empty(p.sizes(), torch::kFloat);
+    deferred_->materialize(p, value);
+    p.set_data(value.to(p.options()));
+  }
+}
+
 void GPTImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
   if (deferred_) deferred_->retarget(*this, device, dtype);
   torch::nn::Module::to(device, dtype, non_blocking);

@@ -44,6 +44,9 @@ class GPTImpl : public torch::nn::Module {
   void to(torch::Dtype dtype, bool non_blocking = false) override;
   void to(torch::Device device, bool non_blocking = false) override;
   bool deferred() const { return deferred_ != nullptr; }
+  // A deferred model's placeholders filled with their values (under tensor parallelism, this rank's
+  // cut of each), for a run no sharding engine fills: one whole weight at a time at most.
+  void materialize_parameters();
 
   // idx_BT: int64 token ids, T <= block_size. Returns logits_BTV in the dtype the matmul produced
   // (fp32, or the autocast dtype under autocast).

@@ -50,7 +50,6 @@ int64_t GPTImpl::whole_rows(const std::string& name) const {
 
 void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool sequence_parallel) {
   TORCH_CHECK(comm && !tp_, "GPT::set_tensor_parallel: call it once, with a group");
-  TORCH_CHECK(!deferred_, "GPT::set_tensor_parallel cuts whole weights: build the model without deferred init");
   const int size = comm->size(), rank = comm->rank();
   if (sequence_parallel && cfg_.block_size % size != 0) {
     throw ConfigError("dist.sequence_parallel = true needs model.block_size = " + std::to_string(cfg_.block_size) +
@@ -68,7 +67,11 @@ void GPTImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm, bool
     const ShardSpec spec = parameter_spec(item.key());
     if (!spec.sharded()) continue;
     whole_rows_[item.key()] = item.value().size(spec.dim);
-    item.value().set_data(shard_of(item.value().detach(), spec, rank, size));
+    if (deferred_ && is_placeholder(item.value())) {  // drawn whole and cut when it is filled
+      deferred_->cut(item.value(), [spec, rank, size](const torch::Tensor& w) { return shard_of(w, spec, rank, size); });
+    } else {
+      item.value().set_data(shard_of(item.value().detach(), spec, rank, size));
+    }
   }
   vocab_rows_ = piece_range(vocab_size_, rank, size);
   for (auto& layer : layers_) layer->set_tensor_parallel(comm);

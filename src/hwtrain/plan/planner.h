@@ -15,6 +15,7 @@ struct PlanContext {
   int64_t local_rank = 0;  // picks the GPU
   bool paper = false;      // planning for a described machine, not this process
   int64_t model_parallel = 1;  // ranks per model replica (tensor x pipeline parallel), sharing the cores too
+  int64_t pipeline_parallel = 1;  // of which pipeline stages
   int64_t ranks_per_node = 0;  // the run's processes on this machine; 0 = all (world_size x model_parallel)
 };
 

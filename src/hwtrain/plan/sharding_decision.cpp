@@ -3,6 +3,7 @@
 // whose per-rank memory fits the budget with fp32 moments, else with 8-bit ones, else (on a GPU) with
 // the moments offloaded to host memory (plan/decisions.h). The
 // reason lists the model states per rank of every layout, as the ZeRO paper's Figure 1 counts them.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -136,24 +137,26 @@ void decide_gradient_reduce(Plan& p, const PlanInputs& in) {
                : "dist.reduce_dtype: the gradients reduce-scattered in fp32 (bf16 halves the bytes)");
 }
 
-// Whether ZeRO-2/3 ranks build the model whole and then shard it, or unit by unit into their shards
-// with placeholders (model/deferred_init.h): the same initial values either way. Tensor and pipeline
-// parallelism cut the whole model first, so they build it whole.
+// Whether the ranks build the model whole and then shard or cut it, or with placeholders filled a
+// unit (ZeRO-2/3) or a cut weight (tensor parallelism) at a time (model/deferred_init.h): the same
+// initial values either way. Pipeline stages are cut from a whole model, so they build it whole.
 void decide_model_init(Plan& p, const PlanInputs& in) {
   const bool sharded_grads = p.sharding == Sharding::Zero2 || p.sharding == Sharding::Zero3;
-  const bool split = plan_splits_model(p) || in.ctx.model_parallel > 1;
-  p.deferred_init = sharded_grads && !split && in.want.deferred_init;
-  if (!sharded_grads) return;
+  const int64_t pp = std::max(in.ctx.pipeline_parallel, p.layout ? p.layout->pipeline_parallel : int64_t{1});
+  const int64_t tp = p.layout ? p.layout->tensor_parallel : in.ctx.model_parallel / std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  p.deferred_init = (sharded_grads || tp > 1) && pp == 1 && in.want.deferred_init;
+  if (!sharded_grads && tp == 1 && pp == 1) return;  // one whole build, nothing to say
   const std::string whole = format_bytes(4.0 * static_cast<double>(gpt_num_parameters(in.want.model)));
   if (p.deferred_init) {
-    p.decide("model_init", "unit by unit into the shards",
-             "each rank builds the model with placeholders and fills one unit at a time into its " +
-                 std::string(sharding_name(p.sharding)) + " shards (the same values as a whole build): never the " +
-                 whole + " of fp32 weights at once");
+    const std::string fills = sharded_grads ? "one unit at a time into its " + std::string(sharding_name(p.sharding)) + " shards"
+                                            : "its tensor-parallel cut of each weight, one weight at a time";
+    p.decide("model_init", "with placeholders, filled " + std::string(sharded_grads ? "unit by unit" : "cut by cut"),
+             "each rank builds the model with placeholders and fills " + fills +
+                 " (the same values as a whole build): never the " + whole + " of fp32 weights at once");
   } else {
-    p.decide("model_init", "whole, then sharded",
-             split ? "tensor and pipeline parallelism cut the whole model (" + whole + " of fp32 weights per rank at start-up)"
-                   : "dist.deferred_init = false set by user (" + whole + " of fp32 weights per rank at start-up)");
+    p.decide("model_init", "whole, then " + std::string(pp > 1 ? "cut into stages" : sharded_grads ? "sharded" : "cut"),
+             pp > 1 ? "pipeline stages are cut from the whole model (" + whole + " of fp32 weights per rank at start-up)"
+                    : "dist.deferred_init = false set by user (" + whole + " of fp32 weights per rank at start-up)");
   }
 }
 
