@@ -177,9 +177,9 @@ TEST(ShardingPlan, Bf16GradientReduceIsPlannedForZero2And3Only) {
   }
 }
 
-// ZeRO-2/3 ranks build the model unit by unit into their shards and tensor-parallel ranks their cuts
-// (model/deferred_init.h) unless the user says not to or pipeline stages are cut from the whole
-// model; plan.json keeps the choice.
+// ZeRO-2/3 ranks build the model unit by unit into their shards, tensor-parallel ranks their cuts and
+// pipeline stages their own weights (model/deferred_init.h), unless the user says not to; replicas of
+// the whole model build it whole; plan.json keeps the choice.
 TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   RunConfig c = zero_preset_config("tiny");
   c.apply_override("dist.sharding=zero3");
@@ -188,7 +188,8 @@ TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   const HardwareProfile hw = *hardware_preset("h100-80gb", 2);
   const Plan zero3 = make_plan(hw, c, two);
   EXPECT_TRUE(zero3.deferred_init);
-  EXPECT_EQ(find_decision(zero3, "model_init").value, "with placeholders, filled unit by unit");
+  EXPECT_EQ(find_decision(zero3, "model_init").value, "with placeholders, each rank filling what it keeps");
+  EXPECT_NE(find_decision(zero3, "model_init").reason.find("one unit at a time into its zero3 shards"), std::string::npos);
   EXPECT_TRUE(Plan::from_json(zero3.to_json()).deferred_init);
   RunConfig off = c;
   off.apply_override("dist.deferred_init=false");
@@ -206,13 +207,15 @@ TEST(ShardingPlan, ShardedRanksBuildTheModelUnitByUnit) {
   EXPECT_FALSE(make_plan(hw, zero1, two).deferred_init);  // replicas of the whole model
   const Plan cut = make_plan(hw, zero1, tensor);
   EXPECT_TRUE(cut.deferred_init);
-  EXPECT_EQ(find_decision(cut, "model_init").value, "with placeholders, filled cut by cut");
-  PlanContext pipeline = tensor;  // stages are cut from a whole model
+  EXPECT_NE(find_decision(cut, "model_init").reason.find("its tensor-parallel cut of each weight"), std::string::npos);
+  PlanContext pipeline = two;  // a stage fills only its own weights
+  pipeline.model_parallel = 2;
   pipeline.pipeline_parallel = 2;
-  zero2.apply_override("dist.deferred_init=true");  // where it cannot apply: the whole build
   const Plan staged = make_plan(hw, zero2, pipeline);
-  EXPECT_FALSE(staged.deferred_init);
-  EXPECT_EQ(find_decision(staged, "model_init").value, "whole, then cut into stages");
+  EXPECT_TRUE(staged.deferred_init);
+  EXPECT_NE(find_decision(staged, "model_init").reason.find("its pipeline stage's weights"), std::string::npos);
+  zero2.apply_override("dist.deferred_init=false");
+  EXPECT_FALSE(make_plan(hw, zero2, pipeline).deferred_init);
 }
 
 // Offloading the moments (optimization.optimizer_state_device = cpu): on a GPU the memory model moves

@@ -133,6 +133,38 @@ ModelConfig config_for(const std::string& family) {
 
 constexpr int64_t kVocab = 40, kMicro = 2, kMicroBatches = 4;
 
+// A stage cut from a deferred GPT (model/deferred_init.h) fills only its own weights, with the values
+// of the ordinary build; the other stages' weights are never filled (GPT-2's tied embedding is the
+// first and last stage's both).
+TEST(DeferredStage, FillsOnlyItsOwnWeightsWithTheOrdinaryValues) {
+  for (const std::string family : {"gpt2", "llama"}) {
+    const ModelConfig cfg = config_for(family);
+    torch::manual_seed(9);
+    GPT whole(cfg, kVocab);
+    const std::vector<StageRange> cut = split_decoder(cfg, kVocab, 2);
+    ThreadGroup line(2), ends(2);
+    for (int s = 0; s < 2; ++s) {
+      torch::manual_seed(9);
+      GPT gpt(cfg, kVocab, AttentionKernel::Sdpa, std::make_shared<DeferredInit>());
+      std::shared_ptr<TensorParallelComm> shared;
+      if (cfg.tied_head()) shared = std::make_shared<ThreadComm>(ends, s);
+      GptStage stage(gpt, StagePlace{s, 2, {{cut[s].begin, cut[s].end}}}, std::make_shared<ThreadComm>(line, s), shared);
+      gpt->materialize_parameters();
+      int64_t kept = 0;
+      for (const auto& item : stage.module().named_parameters()) kept += item.value().numel();
+      int64_t filled = 0;
+      for (const auto& item : gpt->named_parameters()) {
+        if (item.value().numel() == 0) continue;  // another stage's
+        EXPECT_FALSE(is_placeholder(item.value())) << item.key();
+        EXPECT_TRUE(torch::equal(item.value(), *whole->named_parameters().find(item.key()))) << family << " " << item.key();
+        filled += item.value().numel();
+      }
+      EXPECT_EQ(filled, kept) << family << " stage " << s;
+      EXPECT_LT(filled, whole->num_parameters(false)) << family << " stage " << s;
+    }
+  }
+}
+
 // (family, stages, activation checkpointing every k blocks, chunks per stage)
 struct PipelineCase : ::testing::TestWithParam<std::tuple<std::string, int64_t, int64_t, int64_t>> {};
 

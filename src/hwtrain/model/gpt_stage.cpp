@@ -22,7 +22,6 @@ GptStage::GptStage(GPT gpt, StagePlace place, std::shared_ptr<TensorParallelComm
   TORCH_CHECK(stages_ && stages_->size() == place_.count && stages_->rank() == place_.index,
               "GptStage: the pipeline group must have one rank per stage, this one at the stage's index");
   TORCH_CHECK(!place_.chunks.empty(), "GptStage: a stage holds at least one chunk of blocks");
-  TORCH_CHECK(!gpt_->deferred(), "GptStage: a pipeline stage is cut from a whole model, not a deferred one");
   device_ = gpt_->wte->weight.device();
   for (const auto& item : gpt_->named_parameters()) {  // whole shapes, also of tensor-parallel shards
     std::vector<int64_t> shape = item.value().sizes().vec();
@@ -170,8 +169,9 @@ std::vector<ParameterUnit> GptStage::parameter_units() {
   for (const auto& p : stage_->parameters()) mine.insert(p.unsafeGetTensorImpl());
   const c10::TensorImpl* tied = shares_embedding() ? gpt_->wte->weight.unsafeGetTensorImpl() : nullptr;
   std::vector<ParameterUnit> out;
-  if (tied) out.push_back({"tied-embedding", {{embedding_name(), gpt_->wte->weight}}, {}});
-  for (ParameterUnit& u : gpt_->parameter_units()) {
+  std::vector<ParameterUnit> units = gpt_->parameter_units();  // a deferred model's carry its initial values
+  if (tied) out.push_back({"tied-embedding", {{embedding_name(), gpt_->wte->weight}}, units.front().initial_value});
+  for (ParameterUnit& u : units) {
     ParameterUnit kept{u.name, {}, u.initial_value};
     for (auto& [name, p] : u.params) {
       if (mine.count(p.unsafeGetTensorImpl()) && p.unsafeGetTensorImpl() != tied) kept.params.emplace_back(name, p);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
@@ -137,27 +138,28 @@ void decide_gradient_reduce(Plan& p, const PlanInputs& in) {
                : "dist.reduce_dtype: the gradients reduce-scattered in fp32 (bf16 halves the bytes)");
 }
 
-// Whether the ranks build the model whole and then shard or cut it, or with placeholders filled a
-// unit (ZeRO-2/3) or a cut weight (tensor parallelism) at a time (model/deferred_init.h): the same
-// initial values either way. Pipeline stages are cut from a whole model, so they build it whole.
+// Whether the ranks build the model whole and then shard or cut it, or with placeholders that each
+// rank fills with only what it keeps (model/deferred_init.h): a unit at a time into its ZeRO-2/3
+// shards, or its tensor-parallel cut and pipeline stage's weights. The same initial values either way.
 void decide_model_init(Plan& p, const PlanInputs& in) {
   const bool sharded_grads = p.sharding == Sharding::Zero2 || p.sharding == Sharding::Zero3;
   const int64_t pp = std::max(in.ctx.pipeline_parallel, p.layout ? p.layout->pipeline_parallel : int64_t{1});
   const int64_t tp = p.layout ? p.layout->tensor_parallel : in.ctx.model_parallel / std::max<int64_t>(1, in.ctx.pipeline_parallel);
-  p.deferred_init = (sharded_grads || tp > 1) && pp == 1 && in.want.deferred_init;
-  if (!sharded_grads && tp == 1 && pp == 1) return;  // one whole build, nothing to say
+  if (!sharded_grads && tp == 1 && pp == 1) return;  // one whole build on every rank, nothing to say
+  p.deferred_init = in.want.deferred_init;
   const std::string whole = format_bytes(4.0 * static_cast<double>(gpt_num_parameters(in.want.model)));
-  if (p.deferred_init) {
-    const std::string fills = sharded_grads ? "one unit at a time into its " + std::string(sharding_name(p.sharding)) + " shards"
-                                            : "its tensor-parallel cut of each weight, one weight at a time";
-    p.decide("model_init", "with placeholders, filled " + std::string(sharded_grads ? "unit by unit" : "cut by cut"),
-             "each rank builds the model with placeholders and fills " + fills +
-                 " (the same values as a whole build): never the " + whole + " of fp32 weights at once");
-  } else {
-    p.decide("model_init", "whole, then " + std::string(pp > 1 ? "cut into stages" : sharded_grads ? "sharded" : "cut"),
-             pp > 1 ? "pipeline stages are cut from the whole model (" + whole + " of fp32 weights per rank at start-up)"
-                    : "dist.deferred_init = false set by user (" + whole + " of fp32 weights per rank at start-up)");
+  if (!p.deferred_init) {
+    p.decide("model_init", "whole, then split",
+             "dist.deferred_init = false set by user (" + whole + " of fp32 weights per rank at start-up)");
+    return;
   }
+  std::vector<std::string> keeps;
+  if (pp > 1) keeps.push_back("its pipeline stage's weights");
+  if (tp > 1) keeps.push_back("its tensor-parallel cut of each weight");
+  if (sharded_grads) keeps.push_back("one unit at a time into its " + std::string(sharding_name(p.sharding)) + " shards");
+  p.decide("model_init", "with placeholders, each rank filling what it keeps",
+           "each rank builds the model with placeholders and fills " + join(keeps, ", ") +
+               " (the same values as a whole build): never the " + whole + " of fp32 weights at once");
 }
 
 }  // namespace hwt
