@@ -141,5 +141,26 @@ TEST(AdamWDeferredState, AllocatesMomentsOnlyWhenFirstUsed) {
   EXPECT_EQ(lazy.state_bytes(), eager.state_bytes());
 }
 
+// The 8-bit state's keys are named and parsed in one place (blockwise_quant.h): the codes and the
+// scales of either moment, with or without a checkpoint's prefix, and nothing else taken for them.
+TEST(EightBitKeys, NamesAndParsesTheCodesAndScalesOfEitherMoment) {
+  EXPECT_EQ(eight_bit_codes_key("exp_avg.", "h.0.w"), "exp_avg.q8.h.0.w");
+  EXPECT_EQ(eight_bit_scales_key("exp_avg_sq.", "h.0.w"), "exp_avg_sq.absmax.h.0.w");
+  const EightBitKey codes = parse_eight_bit_key("optimizer.exp_avg_sq.q8.h.0.w@12", "optimizer.");
+  EXPECT_TRUE(codes.codes);
+  EXPECT_FALSE(codes.scales);
+  EXPECT_FALSE(codes.is_signed);
+  EXPECT_EQ(codes.moment, "optimizer.exp_avg_sq.h.0.w@12");
+  EXPECT_EQ(codes.scales_key, "optimizer.exp_avg_sq.absmax.h.0.w@12");
+  const EightBitKey scales = parse_eight_bit_key(eight_bit_scales_key("exp_avg.", "wte.weight"));
+  EXPECT_TRUE(scales.scales);
+  EXPECT_TRUE(scales.is_signed);
+  EXPECT_EQ(scales.moment, "exp_avg.wte.weight");
+  for (const char* other : {"exp_avg.h.0.w", "step.h.0.w", "exp_avg.q8x.w", "optimizer.exp_avg.q8.w"}) {
+    const EightBitKey k = parse_eight_bit_key(other);
+    EXPECT_FALSE(k.codes || k.scales) << other;
+  }
+}
+
 }  // namespace
 }  // namespace hwt

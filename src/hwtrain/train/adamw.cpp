@@ -238,10 +238,10 @@ std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
   for (const auto& s : slots_) {
     if (!s.owned || !has_moments(s)) continue;
     if (s.quantized) {
-      out.emplace_back("exp_avg.q8." + s.name, s.qm.codes);
-      out.emplace_back("exp_avg.absmax." + s.name, s.qm.absmax);
-      out.emplace_back("exp_avg_sq.q8." + s.name, s.qv.codes);
-      out.emplace_back("exp_avg_sq.absmax." + s.name, s.qv.absmax);
+      out.emplace_back(eight_bit_codes_key("exp_avg.", s.name), s.qm.codes);
+      out.emplace_back(eight_bit_scales_key("exp_avg.", s.name), s.qm.absmax);
+      out.emplace_back(eight_bit_codes_key("exp_avg_sq.", s.name), s.qv.codes);
+      out.emplace_back(eight_bit_scales_key("exp_avg_sq.", s.name), s.qv.absmax);
     } else {
       out.emplace_back("exp_avg." + s.name, s.exp_avg);
       out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
@@ -286,10 +286,11 @@ void AdamW::load_moments(Slot& s, const std::map<std::string, torch::Tensor>& by
   for (const bool first : {true, false}) {
     const std::string key = first ? "exp_avg." : "exp_avg_sq.";
     torch::Tensor whole;  // the fp32 moment, when it must be (de)quantized
-    const bool saved_q8 = by_name.count(key + "q8." + s.name) > 0;
+    const bool saved_q8 = by_name.count(eight_bit_codes_key(key, s.name)) > 0;
     if (saved_q8) {
-      BlockQuantized q{state_entry(by_name, key + "q8." + s.name, n).to(torch::kUInt8).reshape(-1).to(state_device(s)),
-                       state_entry(by_name, key + "absmax." + s.name, blocks).to(torch::kFloat32).reshape(-1).to(state_device(s))};
+      BlockQuantized q{
+          state_entry(by_name, eight_bit_codes_key(key, s.name), n).to(torch::kUInt8).reshape(-1).to(state_device(s)),
+          state_entry(by_name, eight_bit_scales_key(key, s.name), blocks).to(torch::kFloat32).reshape(-1).to(state_device(s))};
       if (s.quantized) {
         (first ? s.qm : s.qv) = q;
         continue;

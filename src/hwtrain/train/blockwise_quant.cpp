@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace hwt {
@@ -71,6 +72,31 @@ torch::Tensor dequantize_blockwise(const BlockQuantized& q, bool is_signed) {
   torch::Tensor values = code.index({q.codes.to(torch::kLong)});
   values = torch::constant_pad_nd(values, {0, blocks * kQuantBlockSize - n}).view({blocks, kQuantBlockSize});
   return (values * q.absmax.unsqueeze(1)).reshape(-1).narrow(0, 0, n);
+}
+
+std::string eight_bit_codes_key(const std::string& moment, const std::string& name) { return moment + "q8." + name; }
+
+std::string eight_bit_scales_key(const std::string& moment, const std::string& name) {
+  return moment + "absmax." + name;
+}
+
+EightBitKey parse_eight_bit_key(const std::string& key, const std::string& prefix) {
+  EightBitKey out;
+  if (key.rfind(prefix, 0) != 0) return out;
+  const std::string rest = key.substr(prefix.size());
+  for (const std::string m : {"exp_avg.", "exp_avg_sq."}) {
+    for (const std::string part : {"q8.", "absmax."}) {
+      if (rest.rfind(m + part, 0) != 0) continue;
+      const std::string name = rest.substr(m.size() + part.size());
+      out.codes = part == "q8.";
+      out.scales = !out.codes;
+      out.is_signed = m == "exp_avg.";
+      out.moment = prefix + m + name;
+      out.scales_key = prefix + eight_bit_scales_key(m, name);
+      return out;
+    }
+  }
+  return out;
 }
 
 }  // namespace hwt

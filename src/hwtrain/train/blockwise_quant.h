@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 
 namespace hwt {
 
@@ -27,5 +28,18 @@ const torch::Tensor& dynamic_code(bool is_signed);
 BlockQuantized quantize_blockwise(const torch::Tensor& x, bool is_signed);
 // Back to fp32, flattened (numel = q.codes.numel()).
 torch::Tensor dequantize_blockwise(const BlockQuantized& q, bool is_signed);
+
+// The keys 8-bit AdamW moments are saved under (train/adamw.h), in one place: moment "<m><name>"
+// (m = "exp_avg.", the signed code, or "exp_avg_sq.") as its codes "<m>q8.<name>" and their block
+// scales "<m>absmax.<name>". `prefix` precedes them all ("optimizer." in a checkpoint's files).
+std::string eight_bit_codes_key(const std::string& moment, const std::string& name);   // moment: "exp_avg."
+std::string eight_bit_scales_key(const std::string& moment, const std::string& name);
+struct EightBitKey {
+  bool codes = false, scales = false;  // which of the two `key` names (neither: another entry)
+  bool is_signed = false;              // the first moment's
+  std::string moment;                  // "<prefix><m><name>": the fp32 moment the codes stand for
+  std::string scales_key;              // codes: "<prefix><m>absmax.<name>", the scales beside them
+};
+EightBitKey parse_eight_bit_key(const std::string& key, const std::string& prefix = "");
 
 }  // namespace hwt

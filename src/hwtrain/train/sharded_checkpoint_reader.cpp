@@ -131,17 +131,17 @@ void ShardedCheckpointReader::index_shard(int rank) {
     }
     std::string key = name.substr(0, at);
     const int64_t offset = segment_offset(name, at, file.string());
-    const EightBit q8 = eight_bit_form(key);
+    const EightBitKey q8 = parse_eight_bit_key(key, "optimizer.");
     if (q8.scales) continue;  // read with its codes
-    if (q8.code) key = q8.moment;
+    if (q8.codes) key = q8.moment;
     auto it = tensors_.find(key);
     if (it == tensors_.end()) throw IoError(file.string() + ": entry '" + name + "' belongs to no tensor of " + kShardingManifest);
     const int64_t numel = c10::multiply_integers(entries[i].shape);
     Piece piece{rank, i, offset, numel};
-    if (q8.code) {
+    if (q8.codes) {
       if (entries[i].dtype != torch::kUInt8) throw IoError(file.string() + ": entry '" + name + "' is not uint8 8-bit codes");
       piece.q8 = q8.is_signed ? 1 : 2;
-      piece.absmax = scales_of(rank, name, q8, numel);
+      piece.absmax = scales_of(rank, name, numel);
     } else if (!c10::isFloatingType(entries[i].dtype)) {
       throw IoError(file.string() + ": entry '" + name + "' is " + std::string(c10::toString(entries[i].dtype)) +
                     ", expected a floating-point segment");
@@ -151,28 +151,12 @@ void ShardedCheckpointReader::index_shard(int rank) {
   }
 }
 
-// "optimizer.exp_avg.q8.<param>" (8-bit codes of the moment "optimizer.exp_avg.<param>") and
-// "optimizer.exp_avg.absmax.<param>" (their block scales), and the same for exp_avg_sq.
-ShardedCheckpointReader::EightBit ShardedCheckpointReader::eight_bit_form(const std::string& key) {
-  EightBit out;
-  for (const std::string moment : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."}) {
-    if (key.rfind(moment + "absmax.", 0) == 0) out.scales = true;
-    if (key.rfind(moment + "q8.", 0) != 0) continue;
-    out.code = true;
-    out.is_signed = moment == "optimizer.exp_avg.";
-    out.moment = moment + key.substr(moment.size() + 3);
-    out.scales_prefix = moment + "absmax.";
-  }
-  return out;
-}
-
 // The entry of the block scales beside 8-bit codes `name` of `numel` elements in `file`'s shard,
 // checked: uint8 codes, one fp32 scale per block of kQuantBlockSize.
-size_t ShardedCheckpointReader::scales_of(int file, const std::string& name, const EightBit& q8, int64_t numel) const {
+size_t ShardedCheckpointReader::scales_of(int file, const std::string& name, int64_t numel) const {
   const auto& entries = files_[static_cast<size_t>(file)].entries;
   const std::string where = (dir_ / file_names_[static_cast<size_t>(file)]).string();
-  const size_t moment = q8.scales_prefix.size() - std::string("absmax.").size();  // "optimizer.exp_avg."
-  const std::string scales = q8.scales_prefix + name.substr(moment + std::string("q8.").size());
+  const std::string scales = parse_eight_bit_key(name, "optimizer.").scales_key;  // "...absmax.<param>@<offset>"
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].name != scales) continue;
     const int64_t blocks = (numel + kQuantBlockSize - 1) / kQuantBlockSize;

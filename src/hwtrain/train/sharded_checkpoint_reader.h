@@ -78,12 +78,7 @@ class ShardedCheckpointReader {
     int q8 = 0;         // 8-bit codes of a moment (1: signed, the first; 2: unsigned, the second), else 0
     size_t absmax = 0;  // their block scales' entry
   };
-  struct EightBit {
-    bool code = false, scales = false, is_signed = false;
-    std::string moment, scales_prefix;  // the moment's key; "optimizer.<moment>.absmax."
-  };
-  static EightBit eight_bit_form(const std::string& key);
-  size_t scales_of(int file, const std::string& name, const EightBit& q8, int64_t numel) const;
+  size_t scales_of(int file, const std::string& codes_entry, int64_t numel) const;
   struct Tensor {
     std::vector<int64_t> shape;
     int64_t numel = 0;

@@ -29,24 +29,27 @@ class EngineHooks : public UnitHooks {
   std::weak_ptr<ShardedParameters> engine_;
 };
 
-// A segment's moments that the checkpoint holds in 8 bits for exactly this segment (a resume on
-// its world size): its codes and block scales as stored, in place of their dequantized values, so
-// that the resumed run continues bit for bit.
-NamedTensors as_stored(NamedTensors state, const ShardedParameters& engine, ShardedCheckpointReader& shards) {
-  NamedTensors extra;
-  for (const auto& seg : engine.segments()) {
-    for (const std::string m : {"exp_avg.", "exp_avg_sq."}) {
-      auto stored = shards.eight_bit("optimizer." + m + seg.param, seg.offset, seg.master.numel());
-      if (!stored) continue;
-      extra.emplace_back(m + "q8." + seg.name(), stored->first);
-      extra.emplace_back(m + "absmax." + seg.name(), stored->second);
-      const std::string fp32 = m + seg.name();
-      state.erase(std::remove_if(state.begin(), state.end(), [&fp32](const auto& e) { return e.first == fp32; }),
-                  state.end());
+// Codes and block scales of a segment's moment as the checkpoint holds them, by the moment's key
+// ("exp_avg.<param>@<offset>"): an 8-bit checkpoint resumed on its world size.
+using StoredCodes = std::map<std::string, std::pair<torch::Tensor, torch::Tensor>>;
+
+// The segments' state with each moment the checkpoint holds in 8 bits for exactly that segment as
+// its codes and scales as stored, in place of their dequantized values, so that the resumed run
+// continues bit for bit.
+NamedTensors as_stored(NamedTensors state, const StoredCodes& stored) {
+  NamedTensors out;
+  for (auto& [name, t] : state) {
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      out.emplace_back(name, std::move(t));
+      continue;
     }
+    const size_t dot = name.find('.') + 1;  // after "exp_avg." or "exp_avg_sq."
+    const std::string moment = name.substr(0, dot), segment = name.substr(dot);
+    out.emplace_back(eight_bit_codes_key(moment, segment), it->second.first);
+    out.emplace_back(eight_bit_scales_key(moment, segment), it->second.second);
   }
-  for (auto& e : extra) state.push_back(std::move(e));
-  return state;
+  return out;
 }
 
 // This rank's segments of a sharded checkpoint's master weights and AdamW state, read from the
@@ -56,10 +59,17 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
   try {
     torch::NoGradGuard no_grad;
     for (const auto& seg : engine.segments()) seg.master.copy_(shards.read("model." + seg.param, seg.offset, seg.master.numel()));
+    StoredCodes stored;  // read once: the codes themselves, not also their dequantized values
     NamedTensors state = engine.shard_state([&](const std::string& key, int64_t offset, int64_t count) {
+      if (count > 0) {
+        if (auto q = shards.eight_bit("optimizer." + key, offset, count)) {
+          stored[key + "@" + std::to_string(offset)] = std::move(*q);
+          return torch::zeros({count});  // stands in until as_stored puts the codes in its place
+        }
+      }
       return shards.read("optimizer." + key, offset, count);
     });
-    optimizer.load_state(as_stored(std::move(state), engine, shards));
+    optimizer.load_state(as_stored(std::move(state), stored));
   } catch (const std::exception& e) {  // anything (an IoError, out of memory): every rank must reach the agreement
     error = e.what();
   } catch (...) {
@@ -110,27 +120,23 @@ void split_model_parts(OptimizerSharding& s, TrainableModel& model, const std::s
 // A whole optimizer state whose moments are 8-bit (an int8 run's checkpoint) with fp32 moments,
 // which shard_state cuts; each shard's AdamW quantizes its own blocks again.
 NamedTensors with_fp32_moments(NamedTensors state) {
-  constexpr const char* kMoments[] = {"exp_avg.", "exp_avg_sq."};
-  std::map<std::string, torch::Tensor> scales;  // by the moment's key
+  std::map<std::string, torch::Tensor> scales;  // by their key
   for (const auto& [name, t] : state) {
-    for (const std::string m : kMoments) {
-      if (name.rfind(m + "absmax.", 0) == 0) scales[m + name.substr(m.size() + 7)] = t;
-    }
+    if (parse_eight_bit_key(name).scales) scales[name] = t;
   }
   if (scales.empty()) return state;
   NamedTensors out;
   for (auto& [name, t] : state) {
-    std::string key = name;
-    for (const std::string m : kMoments) {
-      if (name.rfind(m + "absmax.", 0) == 0) key.clear();  // used with its codes
-      if (name.rfind(m + "q8.", 0) != 0) continue;
-      key = m + name.substr(m.size() + 3);
-      auto it = scales.find(key);
-      if (it == scales.end()) throw IoError("optimizer state '" + name + "' lacks its block scales");
-      t = dequantize_blockwise({t.reshape(-1).to(torch::kUInt8), it->second.reshape(-1).to(torch::kFloat)},
-                               m == "exp_avg.");
+    const EightBitKey q8 = parse_eight_bit_key(name);
+    if (q8.scales) continue;  // used with its codes
+    if (!q8.codes) {
+      out.emplace_back(name, std::move(t));
+      continue;
     }
-    if (!key.empty()) out.emplace_back(key, std::move(t));
+    auto it = scales.find(q8.scales_key);
+    if (it == scales.end()) throw IoError("optimizer state '" + name + "' lacks its block scales");
+    out.emplace_back(q8.moment, dequantize_blockwise({t.reshape(-1).to(torch::kUInt8), it->second.reshape(-1).to(torch::kFloat)},
+                                                     q8.is_signed));
   }
   return out;
 }
