@@ -1,7 +1,7 @@
 // optimization.optimizer_state_dtype = int8 end to end: 300 steps of the tiny model end within 2%
 // of fp32 AdamW's validation loss, with the optimizer state about a quarter of fp32's. Under
 // ZeRO-2 over 2 ranks each shard keeps its moments in 8 bits, its checkpoint stores the codes, and
-// it resumes on 2 ranks bit for bit.
+// it resumes on 2 ranks bit for bit. Tensor and pipeline ranks keep 8-bit moments too.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -110,6 +110,46 @@ TEST(Int8OptimizerState, ShardedOverTwoRanksResumesBitForBit) {
   for (size_t i = 20; i < 22; ++i) {
     EXPECT_EQ(cut[i], full[i]) << "step " << i + 1 << " resumed on 2 ranks";
     EXPECT_NEAR(cut1[i], full[i], 1e-3) << "step " << i + 1 << " resumed in one process";
+  }
+}
+
+// 8-bit moments on a split model: a pipeline stage quantizes its whole weights' moments as one process
+// does, a tensor rank its cuts' (other blocks than the whole tensor's), so both track one process's
+// int8 run (within 2e-4, as ZeRO-2's segments do). Their checkpoints hold the moments dequantized,
+// whole, and one process resuming either continues within 1e-3 of one process's own continuation
+// (the moments quantized again, on other blocks).
+TEST(Int8OptimizerState, SplitModelsTrackOneProcessAndResumeInOne) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = kTinyRun +
+                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
+                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
+                             "--set optimization.optimizer_state_dtype=int8 --set dist.sharding=none "
+                             "--set train.micro_batch_size=4 ";
+  auto run = [&](const std::string& args, const std::string& log) {
+    return testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
+  };
+  const std::string first = common + "--set train.max_steps=20 --set checkpoint.save_final=true ";
+  const std::string more = "train " + common + "--set train.max_steps=22 --set checkpoint.save_final=false ";
+  ASSERT_EQ(run("train " + first + "--out one", "one.log"), 0) << testing::read_text(dir / "one.log");
+  ASSERT_EQ(run(more + "--resume one", "one_more.log"), 0) << testing::read_text(dir / "one_more.log");
+  const auto one = testing::step_losses(dir / "one" / "metrics.jsonl");
+  ASSERT_EQ(one.size(), 22u);
+  int port = 29797;
+  for (const std::string split : {"tensor", "pipeline"}) {
+    const std::string layout = " --set dist." + split + "_parallel=2 --out " + split;
+    ASSERT_EQ(run("launch --nproc-per-node 2 --master-port " + std::to_string(port++) + " -- train " + first + layout,
+                  split + ".log"),
+              0)
+        << testing::read_text(dir / (split + ".log"));
+    const std::string moments = testing::read_text(dir / split / "checkpoints" / "step_00000020" / "optimizer.safetensors");
+    EXPECT_NE(moments.find("\"exp_avg.h.0.mlp.c_fc.weight\""), std::string::npos) << split;  // whole, fp32
+    EXPECT_EQ(moments.find("q8."), std::string::npos) << split;
+    ASSERT_EQ(run(more + "--resume " + split, split + "_more.log"), 0) << testing::read_text(dir / (split + "_more.log"));
+    const auto losses = testing::step_losses(dir / split / "metrics.jsonl");
+    ASSERT_EQ(losses.size(), 22u) << split;
+    for (size_t i = 0; i < 20; ++i) EXPECT_NEAR(losses[i], one[i], 2e-4) << split << ", step " << i + 1;
+    for (size_t i = 20; i < 22; ++i) EXPECT_NEAR(losses[i], one[i], 1e-3) << split << " resumed in one process, step " << i + 1;
   }
 }
 

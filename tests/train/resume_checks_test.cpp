@@ -98,6 +98,24 @@ TEST(ResumeChecks, TrainerStateFieldsAreTypeAndRangeChecked) {
   EXPECT_NO_THROW(f.make("resumed")->resume_from(ckpt));
 }
 
+// A checkpoint whose rows per step and rank differ from this run's plan (e.g. a planned micro-batch
+// the resumed config does not carry) is refused naming both keys and the values that continue it,
+// not crashed on; the same rows split otherwise (an OOM retry's) resume with the checkpoint's split.
+TEST(ResumeChecks, OtherRowsPerStepAreRefusedNamingTheBatchKeys) {
+  TrainerFixture f;
+  const fs::path ckpt = saved_checkpoint(f);  // 4 x 2 rows
+  f.plan.micro_batch_size = 2;  // 2 x 2: half the rows
+  try {
+    f.make("resumed")->resume_from(ckpt);
+    ADD_FAILURE() << "resumed 4 x 2 rows as 2 x 2";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("train.micro_batch_size = 4 and train.grad_accum_steps = 2"), std::string::npos) << msg;
+  }
+  f.plan.grad_accum_steps = 4;  // 2 x 4: the same rows
+  EXPECT_NO_THROW(f.make("split")->resume_from(ckpt));
+}
+
 // Under a ZeRO-2/3 plan the checkpoint's optimizer state is kept aside for the shards (left in its
 // file, unread), never loaded into the whole optimizer (a second whole copy of the moments); a
 // trainer that never shards loads it when it starts to fit, so nothing is lost.

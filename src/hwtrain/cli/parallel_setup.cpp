@@ -62,10 +62,6 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipel
     throw ConfigError(tp + " cannot run with optimization.auto_batch_size = true (the probe's out-of-memory "
                       "retries are per rank; the ranks of a layer must run the same batches); set it false");
   }
-  if (plan.optimizer_state_dtype == StateDtype::Int8) {
-    throw ConfigError(tp + " cannot run with optimization.optimizer_state_dtype = int8 yet (its block-wise codes "
-                      "are not cut by the model-parallel layout); set it fp32");
-  }
   if (plan.optimizer_state_device == StateDevice::Host && plan.on_gpu()) {
     throw ConfigError(tp + " cannot run with optimization.optimizer_state_device = cpu on a GPU yet (the checkpoint "
                       "gathers host-resident moments over the tensor and pipeline groups, written for Gloo); set it to device");

@@ -106,9 +106,6 @@ std::string runner_up(const std::vector<LayoutOption>& table) {
 // pipeline nothing to overlap): the whole-model decisions handle, or refuse, them.
 const char* whole_model_setting(const Plan& p, const PlanInputs& in) {
   if (in.want.auto_batch_size) return "optimization.auto_batch_size";
-  if (!in.ctx.paper && in.want.optimizer_state_dtype == StateDtype::Int8) {  // cli/parallel_setup.h refuses these
-    return "optimization.optimizer_state_dtype = int8";
-  }
   if (!in.ctx.paper && p.on_gpu() && in.want.optimizer_state_device == StateDevice::Host) {
     return "optimization.optimizer_state_device = cpu";
   }

@@ -233,11 +233,14 @@ void AdamW::zero_grad() {
   }
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
+std::vector<std::pair<std::string, torch::Tensor>> AdamW::state(bool fp32_moments) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& s : slots_) {
     if (!s.owned || !has_moments(s)) continue;
-    if (s.quantized) {
+    if (s.quantized && fp32_moments) {
+      out.emplace_back("exp_avg." + s.name, dequantize_blockwise(s.qm, true).view(s.param.sizes()));
+      out.emplace_back("exp_avg_sq." + s.name, dequantize_blockwise(s.qv, false).view(s.param.sizes()));
+    } else if (s.quantized) {
       out.emplace_back(eight_bit_codes_key("exp_avg.", s.name), s.qm.codes);
       out.emplace_back(eight_bit_scales_key("exp_avg.", s.name), s.qm.absmax);
       out.emplace_back(eight_bit_codes_key("exp_avg_sq.", s.name), s.qv.codes);

@@ -71,8 +71,10 @@ class AdamW {
   // State tensors named "exp_avg.<param>", "exp_avg_sq.<param>", "step.<param>"; 8-bit moments as
   // "exp_avg.q8.<param>" / "exp_avg_sq.q8.<param>" (uint8 codes, flattened) with their per-block
   // scales "exp_avg.absmax.<param>" / "exp_avg_sq.absmax.<param>". load_state converts between the
-  // two forms, so a run may resume with the other state dtype.
-  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  // two forms, so a run may resume with the other state dtype. fp32_moments: 8-bit moments
+  // dequantized, in their parameters' shapes (for a model-parallel checkpoint, which cuts and joins
+  // them as it does fp32 moments).
+  std::vector<std::pair<std::string, torch::Tensor>> state(bool fp32_moments = false) const;
   // Loads what state() saved; throws IoError naming a missing or mis-shaped entry.
   void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state);
   // All (name, parameter) pairs, decayed first.

@@ -142,7 +142,9 @@ fs::path Trainer::store_checkpoint(const TrainingCheckpoint& ckpt, const std::fu
 
 fs::path Trainer::save_checkpoint() {
   if (parts_.sharding.local_weights) return save_sharded_checkpoint();
-  NamedTensors optimizer_state = optimizer_->state();
+  // A split model's checkpoint joins whole tensors: 8-bit moments as their fp32 values (the cuts
+  // quantize other blocks than the whole tensor would), quantized again when a run loads them.
+  NamedTensors optimizer_state = optimizer_->state(/*fp32_moments=*/model_->model_parallel());
   if (parts_.sharding.gather) optimizer_state = parts_.sharding.gather(optimizer_state);  // collective: every rank
   // Tensor parallel: whole tensors from the shards, collective over the model's group.
   optimizer_state = model_->whole_tensors(std::move(optimizer_state));
@@ -248,6 +250,16 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
   }
   lr_scale_ = s.lr_scale;
   if (s.world_size == world_size_) {
+    // The checkpoint's split of its rows per step (an OOM retry halves the micro-batch and doubles
+    // the accumulation); the loader draws this plan's rows, which must be as many.
+    if (s.micro_batch_size * s.grad_accum_steps != micro_batch_size_ * grad_accum_steps_) {
+      throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(s.micro_batch_size) + " x " +
+                        std::to_string(s.grad_accum_steps) + " rows per step and rank (train.micro_batch_size x " +
+                        "train.grad_accum_steps), this run plans " + std::to_string(micro_batch_size_) + " x " +
+                        std::to_string(grad_accum_steps_) + "; set train.micro_batch_size = " +
+                        std::to_string(s.micro_batch_size) + " and train.grad_accum_steps = " +
+                        std::to_string(s.grad_accum_steps) + " to continue it");
+    }
     micro_batch_size_ = s.micro_batch_size;
     grad_accum_steps_ = s.grad_accum_steps;
   }
