@@ -148,6 +148,18 @@ TEST(Planner, TargetBatchSetsAccumulation) {
   EXPECT_EQ(p.global_batch_size(), 64);
 }
 
+// train.grad_accum_steps set without train.micro_batch_size: the micro-batch is searched for the
+// accumulation's share of the rows, so that micro-batch x accumulation is the configured batch
+// (16 x 2 rows), not a multiple of it (the search took 32 rows per micro-step, 64 in all, and a
+// resumed run, whose config carries 16, could not continue it).
+TEST(Planner, SetAccumulationSplitsTheRowsItDoesNotMultiplyThem) {
+  RunConfig c = small_config();
+  c.apply_override("train.grad_accum_steps=2");
+  const Plan p = make_plan(cpu_machine(true, 300, 900), c);
+  EXPECT_EQ(p.grad_accum_steps, 2);
+  EXPECT_EQ(p.micro_batch_size * p.grad_accum_steps, c.train.micro_batch_size * 2);
+}
+
 TEST(Planner, OptimizerInBackwardTakesTheWholeBatchPerMicroStepOrRefuses) {
   RunConfig c = small_config();
   EXPECT_EQ(decision(make_plan(cpu_machine(true, 300, 900), c), "optimizer_step").value, "after backward");

@@ -34,10 +34,18 @@ bool fits(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every) {
 
 // The micro-batch the user asked for, or the whole batch of this rank up to max_batch_size (with
 // the optimizer in backward a step is one micro-batch: the whole batch of this rank).
+// The rows per rank one micro-batch should carry: all of them, or with train.grad_accum_steps set,
+// that share of them (so that micro-batch x accumulation reaches the target, not a multiple of it).
+int64_t per_micro_step_target(const PlanInputs& in) {
+  const int64_t rows = per_rank_target(in);
+  if (!in.want.grad_accum_steps) return rows;
+  return std::max<int64_t>(1, (rows + *in.want.grad_accum_steps - 1) / *in.want.grad_accum_steps);
+}
+
 int64_t wanted_micro_batch(const PlanInputs& in) {
   if (in.want.micro_batch_size) return *in.want.micro_batch_size;
   if (in.want.optimizer_step == OptimizerStep::InBackward) return per_rank_target(in);
-  return std::min<int64_t>(per_rank_target(in), in.want.max_batch_size);
+  return std::min<int64_t>(per_micro_step_target(in), in.want.max_batch_size);
 }
 
 struct BatchChoice {
@@ -67,7 +75,7 @@ BatchChoice fixed_micro_batch(const Plan& p, const PlanInputs& in, BatchChoice b
 // GPU only while the micro-batch is under kGpuFillingTokens).
 BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoice b) {
   const bool every_free = !in.want.checkpoint_every;
-  const int64_t start = std::min<int64_t>(per_rank_target(in), in.want.max_batch_size);
+  const int64_t start = std::min<int64_t>(per_micro_step_target(in), in.want.max_batch_size);
   b.micro = start;
   while (b.micro > 1 && !fits(p, in, b.micro, b.every)) b.micro /= 2;
   if (every_free && !fits(p, in, b.micro, 0)) {
@@ -80,7 +88,7 @@ BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoic
   // percent (GPT-2 124M on an H100: 16 -> 64 sequences of 1024, +13% tokens/s) where recomputing
   // every block costs about a third more compute, so recomputation is not bought for it.
   const bool filled = p.on_gpu() && b.micro * in.want.model.block_size >= kGpuFillingTokens;
-  if (every_free && b.every == 0 && b.micro < per_rank_target(in) && !filled) {
+  if (every_free && b.every == 0 && b.micro < per_micro_step_target(in) && !filled) {
     int64_t with_ckpt = start;
     while (with_ckpt > b.micro && !fits(p, in, with_ckpt, 1)) with_ckpt /= 2;
     if (with_ckpt >= 2 * b.micro) {
