@@ -1,6 +1,8 @@
-// Deferred initialization: a model built for sharding (ZeRO-2/3) without any rank ever holding all
-// of its fp32 weights, as FSDP's meta-device init does for Python users, and with exactly the values
-// the ordinary build gives under the same seed (so sharded runs still match one process).
+// Deferred initialization: a model built for sharding (ZeRO-2/3) or splitting (tensor and pipeline
+// parallelism) without any rank ever holding all of its fp32 weights, as FSDP's meta-device init does
+// for Python users, and with exactly the values the ordinary build gives under the same seed (so
+// sharded and split runs still match one process). Each rank fills only what it keeps: a unit at a
+// time into its shards, its tensor-parallel cut of each weight (cut()), its pipeline stage's weights.
 //
 // The ordinary build constructs every module (each Linear and Embedding draws its default init from
 // the global CPU generator), then redraws the weights (GPT-2's or Llama's init). A deferred build does
