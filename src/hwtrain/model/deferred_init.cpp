@@ -8,8 +8,8 @@ namespace hwt {
 
 namespace {
 
-torch::Tensor placeholder(const torch::Tensor& like, const torch::TensorOptions& options) {
-  return torch::zeros({1}, options).expand(like.sizes());
+torch::Tensor placeholder(c10::IntArrayRef sizes, const torch::TensorOptions& options) {
+  return torch::zeros({1}, options).expand(sizes);
 }
 
 }  // namespace
@@ -52,7 +52,7 @@ void DeferredInit::release(torch::nn::Module& module, const std::string& prefix)
       r.values = p.detach().clone();
     }
     recipes_[p.unsafeGetTensorImpl()] = std::move(r);
-    p.set_data(placeholder(p, p.options()));
+    p.set_data(placeholder(p.sizes(), p.options()));
   }
 }
 
@@ -81,7 +81,7 @@ void DeferredInit::cut(torch::Tensor& param, Cut keep) {
   // The cut's shape from a meta tensor of the placeholder's: nothing allocated.
   const torch::Tensor shape = keep(torch::empty(param.sizes(), param.options().device(torch::kMeta)));
   r.cuts.push_back(std::move(keep));
-  param.set_data(torch::zeros({1}, param.options()).expand(shape.sizes()));
+  param.set_data(placeholder(shape.sizes(), param.options()));
 }
 
 void DeferredInit::draw(const Recipe& r, torch::Tensor& out) const {
@@ -125,7 +125,7 @@ void DeferredInit::retarget(torch::nn::Module& module, std::optional<torch::Devi
     torch::TensorOptions o = p.options();
     if (device) o = o.device(*device);
     if (dtype) o = o.dtype(*dtype);
-    p.set_data(placeholder(p, o));
+    p.set_data(placeholder(p.sizes(), o));
   }
 }
 

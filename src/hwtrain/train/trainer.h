@@ -39,6 +39,8 @@
 
 namespace hwt {
 
+struct TrainerStateFile;
+
 struct TrainResult {
   int64_t steps = 0;
   double final_loss = 0;         // last training loss
@@ -135,6 +137,7 @@ class Trainer : public TrainerControl {
 
  private:
   friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)
+  void restore_batch_split(const TrainerStateFile& s, const std::filesystem::path& checkpoint);
   StepMetrics train_step();
   // Runs forward/backward over the global batch; returns the mean loss. Throws on OOM.
   double run_micro_steps(const torch::Tensor& x_NT, const torch::Tensor& y_NT, StepMetrics& m);

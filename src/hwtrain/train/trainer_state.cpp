@@ -187,6 +187,21 @@ fs::path Trainer::save_sharded_checkpoint() {
 
 void Trainer::resume_from(const fs::path& checkpoint) { resume_from(read_training_checkpoint(checkpoint), checkpoint); }
 
+// The checkpoint's split of its rows per step and rank (an OOM retry halves the micro-batch and
+// doubles the accumulation); the loader draws this plan's rows, which must be as many.
+void Trainer::restore_batch_split(const TrainerStateFile& s, const fs::path& checkpoint) {
+  if (s.micro_batch_size * s.grad_accum_steps != micro_batch_size_ * grad_accum_steps_) {
+    throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(s.micro_batch_size) + " x " +
+                      std::to_string(s.grad_accum_steps) + " rows per step and rank (train.micro_batch_size x " +
+                      "train.grad_accum_steps), this run plans " + std::to_string(micro_batch_size_) + " x " +
+                      std::to_string(grad_accum_steps_) + "; set train.micro_batch_size = " +
+                      std::to_string(s.micro_batch_size) + " and train.grad_accum_steps = " +
+                      std::to_string(s.grad_accum_steps) + " to continue it");
+  }
+  micro_batch_size_ = s.micro_batch_size;
+  grad_accum_steps_ = s.grad_accum_steps;
+}
+
 void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkpoint) {
   const TrainerStateFile s = parse_trainer_state(ckpt.state, checkpoint / "trainer_state.json");
   if (ckpt.model_format != model_->checkpoint_format()) {
@@ -249,20 +264,7 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     batches_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.sampler_position});
   }
   lr_scale_ = s.lr_scale;
-  if (s.world_size == world_size_) {
-    // The checkpoint's split of its rows per step (an OOM retry halves the micro-batch and doubles
-    // the accumulation); the loader draws this plan's rows, which must be as many.
-    if (s.micro_batch_size * s.grad_accum_steps != micro_batch_size_ * grad_accum_steps_) {
-      throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(s.micro_batch_size) + " x " +
-                        std::to_string(s.grad_accum_steps) + " rows per step and rank (train.micro_batch_size x " +
-                        "train.grad_accum_steps), this run plans " + std::to_string(micro_batch_size_) + " x " +
-                        std::to_string(grad_accum_steps_) + "; set train.micro_batch_size = " +
-                        std::to_string(s.micro_batch_size) + " and train.grad_accum_steps = " +
-                        std::to_string(s.grad_accum_steps) + " to continue it");
-    }
-    micro_batch_size_ = s.micro_batch_size;
-    grad_accum_steps_ = s.grad_accum_steps;
-  }
+  if (s.world_size == world_size_) restore_batch_split(s, checkpoint);
   if (optimizer_in_backward() && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
     throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(grad_accum_steps_) +
                       " micro-batches of " + std::to_string(micro_batch_size_) +
