@@ -131,38 +131,29 @@ TEST(AutoLayout, AModelThatDoesNotFitAProcessIsSplit) {
               1e-6 * least);
 }
 
-// A run is offered only what it can execute: a pipeline shards at most the gradients (ZeRO-2), and
-// a pinned zero3 rules pipelines out with the reason (tensor splits stay); `hwtrain plan --gpus` (a
-// described cluster) still weighs them all.
-TEST(AutoLayout, ARunIsNotOfferedZero3WithAPipeline) {
-  RunConfig c = auto_config({"dist.sharding=zero3"});
-  const double least = whole_model_least(c);
+// A pinned sharding is weighed with every layout that has replicas to shard over: zero3 and zero2
+// of a pipeline's stages run like any other (a pipeline of one replica cannot shard, and says so).
+TEST(AutoLayout, APinnedShardingIsWeighedWithPipelines) {
+  const double least = whole_model_least(auto_config({"dist.sharding=zero3"}));
   PlanContext four = two_ranks();
   four.world_size = four.ranks_per_node = 4;
-  const Plan p = make_plan(cpu_box(static_cast<int64_t>(4 * least)), c, four);
-  int pipelines = 0, tensor_splits = 0;
-  for (const LayoutOption& o : p.layouts_considered) {
-    if (o.layout.pipeline_parallel > 1) {
+  for (const Sharding s : {Sharding::Zero3, Sharding::Zero2}) {
+    const std::string key = std::string("dist.sharding=") + sharding_name(s);
+    const Plan p = make_plan(cpu_box(static_cast<int64_t>(4 * least)), auto_config({key}), four);
+    int pipelines = 0;
+    for (const LayoutOption& o : p.layouts_considered) {
+      if (o.layout.pipeline_parallel == 1) continue;
+      if (o.layout.data_parallel == 1) {
+        EXPECT_FALSE(o.fits) << o.layout.summary();
+        EXPECT_NE(o.verdict.find("needs data-parallel ranks"), std::string::npos) << o.verdict;
+        continue;
+      }
       ++pipelines;
-      EXPECT_FALSE(o.fits) << o.layout.summary() << ": " << o.verdict;
-      EXPECT_NE(o.verdict.find("does not run with pipeline parallelism yet"), std::string::npos) << o.verdict;
-    } else if (o.layout.tensor_parallel > 1) {
-      ++tensor_splits;
-      EXPECT_EQ(o.verdict.find("does not run with"), std::string::npos) << o.verdict;
+      EXPECT_EQ(o.layout.sharding, s) << o.layout.summary();
+      EXPECT_TRUE(o.fits) << o.layout.summary() << ": " << o.verdict;
     }
+    EXPECT_GT(pipelines, 0) << key;
   }
-  EXPECT_GT(pipelines, 0);
-  EXPECT_GT(tensor_splits, 0);
-  // A pinned zero2 runs with a pipeline: its replicated stages are weighed like any layout.
-  const Plan q = make_plan(cpu_box(static_cast<int64_t>(4 * least)), auto_config({"dist.sharding=zero2"}), four);
-  pipelines = 0;
-  for (const LayoutOption& o : q.layouts_considered) {
-    if (o.layout.pipeline_parallel == 1 || o.layout.data_parallel == 1) continue;
-    ++pipelines;
-    EXPECT_EQ(o.layout.sharding, Sharding::Zero2) << o.layout.summary();
-    EXPECT_TRUE(o.fits) << o.layout.summary() << ": " << o.verdict;
-  }
-  EXPECT_GT(pipelines, 0);
 }
 
 // Settings that need the whole model on every rank keep data parallelism, and the plan says so.

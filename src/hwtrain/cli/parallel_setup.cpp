@@ -53,11 +53,6 @@ void check_plan_for_mesh(const DeviceMesh& mesh, const Plan& plan, int64_t pipel
   if (mesh.tensor_parallel() * mesh.pipeline_parallel() == 1) return;
   const std::string tp = mesh.tensor_parallel() > 1 ? "dist.tensor_parallel = " + std::to_string(mesh.tensor_parallel())
                                                     : "dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel());
-  if (plan.sharding == Sharding::Zero3 && mesh.pipeline_parallel() > 1) {
-    throw ConfigError("dist.pipeline_parallel = " + std::to_string(mesh.pipeline_parallel()) +
-                      " cannot run with dist.sharding = zero3 yet (a stage does not gather its units through the "
-                      "hooks ZeRO-3 needs); valid: none, zero1 or zero2");
-  }
   if (plan.auto_batch_size) {
     throw ConfigError(tp + " cannot run with optimization.auto_batch_size = true (the probe's out-of-memory "
                       "retries are per rank; the ranks of a layer must run the same batches); set it false");

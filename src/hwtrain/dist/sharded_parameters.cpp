@@ -226,6 +226,16 @@ torch::Tensor ShardedParameters::after_forward(size_t unit, const torch::Tensor&
   return out;
 }
 
+torch::Tensor ShardedParameters::gather_for_backward(size_t unit, const torch::Tensor& out) {
+  if (options_.stage != ShardStage::Zero3 || !torch::GradMode::is_enabled() || !out.requires_grad()) return out;
+  out.register_hook([this, unit](const torch::Tensor& grad) {
+    in_backward_ = true;
+    ensure_gathered(unit);
+    return grad;
+  });
+  return out;
+}
+
 void ShardedParameters::on_gradient_ready(size_t unit) {
   Unit& u = *units_[unit];
   if (u.pending > 0 && --u.pending == 0) launch_reduce(u);

@@ -93,9 +93,11 @@ class ShardedParameters : public GradientSync {
   // shapes holds the same elements of each (a tensor-parallel rank's norms, a tied embedding's unit).
   std::optional<std::vector<std::pair<std::string, torch::Tensor>>> gradient_shards() const override;
 
-  // The model's unit hooks (no-ops under ZeRO-2).
+  // The model's unit hooks (no-ops under ZeRO-2; model/parameter_units.h).
   void before_forward(size_t unit);
   torch::Tensor after_forward(size_t unit, const torch::Tensor& out);
+  void begin_forward() { in_backward_ = false; }
+  torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out);
 
   // What the optimizer updates: this rank's segments (fp32), in unit order.
   const std::vector<ShardSegment>& segments() const { return segments_; }

@@ -1,5 +1,6 @@
 #include "hwtrain/model/gpt_stage.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_set>
 
@@ -13,6 +14,38 @@ namespace {
 const std::vector<std::string> kStateKinds{"", "exp_avg.", "exp_avg_sq.", "step."};
 
 class ModuleGroup : public torch::nn::Module {};  // a holder that only names its children
+
+// The GPT's unit hooks (its units: the embeddings or tied rest, the blocks, the head) carried out
+// by an engine whose units are a stage's (GptStage::parameter_units): each GPT unit maps to the
+// stage's units holding its parameters here (the tied rest: its remainder and the tied embedding).
+class StageUnitHooks : public UnitHooks {
+ public:
+  StageUnitHooks(std::shared_ptr<UnitHooks> engine, std::vector<std::vector<size_t>> units)
+      : engine_(std::move(engine)), units_(std::move(units)) {}
+  void before_forward(size_t unit) override {
+    for (size_t k : of(unit)) engine_->before_forward(k);
+  }
+  torch::Tensor after_forward(size_t unit, const torch::Tensor& out) override {
+    torch::Tensor x = out;
+    for (size_t k : of(unit)) x = engine_->after_forward(k, x);
+    return x;
+  }
+  void begin_forward() override { engine_->begin_forward(); }
+  torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out) override {
+    torch::Tensor x = out;
+    for (size_t k : of(unit)) x = engine_->gather_for_backward(k, x);
+    return x;
+  }
+
+ private:
+  const std::vector<size_t>& of(size_t unit) const {
+    TORCH_CHECK(unit < units_.size() && !units_[unit].empty(), "GptStage: the model's unit ", unit,
+                " has no parameters on this pipeline stage");
+    return units_[unit];
+  }
+  std::shared_ptr<UnitHooks> engine_;
+  std::vector<std::vector<size_t>> units_;
+};
 
 }  // namespace
 
@@ -60,11 +93,22 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
   const BlockRange& blocks = place_.chunks.at(static_cast<size_t>(chunk));
   // Activations travel in fp32; a stage whose weights compute in 16 bits (ZeRO-2's copies) takes them
   // back in its weights' dtype, as the stage before made them (exactly: the cast there was widening).
-  torch::Tensor x = takes_tokens(chunk) ? gpt_->embed(input)
-                                        : input.to(gpt_->h[blocks.begin]->parameters().front().scalar_type());
+  // The unit hooks as GPT::hidden_states calls them, plus the tied head's on the last stage.
+  UnitHooks* hooks = gpt_->unit_hooks();
+  const bool tied = gpt_->config().tied_head();
+  if (hooks) hooks->begin_forward();
+  torch::Tensor x;
+  if (takes_tokens(chunk)) {
+    x = gpt_->embed(input);
+    if (hooks) x = tied ? hooks->gather_for_backward(0, x) : hooks->after_forward(0, x);
+  } else {
+    x = input.to(gpt_->h[blocks.begin]->parameters().front().scalar_type());
+  }
   x = gpt_->run_blocks(x, blocks.begin, blocks.end);
   if (!computes_loss(chunk)) return x;
-  return gpt_->head_loss(gpt_->final_norm(x), targets);
+  if (hooks && tied) hooks->before_forward(0);  // the final norm and the tied copy (untied: final_norm's)
+  torch::Tensor loss = gpt_->head_loss(gpt_->final_norm(x), targets);
+  return hooks ? hooks->gather_for_backward(tied ? 0 : static_cast<size_t>(gpt_->config().n_layer) + 1, loss) : loss;
 }
 
 std::vector<int64_t> GptStage::activation_shape(int64_t rows, int64_t row_elements) const {
@@ -170,7 +214,6 @@ std::vector<ParameterUnit> GptStage::parameter_units() {
   const c10::TensorImpl* tied = shares_embedding() ? gpt_->wte->weight.unsafeGetTensorImpl() : nullptr;
   std::vector<ParameterUnit> out;
   std::vector<ParameterUnit> units = gpt_->parameter_units();  // a deferred model's carry its initial values
-  if (tied) out.push_back({"tied-embedding", {{embedding_name(), gpt_->wte->weight}}, units.front().initial_value});
   for (ParameterUnit& u : units) {
     ParameterUnit kept{u.name, {}, u.initial_value};
     for (auto& [name, p] : u.params) {
@@ -178,7 +221,31 @@ std::vector<ParameterUnit> GptStage::parameter_units() {
     }
     if (!kept.params.empty()) out.push_back(std::move(kept));
   }
+  // In the order the stage runs them (ZeRO-3 prefetches the next): the last stage of a tied model
+  // runs the rest of unit 0 (its final norm) and the embedding's copy after its blocks.
+  if (!is_first() && gpt_->config().tied_head() && !out.empty() && out.front().name == units.front().name) {
+    std::rotate(out.begin(), out.begin() + 1, out.end());
+  }
+  if (tied) {
+    ParameterUnit copy{"tied-embedding", {{embedding_name(), gpt_->wte->weight}}, units.front().initial_value};
+    out.insert(is_first() ? out.begin() : out.end(), std::move(copy));
+  }
   return out;
+}
+
+void GptStage::set_unit_hooks(std::shared_ptr<UnitHooks> hooks) {
+  if (!hooks) {
+    gpt_->set_unit_hooks(nullptr);
+    return;
+  }
+  const std::vector<ParameterUnit> whole = gpt_->parameter_units(), mine = parameter_units();
+  std::vector<std::vector<size_t>> map(whole.size());
+  for (size_t g = 0; g < whole.size(); ++g) {
+    for (size_t k = 0; k < mine.size(); ++k) {
+      if (mine[k].name == whole[g].name || (g == 0 && mine[k].name == "tied-embedding")) map[g].push_back(k);
+    }
+  }
+  gpt_->set_unit_hooks(std::make_shared<StageUnitHooks>(std::move(hooks), std::move(map)));
 }
 
 // Every tensor the whole model's checkpoint names, in the whole model's order: each present on

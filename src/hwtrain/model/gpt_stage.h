@@ -10,6 +10,9 @@
 // model and resume on any layout. The GPT may be tensor-parallel (GPT::set_tensor_parallel, before
 // the stage is made): the stage's tensors are then joined over its tensor group first. forward_loss runs the micro-batch through every stage without
 // gradients (evaluation); training goes through the 1F1B schedule (train/pipeline_step.h).
+// Under ZeRO-3 each unit is gathered for every micro-batch's forward and again for its backward (as
+// the whole model gathers it for each accumulated micro-batch); the units a stage keeps past their
+// forward (a tied embedding, the head) are gathered again for a backward that finds them freed.
 #pragma once
 #include <map>
 #include <memory>
@@ -65,6 +68,10 @@ class GptStage : public TrainableModel, public PipelineStage {
   // The GPT's units cut to this stage's weights; a tied embedding held by two stages is a unit of
   // its own, so that ZeRO-2 lays out its shards alike on both and they sum like the whole gradients.
   std::vector<ParameterUnit> parameter_units() override;
+  // ZeRO-3: the engine's hooks, indexed by this stage's units; the GPT's hook calls (by its own
+  // units) are mapped to them, and forward_stage adds the ones a stage needs beyond the GPT's.
+  bool supports_unit_hooks() const override { return true; }
+  void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) override;
 
   GPT& gpt() { return gpt_; }
 

@@ -43,9 +43,6 @@ struct LayoutProblem {
   int64_t max_micro_batch = 64;  // optimization.max_batch_size
   std::optional<int64_t> tensor_parallel, pipeline_parallel, pipeline_chunks, micro_batch_size, checkpoint_every;
   std::optional<Sharding> sharding;
-  // Only what a run can execute today: a pipeline shards at most the gradients (ZeRO-3 of a stage
-  // is not implemented: cli/parallel_setup.h).
-  bool runnable_only = false;
   const char* devices = "GPUs";  // what the machine's ranks are, for the search's description
 };
 

@@ -83,7 +83,6 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   const GpuInfo* gpu = plan_gpu(p, in);
   problem.machine = gpu ? gpu_machine(p, in, *gpu, assumed) : cpu_machine(p, in, assumed);
   if (!gpu) problem.devices = "CPU processes";
-  problem.runnable_only = !in.ctx.paper;
   problem.global_batch = target_batch_size(in);
   problem.max_micro_batch = in.want.max_batch_size;
   problem.micro_batch_size = in.want.micro_batch_size;
@@ -109,7 +108,6 @@ const char* whole_model_setting(const Plan& p, const PlanInputs& in) {
   if (!in.ctx.paper && p.on_gpu() && in.want.optimizer_state_device == StateDevice::Host) {
     return "optimization.optimizer_state_device = cpu";
   }
-  if (in.want.snapshots_weights) return "early_stopping.restore_best_weights";
   if (in.want.optimizer_step == OptimizerStep::InBackward) return "optimization.optimizer_in_backward";
   return nullptr;
 }

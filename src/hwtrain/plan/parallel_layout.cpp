@@ -85,7 +85,6 @@ std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) 
 std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const ParallelLayout& l) {
   if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
   if (problem.sharding) return {*problem.sharding};
-  if (problem.runnable_only && l.pipeline_parallel > 1) return {Sharding::None, Sharding::Zero1, Sharding::Zero2};
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }
 
@@ -138,10 +137,6 @@ PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
   if (problem.global_batch % l.data_parallel != 0) {
     best.invalid = "global batch " + std::to_string(problem.global_batch) + " is not a multiple of dp " +
                    std::to_string(l.data_parallel);
-    return {best, best};
-  }
-  if (problem.runnable_only && pp > 1 && problem.sharding == Sharding::Zero3) {
-    best.invalid = "dist.sharding = zero3 does not run with pipeline parallelism yet";
     return {best, best};
   }
   if (problem.sharding && *problem.sharding != Sharding::None && l.data_parallel == 1) {

@@ -24,6 +24,13 @@ class EngineHooks : public UnitHooks {
     auto e = engine_.lock();
     return e ? e->after_forward(unit, out) : out;
   }
+  void begin_forward() override {
+    if (auto e = engine_.lock()) e->begin_forward();
+  }
+  torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out) override {
+    auto e = engine_.lock();
+    return e ? e->gather_for_backward(unit, out) : out;
+  }
 
  private:
   std::weak_ptr<ShardedParameters> engine_;
