@@ -55,7 +55,6 @@ struct PlanIntent {
   // (without it only `hwtrain plan --gpus` plans search layouts; a run's mesh is fixed before it).
   bool search_layout = false;
   std::optional<StateDtype> optimizer_state_dtype;  // empty = auto
-  bool snapshots_weights = false;  // early_stopping.restore_best_weights: whole weights copied mid-run
   std::optional<int64_t> num_workers;
   int64_t prefetch_factor = 2;
   bool pin_memory = true;

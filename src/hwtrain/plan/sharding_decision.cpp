@@ -37,9 +37,7 @@ std::string layouts_per_rank(const Plan& p, const PlanInputs& in) {
 bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding::Zero3; }
 
 // What zero2/zero3 cannot run with (refuse_impossible says why).
-bool gradient_sharding_excluded(const PlanInputs& in) {
-  return in.want.auto_batch_size || in.want.snapshots_weights;
-}
+bool gradient_sharding_excluded(const PlanInputs& in) { return in.want.auto_batch_size; }
 
 // The least layout that fits with the plan's moments (none when nothing does); one rank has one.
 std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
@@ -56,10 +54,6 @@ void refuse_impossible(const PlanInputs& in, Sharding s) {
     throw ConfigError(std::string("optimization.auto_batch_size probes the micro-batch with whole parameters, "
                                   "gradients and moments, which dist.sharding = ") +
                       sharding_name(s) + " exists to avoid; set train.micro_batch_size instead");
-  }
-  if (shards_gradients(s) && in.want.snapshots_weights) {
-    throw ConfigError(std::string("early_stopping.restore_best_weights copies the whole weights, which dist.sharding = ") +
-                      sharding_name(s) + " does not hold on any rank; set it to false or dist.sharding = zero1");
   }
 }
 

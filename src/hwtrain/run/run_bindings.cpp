@@ -56,7 +56,6 @@ PlanIntent plan_intent(const RunConfig& c) {
   if (c.is_set("optimization.fused_optimizer")) w.fused_optimizer = o.fused_optimizer;
   w.optimizer_state_device = o.optimizer_state_device;
   w.optimizer_state_dtype = o.optimizer_state_dtype;
-  w.snapshots_weights = c.early_stopping.enabled && c.early_stopping.restore_best_weights;
   w.sharding = c.dist.sharding;
   w.deferred_init = c.dist.deferred_init;
   w.reduce_dtype = c.dist.reduce_dtype;

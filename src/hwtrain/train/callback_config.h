@@ -39,7 +39,7 @@ struct EarlyStoppingConfig {
     v("patience", patience, "checks without improvement before stopping");
     v("min_delta", min_delta, "smallest change that counts as an improvement");
     v("restore_best_weights", restore_best_weights, "load the best weights when stopping (costs one copy of "
-      "the weights)");
+      "the weights; under zero2/zero3 of each rank's fp32 master shard)");
   }
 
   void validate() const {

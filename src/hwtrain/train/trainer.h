@@ -163,6 +163,7 @@ class Trainer : public TrainerControl {
                                          const std::function<void(const std::filesystem::path&)>& also);
   std::filesystem::path save_sharded_checkpoint();
   NamedTensors master_weights() const;  // ZeRO-2/3 of a split model (collective)
+  void restore_master_shards(const NamedTensors& weights);  // restore_weights under ZeRO-2/3
   void use_model_parallel_norm();
 
   TrainerOptions options_;

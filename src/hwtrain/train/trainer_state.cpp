@@ -33,17 +33,58 @@ ParameterFilter held_by(TrainableModel& model) {
   return [names](const std::string& name) { return names->count(name) > 0; };
 }
 
+// A ZeRO-2/3 snapshot names this rank's fp32 master shards by their place in the engine's order.
+const std::string kShardPrefix = "master-shard.";
+
 }  // namespace
 
+// ZeRO-2/3: this rank's fp32 master shards (the weights it updates; ZeRO-3 holds no whole copy),
+// local and cheap: 4 bytes per parameter / N. Otherwise the module's weights.
 NamedTensors Trainer::snapshot_weights() const {
-  if (parts_.sharding.optimizer) {  // ZeRO-2/3: the masters are sharded (ZeRO-3 frees the copies too)
-    throw ConfigError("a snapshot of the weights (early_stopping.restore_best_weights) is not supported with "
-                      "dist.sharding = zero2 or zero3; use zero1 or none");
-  }
   NamedTensors out;
-  for (const auto& item : model_->module().named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  if (parts_.sharding.optimizer) {
+    const std::vector<torch::Tensor> shards = parts_.sharding.parameters();
+    for (size_t i = 0; i < shards.size(); ++i) out.emplace_back(kShardPrefix + std::to_string(i), shards[i].detach().clone());
+  } else {
+    for (const auto& item : model_->module().named_parameters()) out.emplace_back(item.key(), item.value().detach().clone());
+  }
   for (const auto& item : model_->module().named_buffers()) out.emplace_back(item.key(), item.value().detach().clone());
   return out;
+}
+
+// A snapshot_weights of this sharded run back into its master shards; the engine then refreshes
+// (ZeRO-2) or frees (ZeRO-3) the compute copies as after a step. Whole weights cannot go there.
+void Trainer::restore_master_shards(const NamedTensors& weights) {
+  const std::vector<torch::Tensor> shards = parts_.sharding.parameters();
+  std::vector<const torch::Tensor*> values(shards.size(), nullptr);
+  for (const auto& [name, value] : weights) {
+    if (name.rfind(kShardPrefix, 0) != 0) continue;  // a buffer: checked below
+    const std::string index = name.substr(kShardPrefix.size());
+    const size_t i = index.find_first_not_of("0123456789") == std::string::npos && !index.empty() && index.size() < 10
+                         ? static_cast<size_t>(std::stoul(index))
+                         : shards.size();
+    if (i >= shards.size() || !value.sizes().equals(shards[i].sizes())) {
+      throw ConfigError("'" + name + "' is not a master shard of this rank (" + std::to_string(shards.size()) +
+                        " shards): only this run's own snapshot_weights restore under dist.sharding = zero2/zero3");
+    }
+    values[i] = &value;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!values[i]) {
+      throw ConfigError("the weights to restore lack master shard " + std::to_string(i) +
+                        " (dist.sharding = zero2/zero3 restores this run's own snapshot_weights)");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < shards.size(); ++i) shards[i].copy_(*values[i]);
+  auto tensors = model_->module().named_buffers();
+  for (const auto& [name, value] : weights) {
+    if (name.rfind(kShardPrefix, 0) == 0) continue;
+    torch::Tensor* b = tensors.find(name);
+    if (!b || !b->sizes().equals(value.sizes())) throw ConfigError("the weights' '" + name + "' is not a buffer of this model");
+    b->copy_(value);
+  }
+  parts_.sharding.after_step();
 }
 
 // ZeRO-2/3 of a split model: the fp32 master weights, not the compute copies (which ZeRO-3 has freed),
@@ -81,6 +122,10 @@ void Trainer::check_weights_match_model(const std::vector<std::pair<std::string,
 }
 
 void Trainer::restore_weights(const NamedTensors& weights) {
+  if (parts_.sharding.optimizer) {
+    restore_master_shards(weights);
+    return;
+  }
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& [name, value] : weights) shapes.emplace_back(name, value.sizes().vec());
   check_weights_match_model(shapes);
