@@ -218,12 +218,19 @@ torch::Tensor ShardedParameters::after_forward(size_t unit, const torch::Tensor&
     out.register_hook([this, unit](const torch::Tensor& grad) {
       in_backward_ = true;
       ensure_gathered(unit);
-      if (options_.prefetch && unit > 0) launch_gather(*units_[unit - 1]);
+      if (options_.prefetch && unit > 0 && !units_[unit - 1]->released) launch_gather(*units_[unit - 1]);
       return grad;
     });
   }
+  units_[unit]->released = false;
   reshard(*units_[unit]);
   return out;
+}
+
+void ShardedParameters::release(size_t unit) {
+  if (options_.stage != ShardStage::Zero3) return;
+  units_.at(unit)->released = true;
+  reshard(*units_[unit]);
 }
 
 torch::Tensor ShardedParameters::gather_for_backward(size_t unit, const torch::Tensor& out) {

@@ -13,8 +13,9 @@
 //   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
 //   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
 //              (and starts gathering unit u + 1, prefetch), after_forward(u) frees it and hooks the
-//              unit's output so that its backward gathers it again (and prefetches unit u - 1); it is
-//              freed once its gradients are reduced. A unit the model never passes to after_forward
+//              unit's output so that its backward gathers it again (and prefetches unit u - 1,
+//              unless that unit was released: its backward reads no weights); it is freed once its
+//              gradients are reduced. A unit the model never passes to after_forward
 //              (a tied embedding, used first and last) stays gathered until then. Freeing releases
 //              the buffer's storage (as FSDP does), so the views autograd saved see the data again
 //              once it is re-gathered.
@@ -96,6 +97,7 @@ class ShardedParameters : public GradientSync {
   // The model's unit hooks (no-ops under ZeRO-2; model/parameter_units.h).
   void before_forward(size_t unit);
   torch::Tensor after_forward(size_t unit, const torch::Tensor& out);
+  void release(size_t unit);  // frees the unit; its backward (and backward's prefetch) skips it
   void begin_forward() { in_backward_ = false; }
   torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out);
 

@@ -25,6 +25,7 @@ struct ShardedParameters::Unit {
   ProcessGroup::WorkPtr gather_work;
   torch::Tensor gather_input;
   std::vector<std::pair<size_t, int64_t>> segments;  // (index in segments_, first element in master)
+  bool released = false;  // passed to release() (not after_forward()): backward needs no gather
   size_t pending = 0;  // parameters whose gradient is not final yet in this backward
   bool reduce_launched = false;
   ProcessGroup::WorkPtr reduce_work;

@@ -162,7 +162,8 @@ torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
   auto x_BTC = embed(idx_BT);
-  if (hooks && !cfg_.tied_head()) x_BTC = hooks->after_forward(0, x_BTC);  // tied: the head uses it last
+  // Untied: the embeddings' backward reads only the token ids. Tied: the head uses the unit last.
+  if (hooks && !cfg_.tied_head()) hooks->release(0);
   x_BTC = run_blocks(x_BTC, 0, cfg_.n_layer);
   return final_norm(x_BTC);
 }

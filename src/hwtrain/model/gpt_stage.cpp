@@ -30,6 +30,9 @@ class StageUnitHooks : public UnitHooks {
     for (size_t k : of(unit)) x = engine_->after_forward(k, x);
     return x;
   }
+  void release(size_t unit) override {
+    for (size_t k : of(unit)) engine_->release(k);
+  }
   void begin_forward() override { engine_->begin_forward(); }
   torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out) override {
     torch::Tensor x = out;
@@ -100,7 +103,7 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
   torch::Tensor x;
   if (takes_tokens(chunk)) {
     x = gpt_->embed(input);
-    if (hooks) x = tied ? hooks->gather_for_backward(0, x) : hooks->after_forward(0, x);
+    if (hooks) hooks->release(0);  // the embeddings' backward reads only the token ids
   } else {
     x = input.to(gpt_->h[blocks.begin]->parameters().front().scalar_type());
   }

@@ -5,8 +5,10 @@
 // unit's parameters present while it runs: the model calls before_forward(u) before unit u's
 // forward (also before the recomputation of a checkpointed block in backward) and passes the output
 // of each unit it is done with through after_forward(u, out), where the engine frees the unit and
-// hooks its backward. Unit 0 starts every whole-model forward; a unit never passed to after_forward
-// (the tied rest, the head) stays until its gradients are reduced.
+// hooks its backward, or through release(u) when its backward reads none of its weights (the
+// untied embeddings: an embedding's gradient needs only the token ids), where the engine frees it
+// for good. Unit 0 starts every whole-model forward; a unit never passed to either (the tied rest,
+// the head) stays until its gradients are reduced.
 #pragma once
 #include <torch/torch.h>
 
@@ -33,6 +35,9 @@ class UnitHooks {
   virtual ~UnitHooks() = default;
   virtual void before_forward(size_t unit) = 0;
   virtual torch::Tensor after_forward(size_t unit, const torch::Tensor& out) = 0;
+  // The unit is done, and its backward reads none of its weights: nothing gathers it again before
+  // the next forward.
+  virtual void release(size_t unit) = 0;
   // A forward that does not start with unit 0 (a pipeline stage's chunk) says so here.
   virtual void begin_forward() {}
   // For a unit kept past its forward (a tied embedding, a head): makes it present again when the

@@ -24,6 +24,9 @@ class EngineHooks : public UnitHooks {
     auto e = engine_.lock();
     return e ? e->after_forward(unit, out) : out;
   }
+  void release(size_t unit) override {
+    if (auto e = engine_.lock()) e->release(unit);
+  }
   void begin_forward() override {
     if (auto e = engine_.lock()) e->begin_forward();
   }
