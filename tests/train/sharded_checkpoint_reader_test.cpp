@@ -6,10 +6,12 @@
 // one-process checkpoint is read range by range the same way.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/adamw.h"
@@ -94,6 +96,43 @@ TEST(ShardedCheckpointReader, ADamagedShardFailsOnlyTheReadsThatTouchIt) {
   fs::resize_file(shard2, fs::file_size(shard2) - 24);  // all of its data: 2 x 8 bytes of moments, a step, 2 bf16
   EXPECT_NE(testing::error_of<IoError>([&] { opened.whole("optimizer.exp_avg.w"); }).find("shorter than its header"),
             std::string::npos);
+}
+
+// With chunk checksums (here 1 KiB chunks of a 3000-element weight's shard file), a damaged byte
+// fails only the reads whose bytes share its chunk, and a read checks the chunks it touches (and
+// the header's), not the file.
+TEST(ShardedCheckpointReader, ADamagedChunkFailsOnlyTheReadsThatTouchIt) {
+  testing::TempDir tmp;
+  const torch::Tensor w = torch::arange(3000, torch::kFloat);
+  CheckpointStore store(tmp.path() / "ckpts", 10, 1024);
+  const fs::path ckpt = store.save(1, [&](const fs::path& staging) {
+    write_checkpoint_shard(staging, 0, 1, {{"w@0", w}},
+                           {{"exp_avg.w@0", w * 2}, {"exp_avg_sq.w@0", w * 3}, {"step.w@0", torch::full({}, 7.0f)}});
+    write_sharding_manifest(staging, 1, {{"w", {3000}}});
+    save_safetensors(staging / "optimizer.safetensors", {});
+  });
+  const fs::path shard = ckpt / shard_file_name(0, 1);
+  const std::string file = read_file(shard);
+  uint64_t header = 0;
+  std::memcpy(&header, file.data(), 8);
+  const SafetensorsHeader h = parse_safetensors_header(shard, file.size(), std::string_view(file).substr(8, header));
+  uint64_t moment = 0;
+  for (const auto& e : h.entries) {
+    if (e.name == "optimizer.exp_avg_sq.w@0") moment = h.data_start + e.begin;
+  }
+  ASSERT_GT(moment, 0u);
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(moment + 4 * 2000));  // element 2000 of the second moment
+    f.put('\x7f');
+  }
+  ShardedCheckpointReader reader(ckpt, true);
+  EXPECT_TRUE(torch::equal(reader.read("model.w", 0, 3000), w));
+  EXPECT_TRUE(torch::equal(reader.read("optimizer.exp_avg_sq.w", 0, 100), w.narrow(0, 0, 100) * 3));
+  EXPECT_LT(reader.bytes_checked(), static_cast<int64_t>(file.size()));
+  const std::string what = testing::error_of<IoError>([&] { reader.read("optimizer.exp_avg_sq.w", 1990, 20); });
+  EXPECT_NE(what.find(shard.string() + " bytes ["), std::string::npos) << what;
+  EXPECT_NE(what.find("CRC32C"), std::string::npos) << what;
 }
 
 // A parameter of no elements has no segments (sharding gives it none): not missing, read empty.

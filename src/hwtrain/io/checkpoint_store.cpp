@@ -11,10 +11,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "hwtrain/core/crc32c.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/fault_injection.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/chunk_checksums.h"
 
 namespace hwt {
 
@@ -68,21 +68,8 @@ bool is_complete(const fs::path& dir) {
   return fs::is_regular_file(dir / kCheckpointMarker, ec);
 }
 
-uint32_t file_crc32c(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot read " + path.string() + " to checksum it");
-  std::vector<char> buf(1 << 20);
-  uint32_t crc = 0;
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    crc = crc32c_extend(crc, buf.data(), static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) throw IoError("error while reading " + path.string());
-  return crc;
-}
-
 // Lists, checksums and fsyncs everything write_contents left in `staging`.
-std::vector<CheckpointFile> seal_contents(const fs::path& staging) {
+std::vector<CheckpointFile> seal_contents(const fs::path& staging, uint64_t chunk_bytes) {
   std::vector<CheckpointFile> files;
   std::vector<fs::path> entries;
   for (const auto& entry : fs::recursive_directory_iterator(staging)) entries.push_back(entry.path());
@@ -94,7 +81,10 @@ std::vector<CheckpointFile> seal_contents(const fs::path& staging) {
       throw IoError("checkpoint contents may not include a file named COMPLETE (" + p.string() + ")");
     }
     if (fs::is_regular_file(status)) {
-      files.push_back({rel, static_cast<uint64_t>(fs::file_size(p)), file_crc32c(p)});
+      const uint64_t size = fs::file_size(p);
+      FileChecksums sums = file_checksums(p, chunk_bytes);
+      if (sums.chunks.size() < 2) sums.chunks.clear();  // one chunk: the whole file's checksum says it
+      files.push_back({rel, size, sums.whole, sums.chunks.empty() ? 0 : chunk_bytes, std::move(sums.chunks)});
     } else if (!fs::is_directory(status)) {
       throw IoError("checkpoint contents must be plain files and directories; " + p.string() +
                     " is neither");
@@ -106,7 +96,14 @@ std::vector<CheckpointFile> seal_contents(const fs::path& staging) {
 
 std::string manifest_json(int64_t step, const std::vector<CheckpointFile>& files) {
   json j = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"files", json::array()}};
-  for (const auto& f : files) j["files"].push_back({{"path", f.path}, {"size", f.size}, {"crc32c", f.crc32c}});
+  for (const auto& f : files) {
+    json entry = {{"path", f.path}, {"size", f.size}, {"crc32c", f.crc32c}};
+    if (!f.chunk_crc32c.empty()) {
+      entry["chunk_bytes"] = f.chunk_bytes;
+      entry["chunk_crc32c"] = f.chunk_crc32c;
+    }
+    j["files"].push_back(std::move(entry));
+  }
   return j.dump(2) + "\n";
 }
 
@@ -124,8 +121,9 @@ std::optional<int64_t> checkpoint_step_from_name(const std::string& name) {
   return std::stoll(digits);
 }
 
-CheckpointStore::CheckpointStore(fs::path dir, int64_t keep_last)
-    : dir_(std::move(dir)), keep_last_(keep_last) {
+CheckpointStore::CheckpointStore(fs::path dir, int64_t keep_last, uint64_t checksum_chunk_bytes)
+    : dir_(std::move(dir)), keep_last_(keep_last), chunk_bytes_(checksum_chunk_bytes) {
+  if (chunk_bytes_ == 0) throw ConfigError("CheckpointStore: the checksum chunk size must be positive");
   if (keep_last_ < 1) {
     throw ConfigError("checkpoint.keep_last must be at least 1, got " + std::to_string(keep_last_));
   }
@@ -190,7 +188,7 @@ fs::path CheckpointStore::save(int64_t step,
   try {
     write_contents(staging);
     fault_point("checkpoint");
-    const std::vector<CheckpointFile> files = seal_contents(staging);
+    const std::vector<CheckpointFile> files = seal_contents(staging, chunk_bytes_);
     write_file_atomic(staging / kCheckpointMarker, manifest_json(step, files));
     fsync_path(staging);
     if (fs::exists(final_dir)) {
@@ -265,6 +263,32 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
   throw IoError(p.string() + " is not a complete checkpoint (missing COMPLETE marker)");
 }
 
+namespace {
+
+// A file entry's chunk checksums: a positive chunk_bytes and one CRC32C per chunk of the file's size.
+template <class Bad>
+void read_chunk_checksums(const json& f, CheckpointFile& file, const Bad& bad) {
+  if (!f.contains("chunk_bytes") || !f["chunk_bytes"].is_number_unsigned() || f["chunk_bytes"].get<uint64_t>() == 0 ||
+      !f.contains("chunk_crc32c") || !f["chunk_crc32c"].is_array()) {
+    throw bad("file entry for '" + file.path + "' has chunk checksums without a positive chunk_bytes and a list");
+  }
+  file.chunk_bytes = f["chunk_bytes"].get<uint64_t>();
+  const uint64_t want = file.size / file.chunk_bytes + (file.size % file.chunk_bytes != 0);
+  if (f["chunk_crc32c"].size() != want) {
+    throw bad("file entry for '" + file.path + "' lists " + std::to_string(f["chunk_crc32c"].size()) +
+              " chunk checksums; " + std::to_string(file.size) + " bytes in chunks of " +
+              std::to_string(file.chunk_bytes) + " need " + std::to_string(want));
+  }
+  for (const auto& c : f["chunk_crc32c"]) {
+    if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX) {
+      throw bad("file entry for '" + file.path + "' has a chunk checksum " + c.dump() + " that is not a CRC32C");
+    }
+    file.chunk_crc32c.push_back(c.get<uint32_t>());
+  }
+}
+
+}  // namespace
+
 CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   const fs::path marker = ckpt / kCheckpointMarker;
   if (!is_complete(ckpt)) {
@@ -299,6 +323,7 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
     const std::string path = f["path"].get<std::string>();
     if (!is_path_inside_dir(path)) throw bad("file path '" + path + "' is not inside the checkpoint");
     m.files.push_back({path, f["size"].get<uint64_t>(), f["crc32c"].get<uint32_t>()});
+    if (f.contains("chunk_bytes") || f.contains("chunk_crc32c")) read_chunk_checksums(f, m.files.back(), bad);
   }
   return m;
 }
@@ -320,7 +345,7 @@ void verify_listed_file(const fs::path& ckpt, const CheckpointFile& f, bool chec
     corrupt(ckpt, p.string() + " has " + std::to_string(size) + " bytes, COMPLETE records " +
                       std::to_string(f.size) + " (truncated or modified)");
   }
-  if (check_crc && file_crc32c(p) != f.crc32c) corrupt(ckpt, p.string() + " fails its CRC32C check (modified or damaged)");
+  if (check_crc && file_checksums(p, 0).whole != f.crc32c) corrupt(ckpt, p.string() + " fails its CRC32C check (modified or damaged)");
 }
 
 // A checkpoint is sealed: every file in it is listed in COMPLETE (so every file a checkpoint's

@@ -19,11 +19,16 @@ namespace fs = std::filesystem;
 
 // The name of the marker file that makes a checkpoint directory complete.
 inline constexpr const char* kCheckpointMarker = "COMPLETE";
+// The chunk size of the per-chunk checksums new checkpoints record (io/chunk_checksums.h): a reader
+// of a range reads at most 2 x 16 MiB more than it needs, and a 1 TB checkpoint's marker holds
+// ~60,000 chunk checksums.
+inline constexpr uint64_t kChecksumChunkBytes = uint64_t{16} << 20;
 
 class CheckpointStore {
  public:
-  // `dir` need not exist until the first save(). keep_last >= 1 (ConfigError otherwise).
-  CheckpointStore(fs::path dir, int64_t keep_last);
+  // `dir` need not exist until the first save(). keep_last >= 1 (ConfigError otherwise). Files of
+  // more than checksum_chunk_bytes (> 0; ConfigError otherwise) get a checksum per chunk too.
+  CheckpointStore(fs::path dir, int64_t keep_last, uint64_t checksum_chunk_bytes = kChecksumChunkBytes);
 
   // Writes checkpoint `step` (>= 0): calls write_contents(staging_dir), which writes files (and
   // subdirectories) into staging_dir; then writes the COMPLETE marker, fsyncs everything, renames
@@ -48,6 +53,7 @@ class CheckpointStore {
 
   fs::path dir_;
   int64_t keep_last_;
+  uint64_t chunk_bytes_;
 };
 
 // The step a checkpoint directory name encodes ("step_00000100" -> 100), or nullopt.
@@ -64,6 +70,10 @@ struct CheckpointFile {
   std::string path;
   uint64_t size = 0;
   uint32_t crc32c = 0;
+  // A file of more than one chunk: the CRC32C of each chunk_bytes-sized chunk, for readers of part
+  // of it (io/chunk_checksums.h). Empty for a smaller file, and in markers of older builds.
+  uint64_t chunk_bytes = 0;
+  std::vector<uint32_t> chunk_crc32c;
 };
 
 struct CheckpointManifest {

@@ -341,13 +341,13 @@ void ShardedCheckpointReader::read_piece(const Piece& p, int64_t from, int64_t t
 void ShardedCheckpointReader::read_raw(const Piece& p, int64_t from, int64_t to, torch::Tensor out) {
   const std::string& name = file_names_[static_cast<size_t>(p.file)];
   const fs::path path = dir_ / name;
-  if (verify_on_read_ && !read_.count(p.file)) verify_checkpoint_file(dir_, name);
-  read_.insert(p.file);
   const SafetensorsEntry& e = files_[p.file].entries[p.entry];
   const int64_t item = static_cast<int64_t>(c10::elementSize(e.dtype));
   torch::Tensor raw = e.dtype == out.scalar_type() ? out : torch::empty({to - from}, torch::TensorOptions().dtype(e.dtype));
   const uint64_t start = files_[p.file].data_start + e.begin + static_cast<uint64_t>(from * item);
   const size_t bytes = static_cast<size_t>((to - from) * item);
+  if (verify_on_read_) verify_range(p.file, start, start + bytes);
+  read_.insert(p.file);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("cannot open " + path.string() + ": " + std::strerror(errno));
   size_t done = 0;
@@ -365,6 +365,30 @@ void ShardedCheckpointReader::read_raw(const Piece& p, int64_t from, int64_t to,
   ::close(fd);
   bytes_read_ += static_cast<int64_t>(bytes);
   if (!raw.is_same(out)) out.copy_(raw);
+}
+
+// The chunks of `file` holding bytes [from, to), and the first time also its header's (which placed
+// every piece), against COMPLETE's checksums.
+void ShardedCheckpointReader::verify_range(int file, uint64_t from, uint64_t to) {
+  auto it = verifiers_.find(file);
+  if (it == verifiers_.end()) {
+    if (!manifest_) manifest_ = read_checkpoint_manifest(dir_);
+    const std::string& name = file_names_[static_cast<size_t>(file)];
+    const auto listed = std::find_if(manifest_->files.begin(), manifest_->files.end(),
+                                     [&](const CheckpointFile& f) { return f.path == name; });
+    if (listed == manifest_->files.end()) {
+      throw IoError("checkpoint " + dir_.string() + " is corrupt: " + name + " is not listed in its COMPLETE marker");
+    }
+    it = verifiers_.emplace(file, RangeVerifier(dir_, *listed)).first;
+    it->second.check(0, files_[static_cast<size_t>(file)].data_start);
+  }
+  it->second.check(from, to);
+}
+
+int64_t ShardedCheckpointReader::bytes_checked() const {
+  int64_t n = 0;
+  for (const auto& [file, v] : verifiers_) n += static_cast<int64_t>(v.bytes_checked());
+  return n;
 }
 
 std::vector<std::string> ShardedCheckpointReader::files_read() const {

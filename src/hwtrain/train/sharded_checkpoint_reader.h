@@ -6,9 +6,11 @@
 // exactly (no gap: a shard missing; no overlap: a shard repeated or from another run), for the
 // weights and for the AdamW state alike. read() then gives any element range of a tensor from the
 // shard files holding it, read with pread into memory of its own (never mapped: a file truncated
-// under a mapping is a SIGBUS). With `verify_on_read`, each shard file's CRC32C is checked against
-// the COMPLETE marker the first time its data is read: read_training_checkpoint checks every other
-// file up front and leaves the shards' checksums to this reader (verify_checkpoint with `deferred`).
+// under a mapping is a SIGBUS). With `verify_on_read`, what is read is checked against the COMPLETE
+// marker's checksums first: the chunks of a file that a read touches, and its header's, each once
+// (io/chunk_checksums.h; a file the marker records without chunks, whole, the first time).
+// read_training_checkpoint checks every other file up front and leaves the shards' checksums to
+// this reader (verify_checkpoint with `deferred`).
 //
 // Keys: "model.<param>" (the fp32 master weights), "optimizer.exp_avg.<param>",
 // "optimizer.exp_avg_sq.<param>", and "optimizer.step.<param>" (a scalar every segment repeats).
@@ -28,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "hwtrain/io/chunk_checksums.h"
 #include "hwtrain/io/safetensors.h"
 
 namespace hwt {
@@ -66,9 +69,11 @@ class ShardedCheckpointReader {
   // come back exactly). Nullopt otherwise.
   std::optional<std::pair<torch::Tensor, torch::Tensor>> eight_bit(const std::string& key, int64_t offset, int64_t count);
 
-  // The files whose data has been read so far (names), and the bytes read from them.
+  // The files whose data has been read so far (names), the bytes read from them, and the bytes
+  // whose checksums were checked (verify_on_read: the chunks holding them and the headers).
   std::vector<std::string> files_read() const;
   int64_t bytes_read() const { return bytes_read_; }
+  int64_t bytes_checked() const;
 
  private:
   struct Piece {
@@ -94,6 +99,7 @@ class ShardedCheckpointReader {
   const Tensor& find(const std::string& key) const;
   int64_t numel_of_param(const std::string& step_key) const;
   void read_piece(const Piece& p, int64_t from, int64_t to, torch::Tensor out);
+  void verify_range(int file, uint64_t from, uint64_t to);
 
   std::filesystem::path dir_;
   bool verify_on_read_ = false;
@@ -105,6 +111,8 @@ class ShardedCheckpointReader {
   std::vector<std::string> file_names_;      // the same order
   std::vector<size_t> others_;               // a whole checkpoint's other optimizer entries
   std::set<int> read_;                       // ranks whose files were read (and verified)
+  std::optional<CheckpointManifest> manifest_;  // COMPLETE, read at the first verified read
+  std::map<int, RangeVerifier> verifiers_;   // by file
   int64_t bytes_read_ = 0;
 };
 

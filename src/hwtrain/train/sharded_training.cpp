@@ -93,11 +93,13 @@ void load_own_segments(ShardedParameters& engine, AdamW& optimizer, ShardedCheck
   engine.after_step();  // the parameters from the masters read: ZeRO-2 gathers them, ZeRO-3 frees them
   // Every rank says what it read.
   const double mib = static_cast<double>(shards.bytes_read()) / (1 << 20);
+  const double checked = static_cast<double>(shards.bytes_checked()) / (1 << 20);
   if (shards.whole_checkpoint()) {
-    logger().info("read this rank's segments of the one-process checkpoint {} ({:.1f} MiB)", shards.dir().string(), mib);
+    logger().info("read this rank's segments of the one-process checkpoint {} ({:.1f} MiB; checksums of {:.1f} MiB checked)",
+                  shards.dir().string(), mib, checked);
   } else {
-    logger().info("read this rank's segments from {} of the {} shard files of {} ({:.1f} MiB)", shards.files_read().size(),
-                  shards.world_size(), shards.dir().string(), mib);
+    logger().info("read this rank's segments from {} of the {} shard files of {} ({:.1f} MiB; checksums of {:.1f} MiB checked)",
+                  shards.files_read().size(), shards.world_size(), shards.dir().string(), mib, checked);
   }
 }
 

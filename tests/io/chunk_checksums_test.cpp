@@ -1,0 +1,132 @@
+// Chunk checksums: each chunk's CRC32C is that of its bytes; the COMPLETE marker records chunks for
+// files of more than one chunk only, and refuses malformed chunk entries; a RangeVerifier checks just
+// the chunks a range touches (a damaged chunk fails only the ranges over it, naming the file and its
+// bytes), and a file recorded without chunks whole.
+#include "hwtrain/io/chunk_checksums.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hwtrain/core/crc32c.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "support/error_of.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace chunk_checksums_test {
+
+std::string bytes(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + 7) % 251);
+  return s;
+}
+
+void damage(const fs::path& p, uint64_t at) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  const char c = static_cast<char>(f.get());
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
+// A checkpoint of `big` (1000 bytes: chunks of 256, 256, 256, 232) and `small` (100 bytes).
+fs::path checkpoint(const testing::TempDir& tmp) {
+  CheckpointStore store(tmp.path() / "ckpts", 3, 256);
+  return store.save(1, [](const fs::path& staging) {
+    write_file_atomic(staging / "big", bytes(1000));
+    write_file_atomic(staging / "small", bytes(100));
+  });
+}
+
+const CheckpointFile& listed(const CheckpointManifest& m, const std::string& path) {
+  for (const auto& f : m.files) {
+    if (f.path == path) return f;
+  }
+  throw std::runtime_error(path + " is not listed");
+}
+
+TEST(ChunkChecksums, EachChunkIsTheChecksumOfItsBytes) {
+  testing::TempDir tmp;
+  const std::string data = bytes(1000);
+  write_file_atomic(tmp.path() / "f", data);
+  const FileChecksums sums = file_checksums(tmp.path() / "f", 256);
+  EXPECT_EQ(sums.whole, crc32c(data.data(), data.size()));
+  ASSERT_EQ(sums.chunks.size(), 4u);
+  for (size_t c = 0; c < 4; ++c) {
+    const size_t n = std::min<size_t>(256, 1000 - 256 * c);
+    EXPECT_EQ(sums.chunks[c], crc32c(data.data() + 256 * c, n)) << "chunk " << c;
+  }
+  EXPECT_TRUE(file_checksums(tmp.path() / "f", 0).chunks.empty());
+  EXPECT_EQ(file_checksums(tmp.path() / "f", 1000).chunks.size(), 1u);
+}
+
+TEST(ChunkChecksums, TheMarkerRecordsTheChunksOfFilesLargerThanOne) {
+  testing::TempDir tmp;
+  const fs::path ckpt = checkpoint(tmp);
+  const CheckpointManifest m = read_checkpoint_manifest(ckpt);
+  EXPECT_EQ(listed(m, "big").chunk_bytes, 256u);
+  EXPECT_EQ(listed(m, "big").chunk_crc32c, file_checksums(ckpt / "big", 256).chunks);
+  EXPECT_EQ(listed(m, "small").chunk_bytes, 0u);
+  EXPECT_TRUE(listed(m, "small").chunk_crc32c.empty());
+  EXPECT_NO_THROW(verify_checkpoint(ckpt));
+}
+
+TEST(ChunkChecksums, ARangeChecksOnlyTheChunksItTouches) {
+  testing::TempDir tmp;
+  const fs::path ckpt = checkpoint(tmp);
+  const CheckpointFile big = listed(read_checkpoint_manifest(ckpt), "big");
+  damage(ckpt / "big", 900);  // in chunk 3: bytes [768, 1000)
+  RangeVerifier v(ckpt, big);
+  EXPECT_NO_THROW(v.check(0, 300));  // chunks 0 and 1
+  EXPECT_NO_THROW(v.check(600, 768));
+  EXPECT_EQ(v.bytes_checked(), 768u);
+  const std::string what = testing::error_of<IoError>([&] { v.check(700, 800); });
+  EXPECT_NE(what.find((ckpt / "big").string() + " bytes [768, 1000)"), std::string::npos) << what;
+  EXPECT_NE(what.find("CRC32C"), std::string::npos) << what;
+  EXPECT_NE(testing::error_of<IoError>([&] { verify_checkpoint(ckpt); }).find("big"), std::string::npos);
+}
+
+TEST(ChunkChecksums, AFileRecordedWithoutChunksIsCheckedWholeOnce) {
+  testing::TempDir tmp;
+  const fs::path ckpt = checkpoint(tmp);
+  CheckpointFile big = listed(read_checkpoint_manifest(ckpt), "big");
+  big.chunk_bytes = 0;  // as an older build recorded it
+  big.chunk_crc32c.clear();
+  RangeVerifier intact(ckpt, big);
+  intact.check(0, 10);
+  intact.check(500, 510);
+  EXPECT_EQ(intact.bytes_checked(), 1000u);
+  damage(ckpt / "big", 900);
+  RangeVerifier damaged(ckpt, big);
+  EXPECT_NE(testing::error_of<IoError>([&] { damaged.check(0, 10); }).find("fails its CRC32C check"), std::string::npos);
+}
+
+TEST(ChunkChecksums, MalformedChunkEntriesAreRefusedNamingTheFile) {
+  testing::TempDir tmp;
+  const fs::path ckpt = checkpoint(tmp);
+  const fs::path marker = ckpt / kCheckpointMarker;
+  const nlohmann::json good = nlohmann::json::parse(read_file(marker));
+  size_t at = 0;
+  while (good["files"][at]["path"] != "big") ++at;
+  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+      {"chunk_bytes", 0}, {"chunk_bytes", -1}, {"chunk_bytes", 512},  // 512: 2 chunks, 4 listed
+      {"chunk_crc32c", "none"}, {"chunk_crc32c", {1, 2, 3, 4294967296ULL}}};
+  for (const auto& [key, value] : cases) {
+    nlohmann::json j = good;
+    j["files"][at][key] = value;
+    write_file_atomic(marker, j.dump());
+    const std::string what = testing::error_of<IoError>([&] { read_checkpoint_manifest(ckpt); });
+    EXPECT_NE(what.find("'big'"), std::string::npos) << key << " = " << value.dump() << ": " << what;
+    EXPECT_NE(what.find(marker.string()), std::string::npos) << what;
+  }
+  nlohmann::json j = good;
+  j["files"][at].erase("chunk_bytes");  // a list without its size
+  write_file_atomic(marker, j.dump());
+  EXPECT_NE(testing::error_of<IoError>([&] { read_checkpoint_manifest(ckpt); }).find("chunk_bytes"), std::string::npos);
+}
+
+}  // namespace chunk_checksums_test
+}  // namespace hwt
