@@ -56,13 +56,13 @@ NamedTensors Trainer::snapshot_weights() const {
 // (ZeRO-2) or frees (ZeRO-3) the compute copies as after a step. Whole weights cannot go there.
 void Trainer::restore_master_shards(const NamedTensors& weights) {
   const std::vector<torch::Tensor> shards = parts_.sharding.parameters();
+  std::map<std::string, size_t> index;  // the names snapshot_weights gives them
+  for (size_t i = 0; i < shards.size(); ++i) index.emplace(kShardPrefix + std::to_string(i), i);
   std::vector<const torch::Tensor*> values(shards.size(), nullptr);
   for (const auto& [name, value] : weights) {
     if (name.rfind(kShardPrefix, 0) != 0) continue;  // a buffer: checked below
-    const std::string index = name.substr(kShardPrefix.size());
-    const size_t i = index.find_first_not_of("0123456789") == std::string::npos && !index.empty() && index.size() < 10
-                         ? static_cast<size_t>(std::stoul(index))
-                         : shards.size();
+    const auto it = index.find(name);
+    const size_t i = it == index.end() ? shards.size() : it->second;
     if (i >= shards.size() || !value.sizes().equals(shards[i].sizes())) {
       throw ConfigError("'" + name + "' is not a master shard of this rank (" + std::to_string(shards.size()) +
                         " shards): only this run's own snapshot_weights restore under dist.sharding = zero2/zero3");
