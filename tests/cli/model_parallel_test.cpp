@@ -187,7 +187,9 @@ TEST(ModelParallelRun, AutoLayoutRunsThePlansMeshWithTheLossesOfOneProcess) {
 }
 
 // The sample a TP2 run prints at its end comes from the whole model joined on rank 0: the text
-// `hwtrain generate` gives from its final checkpoint with the same prompt, seed and sampling.
+// `hwtrain generate` gives from its final checkpoint with the same prompt, seed and sampling. And
+// `generate` launched on 2 ranks decodes with the model split over them: the same text, printed by
+// rank 0 alone.
 TEST(ModelParallelRun, ASplitRunSamplesFromItsJoinedModel) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
@@ -212,6 +214,16 @@ TEST(ModelParallelRun, ASplitRunSamplesFromItsJoinedModel) {
   ASSERT_NE(at, std::string::npos) << log;
   EXPECT_EQ(log.substr(at + head.size(), text.size()), text) << log;
   EXPECT_EQ(log.find("[rank 1] sample:"), std::string::npos) << log;
+
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29830 -- generate tp --prompt the --tokens 12 "
+                    "--temperature 0.8 --top-k 40 --seed 7",
+                    dir.path(), "split.txt"),
+            0)
+      << testing::read_text(dir / "split.txt");
+  const std::string split = testing::read_text(dir / "split.txt");
+  EXPECT_NE(split.find("[rank 0] " + text), std::string::npos) << split;
+  EXPECT_NE(split.find("split over 2 ranks"), std::string::npos) << split;
+  EXPECT_EQ(split.find("[rank 1] " + text), std::string::npos) << split;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),

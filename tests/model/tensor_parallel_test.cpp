@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <thread>
 
 #include "hwtrain/core/error.h"
@@ -165,6 +167,77 @@ TEST(TensorParallel, CheckpointTensorsAreWholeAndCutBackExactly) {
   NamedParameters wrong{{"wte.weight", torch::zeros({kVocab + 1, cfg.n_embd})}};
   EXPECT_THROW(models[0]->local_tensors(wrong), IoError);
 }
+
+// Decoding with the model split: every rank calls generate with the same seed and gets the whole
+// model's tokens, greedy and sampled, with the KV cache (past block_size: the window slides) and
+// without; sequence parallelism is off meanwhile and on again after.
+struct SplitDecoding : ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(SplitDecoding, EveryRankDrawsTheWholeModelsTokens) {
+  const auto [family, size] = GetParam();
+  const ModelConfig cfg = config_for(family);  // block_size 16: 5 + 20 tokens slide the window
+  torch::manual_seed(3);
+  const torch::Tensor prompt = torch::randint(kVocab, {2, 5}, torch::kLong);
+  auto decode = [&](GPT& m, double temperature, bool cache) {
+    return m->generate(prompt, 20, temperature, 0, at::make_generator<at::CPUGeneratorImpl>(11), 1.0, cache);
+  };
+  torch::manual_seed(7);
+  GPT whole(cfg, kVocab);
+  const std::vector<torch::Tensor> want{decode(whole, 0.0, true), decode(whole, 1.0, true), decode(whole, 0.0, false)};
+  KVCache whole_cache(cfg.n_layer);
+  const torch::Tensor first_logits = whole->forward_cached(prompt, whole_cache);
+
+  ThreadGroup group(size);
+  std::vector<GPT> models;
+  std::vector<std::shared_ptr<ThreadComm>> comms;
+  for (int r = 0; r < size; ++r) {
+    torch::manual_seed(7);
+    models.emplace_back(cfg, kVocab);
+    comms.push_back(std::make_shared<ThreadComm>(group, r));
+    models.back()->set_tensor_parallel(comms.back(), /*sequence_parallel=*/true);
+  }
+  std::vector<std::vector<torch::Tensor>> got(static_cast<size_t>(size));
+  std::vector<torch::Tensor> logits(static_cast<size_t>(size));
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        got[r] = {decode(models[r], 0.0, true), decode(models[r], 1.0, true), decode(models[r], 0.0, false)};
+        comms[r]->sequence_parallel = false;  // forward_cached alone leaves it to the caller
+        KVCache cache(cfg.n_layer);
+        torch::NoGradGuard no_grad;
+        logits[r] = models[r]->forward_cached(prompt, cache);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) ASSERT_EQ(e, "");
+  for (int r = 0; r < size; ++r) {
+    const char* what[] = {"greedy", "sampled", "greedy without the cache"};
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(torch::equal(got[r][i], want[i])) << what[i] << ", rank " << r;
+    EXPECT_LT((logits[r] - first_logits).abs().max().item<double>(), 1e-5) << "rank " << r;
+  }
+}
+
+TEST(SplitDecodingGuard, SequenceParallelismComesBackOn) {
+  ThreadGroup group(1);
+  torch::manual_seed(7);
+  GPT model(config_for("gpt2"), kVocab);
+  auto comm = std::make_shared<ThreadComm>(group, 0);
+  model->set_tensor_parallel(comm, /*sequence_parallel=*/true);
+  model->generate(torch::zeros({1, 3}, torch::kLong), 2, 0.0);
+  EXPECT_TRUE(comm->sequence_parallel);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SplitDecoding,
+                         ::testing::Values(std::make_tuple("gpt2", 2), std::make_tuple("gpt2", 4),
+                                           std::make_tuple("llama", 2)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_tp" + std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(TensorParallel, GroupsThatDoNotDivideTheModelAreRefused) {
   ThreadGroup group(3);

@@ -7,6 +7,7 @@
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
+#include "hwtrain/cli/split_model.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
@@ -105,9 +106,32 @@ struct GenerateArgs {
   bool no_kv_cache = false;
 };
 
+// Launched on several ranks: the checkpoint's model split over all of them (cli/split_model.h).
+LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_ptr<ProcessGroup>& group) {
+  if (is_hf_model_dir(a.checkpoint)) {
+    throw ConfigError("generate on " + std::to_string(env.world_size) + " ranks decodes hwtrain checkpoints; decode the "
+                      "Hugging Face directory " + a.checkpoint + " in one process");
+  }
+  LoadedModel m;
+  m.checkpoint = resolve_checkpoint(a.checkpoint, default_checkpoint_dir(a.out));
+  verify_checkpoint(m.checkpoint);
+  require_builtin_model_checkpoint(m.checkpoint);
+  SplitModel s = load_split_model(m.checkpoint, env);
+  m.config = std::move(s.config);
+  m.plan = std::move(s.plan);
+  m.model = s.model;
+  group = std::move(s.group);
+  if (env.rank == 0) {
+    log_info("loaded {} split over {} ranks (tensor parallel)", m.checkpoint.string(), env.world_size);
+  }
+  return m;
+}
+
 int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
-  LoadedModel m = load_model(a.checkpoint, a.out, {});
+  const DistEnv env = read_dist_env();
+  std::shared_ptr<ProcessGroup> group;  // launched on several ranks: every rank decodes, rank 0 prints
+  LoadedModel m = env.distributed() ? load_split(a, env, group) : load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
   if (is_hf_model_dir(m.checkpoint) && !has_own_tokenizer(m.checkpoint)) {
     throw DataError(m.checkpoint.string() + " has no tokenizer.json or tokenizer.model to turn the prompt into ids and back");
@@ -123,10 +147,13 @@ int run_generate(const GenerateArgs& a) {
                  .to(torch::kInt32);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
+  if (group) group->shutdown();
+  if (env.rank != 0) return 0;
   std::cout << tokenizer->decode(ids) << "\n";
   std::cerr << "generated " << a.tokens << " tokens in " << format_number("%.3f", seconds) << " s ("
             << format_number("%.1f", static_cast<double>(a.tokens) / seconds) << " tokens/s, "
-            << (a.no_kv_cache ? "no KV cache" : "KV cache") << ", " << m.plan.device.str() << ")\n";
+            << (a.no_kv_cache ? "no KV cache" : "KV cache") << ", " << m.plan.device.str()
+            << (group ? ", split over " + std::to_string(env.world_size) + " ranks" : std::string()) << ")\n";
   return 0;
 }
 
@@ -191,7 +218,8 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");
   cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
-  cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200");
+  cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200\n"
+              "  hwtrain launch --nproc-per-node 2 -- generate latest  # the model split over 2 ranks");
   return {cmd, [a] { return run_generate(*a); }};
 }
 

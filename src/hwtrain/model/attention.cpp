@@ -78,15 +78,18 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   return resid_dropout_(tp_ ? row_parallel_linear(c_proj, y_BTC, *tp_) : linear(c_proj, y_BTC));
 }
 
+// Under tensor parallelism this rank's heads only (its cache holds their keys and values), the
+// ranks' outputs summed by c_proj; the whole sequence on every rank (sequence parallelism off).
 torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv) {
-  TORCH_CHECK(!tp_, "incremental decoding is not implemented for a tensor-parallel model");
-  const int64_t B = x_BTC.size(0), T = x_BTC.size(1), C = x_BTC.size(2);
-  const int64_t H = options_.n_head, D = C / H;
-  auto qkv = linear(c_attn, x_BTC).split(C, /*dim=*/2);
+  TORCH_CHECK(!tp_ || !tp_->sequence_parallel, "incremental decoding needs sequence parallelism off");
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t C = c_attn->weight.size(0) / 3, D = options_.n_embd / options_.n_head, H = C / D;
+  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   kv.append(qkv[1].view({B, T, H, D}).transpose(1, 2), qkv[2].view({B, T, H, D}).transpose(1, 2));
   auto y_BTC = cached_attention(q_BHTD, kv.k_BKLD, kv.v_BKLD).transpose(1, 2).contiguous().view({B, T, C});
-  return linear(c_proj, y_BTC);
+  return tp_ ? row_parallel_linear(c_proj, y_BTC, *tp_) : linear(c_proj, y_BTC);
 }
 
 torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,

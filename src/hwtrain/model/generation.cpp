@@ -19,6 +19,24 @@ class TrainingModeGuard {
   bool was_training_;
 };
 
+// Turns a tensor-parallel model's sequence parallelism off for a scope (decoding keeps the whole
+// sequence, of any length, on every rank) and back on after.
+class WholeSequenceGuard {
+ public:
+  explicit WholeSequenceGuard(TensorParallelComm* comm) : comm_(comm), was_(comm && comm->sequence_parallel) {
+    if (comm_) comm_->sequence_parallel = false;
+  }
+  ~WholeSequenceGuard() {
+    if (comm_) comm_->sequence_parallel = was_;
+  }
+  WholeSequenceGuard(const WholeSequenceGuard&) = delete;
+  WholeSequenceGuard& operator=(const WholeSequenceGuard&) = delete;
+
+ private:
+  TensorParallelComm* comm_;
+  bool was_;
+};
+
 // The next token (B, 1) from the last position's logits (B, V).
 torch::Tensor sample_next(torch::Tensor logits_BV, double temperature, int64_t top_k, double top_p,
                           const std::optional<at::Generator>& gen) {
@@ -45,11 +63,13 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_BT, KVCache& cach
   const int64_t T = idx_BT.size(1), pos = cache.length;
   TORCH_CHECK(pos + T <= cfg_.block_size, "GPT::forward_cached: positions up to ", pos + T,
               " exceed model.block_size = ", cfg_.block_size);
-  auto x_BTC = wte(idx_BT);
+  TORCH_CHECK(!tp_ || !tp_->sequence_parallel, "GPT::forward_cached needs sequence parallelism off (generate does that)");
+  auto x_BTC = tp_ ? vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_) : wte(idx_BT);
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(pos, pos + T, idx_BT.options()));
   for (size_t i = 0; i < layers_.size(); ++i) x_BTC = layers_[i]->forward_cached(x_BTC, cache.layers[i], pos);
   cache.length += T;
-  return torch::linear(norm ? norm(x_BTC) : ln_f(x_BTC), head_weight());
+  const torch::Tensor h_BTC = norm ? norm(x_BTC) : ln_f(x_BTC);
+  return tp_ ? tensor_parallel_forward(h_BTC) : torch::linear(h_BTC, head_weight());  // the whole logits
 }
 
 torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature, int64_t top_k,
@@ -60,6 +80,7 @@ torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, do
   TORCH_CHECK(temperature >= 0.0, "GPT::generate: temperature must be >= 0, got ", temperature);
   TORCH_CHECK(top_p > 0.0 && top_p <= 1.0, "GPT::generate: top_p must be in (0, 1], got ", top_p);
   TrainingModeGuard mode(*this);
+  WholeSequenceGuard whole_sequence(tp_.get());  // tensor parallel: every rank runs this, collectively
   eval();
   torch::NoGradGuard no_grad;
   auto window = [&] {

@@ -86,12 +86,16 @@ class GPTImpl : public torch::nn::Module {
   // each new token alone (KVCache), re-reading the window only when it slides past block_size;
   // without, it recomputes the window every token (the reference). Runs in eval mode under
   // NoGradGuard and restores the previous mode. gen: the generator to sample with (default: the
-  // global one; a CPU generator samples on the CPU, the same draws on every device).
+  // global one; a CPU generator samples on the CPU, the same draws on every device). A tensor-
+  // parallel model decodes split: every rank of its group calls this with the same arguments and
+  // generator seed, holds its heads' keys and values, gets the whole logits and draws the same
+  // tokens (sequence parallelism is off meanwhile).
   torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0,
                          int64_t top_k = 0, std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0,
                          bool use_cache = true);
   // Logits (B, T, V) of the T positions that follow those in `cache` (eval, no grad); appends
-  // their keys and values. cache.length + T <= block_size.
+  // their keys and values. cache.length + T <= block_size. Tensor parallel: collective, the whole
+  // logits on every rank, sequence parallelism off.
   torch::Tensor forward_cached(const torch::Tensor& idx_BT, KVCache& cache);
 
   void set_attention_kernel(AttentionKernel kernel);

@@ -105,18 +105,22 @@ void LlamaAttentionImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm>
   tp_ = std::move(comm);
 }
 
+// Under tensor parallelism this rank's query and key/value heads (n_head_, n_kv_head_ are its own),
+// the ranks' outputs summed by o_proj; the whole sequence on every rank.
 torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv, int64_t pos) {
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
-  TORCH_CHECK(!tp_, "incremental decoding is not implemented for a tensor-parallel model");
+  TORCH_CHECK(!tp_ || !tp_->sequence_parallel, "incremental decoding needs sequence parallelism off");
   TORCH_CHECK(pos + T <= block_size_, "LlamaAttention: positions up to ", pos + T, " exceed block_size ", block_size_);
-  auto q_BHTD = linear(q_proj, x_BTC).view({B, T, n_head_, head_dim_}).transpose(1, 2);
-  auto k_BKTD = linear(k_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
-  auto v_BKTD = linear(v_proj, x_BTC).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
+  auto q_BHTD = linear(q_proj, x).view({B, T, n_head_, head_dim_}).transpose(1, 2);
+  auto k_BKTD = linear(k_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  auto v_BKTD = linear(v_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
   const auto [cos_LD, sin_LD] = rotary_->cos_sin(block_size_, x_BTC.device());
   const auto cos_TD = cos_LD.narrow(0, pos, T), sin_TD = sin_LD.narrow(0, pos, T);
   kv.append(apply_rotary(k_BKTD, cos_TD, sin_TD), v_BKTD);
   auto y_BHTD = cached_attention(apply_rotary(q_BHTD, cos_TD, sin_TD), kv.k_BKLD, kv.v_BKLD);
-  return linear(o_proj, y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_}));
+  const torch::Tensor y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
+  return tp_ ? row_parallel_linear(o_proj, y_BTC, *tp_) : linear(o_proj, y_BTC);
 }
 
 torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BKTD,

@@ -1,0 +1,87 @@
+#include "hwtrain/cli/split_model.h"
+
+#include <functional>
+#include <set>
+#include <string>
+
+#include "hwtrain/cli/run_setup.h"
+#include "hwtrain/core/error.h"
+#include "hwtrain/dist/tensor_parallel_group.h"
+#include "hwtrain/model/deferred_init.h"
+#include "hwtrain/run/hardware_aware_optimizer.h"
+#include "hwtrain/train/sharded_checkpoint.h"
+#include "hwtrain/train/sharded_checkpoint_reader.h"
+
+namespace hwt::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using TakeWeight = std::function<void(const std::string& name, const torch::Tensor& whole)>;
+
+// Each weight of `ckpt`, whole, one at a time: by range reads from a sharded checkpoint or a
+// one-process one with fp32 AdamW state; otherwise (no optimizer state yet, 8-bit moments)
+// model.safetensors is loaded whole first.
+void for_each_weight(const fs::path& ckpt, const TakeWeight& take) {
+  std::shared_ptr<ShardedCheckpointReader> reader;
+  if (fs::exists(ckpt / kShardingManifest)) {
+    reader = std::make_shared<ShardedCheckpointReader>(ckpt);
+  } else if (fs::exists(ckpt / "optimizer.safetensors")) {
+    reader = ShardedCheckpointReader::open_whole(ckpt, /*verify_on_read=*/false);  // verified by the caller
+  }
+  if (!reader) {
+    for (const auto& [name, whole] : read_checkpoint_weights(ckpt)) take(name, whole);
+    return;
+  }
+  for (const auto& [name, shape] : reader->parameters()) take(name, reader->whole("model." + name));
+}
+
+// `whole`, checked against what the split model's parameter `name` (this rank's shard) needs, cut.
+torch::Tensor own_shard(GPT& model, const fs::path& ckpt, const std::string& name, const torch::Tensor& local,
+                        const torch::Tensor& whole, const TensorParallelComm& comm) {
+  const ShardSpec spec = model->tensor_parallel_spec(name);
+  std::vector<int64_t> shape = local.sizes().vec();
+  if (spec.sharded()) shape[static_cast<size_t>(spec.dim)] = model->whole_rows(name);
+  if (whole.sizes() != c10::IntArrayRef(shape)) {
+    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " + c10::str(whole.sizes()) +
+                  ", the model needs " + c10::str(shape));
+  }
+  if (!torch::isfinite(whole).all().item<bool>()) {
+    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or infinite values (the run "
+                  "diverged before this checkpoint); use an earlier checkpoint");
+  }
+  return spec.sharded() ? shard_of(whole, spec, comm.rank(), comm.size()) : whole;
+}
+
+}  // namespace
+
+SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env) {
+  SplitModel s;
+  s.config = resolve_config({}, ckpt);
+  s.config.model.dropout = 0;
+  HardwareAwareOptimizer planner(s.config);
+  s.plan = planner.plan();
+  s.group = std::make_shared<ProcessGroup>(env, s.config.dist, rank_device(env, s.plan.device));
+  auto comm = std::make_shared<ProcessGroupComm>(s.group);
+  const ModelConfig& cfg = s.config.model;
+  s.model = GPT(cfg, cfg.vocab_size, AttentionKernel::Sdpa, std::make_shared<DeferredInit>());
+  s.model->set_tensor_parallel(comm, /*sequence_parallel=*/false);
+  torch::NoGradGuard no_grad;
+  auto params = s.model->named_parameters();
+  std::set<std::string> filled;
+  for_each_weight(ckpt, [&](const std::string& name, const torch::Tensor& whole) {
+    torch::Tensor* p = params.find(name);
+    if (!p) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
+    assign_parameter(*p, own_shard(s.model, ckpt, name, *p, whole, *comm));
+    filled.insert(name);
+  });
+  for (const auto& item : params) {
+    if (!filled.count(item.key())) throw IoError("checkpoint " + ckpt.string() + " lacks the model's '" + item.key() + "'");
+  }
+  planner.apply_optimizations(s.model);
+  s.model->eval();
+  return s;
+}
+
+}  // namespace hwt::cli

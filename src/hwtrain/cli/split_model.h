@@ -1,0 +1,30 @@
+// A checkpoint's model split over the ranks of a launch for decoding (`hwtrain launch
+// --nproc-per-node t -- generate ...`): tensor parallelism over all t ranks, each rank building
+// the model with placeholders (model/deferred_init.h) and keeping only its shard of each weight,
+// read from the checkpoint one whole tensor at a time. No rank holds the whole model, so a model too
+// large for one rank decodes on several (GPT::generate, collectively).
+#pragma once
+#include <filesystem>
+#include <memory>
+
+#include "hwtrain/dist/dist_env.h"
+#include "hwtrain/dist/process_group.h"
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/plan/plan.h"
+#include "hwtrain/run/run_config.h"
+
+namespace hwt::cli {
+
+struct SplitModel {
+  RunConfig config;
+  Plan plan;
+  GPT model{nullptr};
+  std::shared_ptr<ProcessGroup> group;  // every rank of the launch; the model's tensor-parallel group
+};
+
+// `ckpt`: a verified checkpoint of hwtrain's own model. ConfigError when the model cannot be cut
+// over env.world_size ranks (naming the heads or vocabulary); IoError naming a tensor the checkpoint
+// lacks, has in another shape, or holds non-finite values in.
+SplitModel load_split_model(const std::filesystem::path& ckpt, const DistEnv& env);
+
+}  // namespace hwt::cli
