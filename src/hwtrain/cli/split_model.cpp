@@ -60,7 +60,14 @@ SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env) {
   SplitModel s;
   s.config = resolve_config({}, ckpt);
   s.config.model.dropout = 0;
-  HardwareAwareOptimizer planner(s.config);
+  s.config.dist.tensor_parallel = env.world_size;  // the training run's layout does not apply
+  s.config.dist.pipeline_parallel = 1;
+  s.config.dist.sharding = Sharding::None;
+  PlanContext context;  // the ranks share this machine's cores: threads per rank as for training
+  context.local_rank = env.local_rank;
+  context.model_parallel = env.world_size;
+  context.ranks_per_node = env.local_world_size;
+  HardwareAwareOptimizer planner(s.config, context);
   s.plan = planner.plan();
   s.group = std::make_shared<ProcessGroup>(env, s.config.dist, rank_device(env, s.plan.device));
   auto comm = std::make_shared<ProcessGroupComm>(s.group);
