@@ -11,8 +11,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <thread>
-
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/model/gpt_model.h"
@@ -86,23 +84,15 @@ TEST_P(TensorParallelCase, LossGradientsAndLogitsEqualTheWholeModel) {
   }
   std::vector<double> losses(static_cast<size_t>(size));
   std::vector<torch::Tensor> logits(static_cast<size_t>(size));
-  std::vector<std::string> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto loss = models[r]->forward_loss(x, y);
-        loss.backward();
-        models[r]->sum_sequence_parallel_gradients();
-        losses[r] = loss.item<double>();
-        logits[r] = models[r]->forward(x);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
+  for (const auto& e : testing::run_ranks(size, [&](int r) {
+         auto loss = models[r]->forward_loss(x, y);
+         loss.backward();
+         models[r]->sum_sequence_parallel_gradients();
+         losses[r] = loss.item<double>();
+         logits[r] = models[r]->forward(x);
+       })) {
+    ASSERT_EQ(e, "");
   }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) ASSERT_EQ(e, "");
 
   for (int r = 0; r < size; ++r) {
     EXPECT_NEAR(losses[r], ref.loss, 1e-5) << "rank " << r;
@@ -145,16 +135,14 @@ TEST(TensorParallel, CheckpointTensorsAreWholeAndCutBackExactly) {
     models.push_back(std::make_shared<GptModel>(gpt));
   }
   std::vector<NamedParameters> joined(4), cut(4);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      NamedParameters local;
-      for (auto& item : models[r]->module().named_parameters()) local.emplace_back(item.key(), item.value().detach());
-      joined[r] = models[r]->whole_tensors(local);
-      cut[r] = models[r]->local_tensors(joined[r]);
-    });
+  for (const auto& e : testing::run_ranks(4, [&](int r) {
+         NamedParameters local;
+         for (auto& item : models[r]->module().named_parameters()) local.emplace_back(item.key(), item.value().detach());
+         joined[r] = models[r]->whole_tensors(local);
+         cut[r] = models[r]->local_tensors(joined[r]);
+       })) {
+    ASSERT_EQ(e, "");
   }
-  for (auto& t : threads) t.join();
   for (int r = 0; r < 4; ++r) {
     ASSERT_EQ(joined[r].size(), whole_params.size());
     for (size_t i = 0; i < whole_params.size(); ++i) {
@@ -198,23 +186,15 @@ TEST_P(SplitDecoding, EveryRankDrawsTheWholeModelsTokens) {
   }
   std::vector<std::vector<torch::Tensor>> got(static_cast<size_t>(size));
   std::vector<torch::Tensor> logits(static_cast<size_t>(size));
-  std::vector<std::string> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        got[r] = {decode(models[r], 0.0, true), decode(models[r], 1.0, true), decode(models[r], 0.0, false)};
-        comms[r]->sequence_parallel = false;  // forward_cached alone leaves it to the caller
-        KVCache cache(cfg.n_layer);
-        torch::NoGradGuard no_grad;
-        logits[r] = models[r]->forward_cached(prompt, cache);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
+  for (const auto& e : testing::run_ranks(size, [&](int r) {
+         got[r] = {decode(models[r], 0.0, true), decode(models[r], 1.0, true), decode(models[r], 0.0, false)};
+         comms[r]->sequence_parallel = false;  // forward_cached alone leaves it to the caller
+         KVCache cache(cfg.n_layer);
+         torch::NoGradGuard no_grad;
+         logits[r] = models[r]->forward_cached(prompt, cache);
+       })) {
+    ASSERT_EQ(e, "");
   }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) ASSERT_EQ(e, "");
   for (int r = 0; r < size; ++r) {
     const char* what[] = {"greedy", "sampled", "greedy without the cache"};
     for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(torch::equal(got[r][i], want[i])) << what[i] << ", rank " << r;

@@ -5,6 +5,10 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -83,5 +87,23 @@ class ThreadComm : public TensorParallelComm {
   ThreadGroup& group_;
   int rank_;
 };
+
+// Runs body(rank) for ranks 0 .. size - 1 on threads at once (the ranks of a ThreadGroup); returns
+// each rank's exception message, "" where it threw none.
+inline std::vector<std::string> run_ranks(int size, const std::function<void(int rank)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
 
 }  // namespace hwt::testing
