@@ -32,11 +32,11 @@ void damage(const fs::path& p, uint64_t at) {
   f.put(static_cast<char>(c ^ 0x5a));
 }
 
-// A checkpoint of `big` (1000 bytes: chunks of 256, 256, 256, 232) and `small` (100 bytes).
+// A checkpoint of `big` (16000 bytes: chunks of 4096, 4096, 4096, 3712) and `small` (100 bytes).
 fs::path checkpoint(const testing::TempDir& tmp) {
-  CheckpointStore store(tmp.path() / "ckpts", 3, 256);
+  CheckpointStore store(tmp.path() / "ckpts", 3, 4096);
   return store.save(1, [](const fs::path& staging) {
-    write_file_atomic(staging / "big", bytes(1000));
+    write_file_atomic(staging / "big", bytes(16000));
     write_file_atomic(staging / "small", bytes(100));
   });
 }
@@ -50,41 +50,43 @@ const CheckpointFile& listed(const CheckpointManifest& m, const std::string& pat
 
 TEST(ChunkChecksums, EachChunkIsTheChecksumOfItsBytes) {
   testing::TempDir tmp;
-  const std::string data = bytes(1000);
+  const std::string data = bytes(16000);
   write_file_atomic(tmp.path() / "f", data);
-  const FileChecksums sums = file_checksums(tmp.path() / "f", 256);
+  const FileChecksums sums = file_checksums(tmp.path() / "f", 4096);
   EXPECT_EQ(sums.whole, crc32c(data.data(), data.size()));
   ASSERT_EQ(sums.chunks.size(), 4u);
   for (size_t c = 0; c < 4; ++c) {
-    const size_t n = std::min<size_t>(256, 1000 - 256 * c);
-    EXPECT_EQ(sums.chunks[c], crc32c(data.data() + 256 * c, n)) << "chunk " << c;
+    const size_t n = std::min<size_t>(4096, 16000 - 4096 * c);
+    EXPECT_EQ(sums.chunks[c], crc32c(data.data() + 4096 * c, n)) << "chunk " << c;
   }
   EXPECT_TRUE(file_checksums(tmp.path() / "f", 0).chunks.empty());
-  EXPECT_EQ(file_checksums(tmp.path() / "f", 1000).chunks.size(), 1u);
+  EXPECT_EQ(file_checksums(tmp.path() / "f", 16000).chunks.size(), 1u);
 }
 
 TEST(ChunkChecksums, TheMarkerRecordsTheChunksOfFilesLargerThanOne) {
   testing::TempDir tmp;
   const fs::path ckpt = checkpoint(tmp);
   const CheckpointManifest m = read_checkpoint_manifest(ckpt);
-  EXPECT_EQ(listed(m, "big").chunk_bytes, 256u);
-  EXPECT_EQ(listed(m, "big").chunk_crc32c, file_checksums(ckpt / "big", 256).chunks);
+  EXPECT_EQ(listed(m, "big").chunk_bytes, 4096u);
+  EXPECT_EQ(listed(m, "big").chunk_crc32c, file_checksums(ckpt / "big", 4096).chunks);
   EXPECT_EQ(listed(m, "small").chunk_bytes, 0u);
   EXPECT_TRUE(listed(m, "small").chunk_crc32c.empty());
   EXPECT_NO_THROW(verify_checkpoint(ckpt));
+  EXPECT_THROW(CheckpointStore(tmp.path() / "x", 3, 1024), ConfigError);  // chunks of 4 KiB to 1 GiB
+  EXPECT_THROW(CheckpointStore(tmp.path() / "x", 3, uint64_t{1} << 31), ConfigError);
 }
 
 TEST(ChunkChecksums, ARangeChecksOnlyTheChunksItTouches) {
   testing::TempDir tmp;
   const fs::path ckpt = checkpoint(tmp);
   const CheckpointFile big = listed(read_checkpoint_manifest(ckpt), "big");
-  damage(ckpt / "big", 900);  // in chunk 3: bytes [768, 1000)
+  damage(ckpt / "big", 14400);  // in chunk 3: bytes [12288, 16000)
   RangeVerifier v(ckpt, big);
-  EXPECT_NO_THROW(v.check(0, 300));  // chunks 0 and 1
-  EXPECT_NO_THROW(v.check(600, 768));
-  EXPECT_EQ(v.bytes_checked(), 768u);
-  const std::string what = testing::error_of<IoError>([&] { v.check(700, 800); });
-  EXPECT_NE(what.find((ckpt / "big").string() + " bytes [768, 1000)"), std::string::npos) << what;
+  EXPECT_NO_THROW(v.check(0, 4800));  // chunks 0 and 1
+  EXPECT_NO_THROW(v.check(9600, 12288));
+  EXPECT_EQ(v.bytes_checked(), 12288u);
+  const std::string what = testing::error_of<IoError>([&] { v.check(11200, 12800); });
+  EXPECT_NE(what.find((ckpt / "big").string() + " bytes [12288, 16000)"), std::string::npos) << what;
   EXPECT_NE(what.find("CRC32C"), std::string::npos) << what;
   EXPECT_NE(testing::error_of<IoError>([&] { verify_checkpoint(ckpt); }).find("big"), std::string::npos);
 }
@@ -97,9 +99,9 @@ TEST(ChunkChecksums, AFileRecordedWithoutChunksIsCheckedWholeOnce) {
   big.chunk_crc32c.clear();
   RangeVerifier intact(ckpt, big);
   intact.check(0, 10);
-  intact.check(500, 510);
-  EXPECT_EQ(intact.bytes_checked(), 1000u);
-  damage(ckpt / "big", 900);
+  intact.check(8000, 8010);
+  EXPECT_EQ(intact.bytes_checked(), 16000u);
+  damage(ckpt / "big", 14400);
   RangeVerifier damaged(ckpt, big);
   EXPECT_NE(testing::error_of<IoError>([&] { damaged.check(0, 10); }).find("fails its CRC32C check"), std::string::npos);
 }
@@ -112,7 +114,8 @@ TEST(ChunkChecksums, MalformedChunkEntriesAreRefusedNamingTheFile) {
   size_t at = 0;
   while (good["files"][at]["path"] != "big") ++at;
   const std::vector<std::pair<std::string, nlohmann::json>> cases = {
-      {"chunk_bytes", 0}, {"chunk_bytes", -1}, {"chunk_bytes", 512},  // 512: 2 chunks, 4 listed
+      {"chunk_bytes", 0}, {"chunk_bytes", -1}, {"chunk_bytes", 1024}, {"chunk_bytes", 1ULL << 31},
+      {"chunk_bytes", 8192},  // 8192: 2 chunks, 4 listed
       {"chunk_crc32c", "none"}, {"chunk_crc32c", {1, 2, 3, 4294967296ULL}}};
   for (const auto& [key, value] : cases) {
     nlohmann::json j = good;

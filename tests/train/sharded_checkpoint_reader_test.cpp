@@ -98,13 +98,13 @@ TEST(ShardedCheckpointReader, ADamagedShardFailsOnlyTheReadsThatTouchIt) {
             std::string::npos);
 }
 
-// With chunk checksums (here 1 KiB chunks of a 3000-element weight's shard file), a damaged byte
+// With chunk checksums (here 4 KiB chunks of a 3000-element weight's shard file), a damaged byte
 // fails only the reads whose bytes share its chunk, and a read checks the chunks it touches (and
 // the header's), not the file.
 TEST(ShardedCheckpointReader, ADamagedChunkFailsOnlyTheReadsThatTouchIt) {
   testing::TempDir tmp;
   const torch::Tensor w = torch::arange(3000, torch::kFloat);
-  CheckpointStore store(tmp.path() / "ckpts", 10, 1024);
+  CheckpointStore store(tmp.path() / "ckpts", 10, 4096);
   const fs::path ckpt = store.save(1, [&](const fs::path& staging) {
     write_checkpoint_shard(staging, 0, 1, {{"w@0", w}},
                            {{"exp_avg.w@0", w * 2}, {"exp_avg_sq.w@0", w * 3}, {"step.w@0", torch::full({}, 7.0f)}});

@@ -123,7 +123,10 @@ std::optional<int64_t> checkpoint_step_from_name(const std::string& name) {
 
 CheckpointStore::CheckpointStore(fs::path dir, int64_t keep_last, uint64_t checksum_chunk_bytes)
     : dir_(std::move(dir)), keep_last_(keep_last), chunk_bytes_(checksum_chunk_bytes) {
-  if (chunk_bytes_ == 0) throw ConfigError("CheckpointStore: the checksum chunk size must be positive");
+  if (chunk_bytes_ < kMinChecksumChunkBytes || chunk_bytes_ > kMaxChecksumChunkBytes) {
+    throw ConfigError("CheckpointStore: checksum chunk size " + std::to_string(chunk_bytes_) + " is outside [" +
+                      std::to_string(kMinChecksumChunkBytes) + ", " + std::to_string(kMaxChecksumChunkBytes) + "] bytes");
+  }
   if (keep_last_ < 1) {
     throw ConfigError("checkpoint.keep_last must be at least 1, got " + std::to_string(keep_last_));
   }
@@ -265,12 +268,13 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
 
 namespace {
 
-// A file entry's chunk checksums: a positive chunk_bytes and one CRC32C per chunk of the file's size.
+// A file entry's chunk checksums: chunk_bytes in [4 KiB, 1 GiB] and one CRC32C per chunk of the file.
 template <class Bad>
 void read_chunk_checksums(const json& f, CheckpointFile& file, const Bad& bad) {
-  if (!f.contains("chunk_bytes") || !f["chunk_bytes"].is_number_unsigned() || f["chunk_bytes"].get<uint64_t>() == 0 ||
+  if (!f.contains("chunk_bytes") || !f["chunk_bytes"].is_number_unsigned() ||
+      f["chunk_bytes"].get<uint64_t>() < kMinChecksumChunkBytes || f["chunk_bytes"].get<uint64_t>() > kMaxChecksumChunkBytes ||
       !f.contains("chunk_crc32c") || !f["chunk_crc32c"].is_array()) {
-    throw bad("file entry for '" + file.path + "' has chunk checksums without a positive chunk_bytes and a list");
+    throw bad("file entry for '" + file.path + "' has chunk checksums without a chunk_bytes in [4 KiB, 1 GiB] and a list");
   }
   file.chunk_bytes = f["chunk_bytes"].get<uint64_t>();
   const uint64_t want = file.size / file.chunk_bytes + (file.size % file.chunk_bytes != 0);

@@ -23,11 +23,13 @@ inline constexpr const char* kCheckpointMarker = "COMPLETE";
 // of a range reads at most 2 x 16 MiB more than it needs, and a 1 TB checkpoint's marker holds
 // ~60,000 chunk checksums.
 inline constexpr uint64_t kChecksumChunkBytes = uint64_t{16} << 20;
+// The chunk sizes a marker may record (and a store may be given): 4 KiB to 1 GiB.
+inline constexpr uint64_t kMinChecksumChunkBytes = uint64_t{4} << 10, kMaxChecksumChunkBytes = uint64_t{1} << 30;
 
 class CheckpointStore {
  public:
   // `dir` need not exist until the first save(). keep_last >= 1 (ConfigError otherwise). Files of
-  // more than checksum_chunk_bytes (> 0; ConfigError otherwise) get a checksum per chunk too.
+  // more than checksum_chunk_bytes (4 KiB to 1 GiB; ConfigError otherwise) get a checksum per chunk too.
   CheckpointStore(fs::path dir, int64_t keep_last, uint64_t checksum_chunk_bytes = kChecksumChunkBytes);
 
   // Writes checkpoint `step` (>= 0): calls write_contents(staging_dir), which writes files (and

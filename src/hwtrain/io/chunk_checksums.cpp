@@ -62,16 +62,22 @@ void RangeVerifier::check_chunk(size_t chunk) {
   if (checked_[chunk]) return;
   const fs::path p = ckpt_ / file_.path;
   const uint64_t begin = chunk * file_.chunk_bytes, end = std::min(file_.size, begin + file_.chunk_bytes);
-  std::vector<char> buf(static_cast<size_t>(end - begin));
+  const std::string where = p.string() + " bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
   std::ifstream in(p, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(begin));
-  in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-  const std::string where = p.string() + " bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
-  if (!in || static_cast<uint64_t>(in.gcount()) != end - begin) {
-    throw IoError("checkpoint " + ckpt_.string() + " is corrupt: cannot read " + where +
-                  " (truncated since it was verified?); use an earlier checkpoint");
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(end - begin, 1 << 20)));
+  uint32_t crc = 0;
+  for (uint64_t at = begin; at < end;) {  // through a buffer of at most 1 MiB
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(end - at, buf.size()));
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    if (!in || static_cast<size_t>(in.gcount()) != n) {
+      throw IoError("checkpoint " + ckpt_.string() + " is corrupt: cannot read " + where +
+                    " (truncated since it was verified?); use an earlier checkpoint");
+    }
+    crc = crc32c_extend(crc, buf.data(), n);
+    at += n;
   }
-  if (crc32c(buf.data(), buf.size()) != file_.chunk_crc32c[chunk]) {
+  if (crc != file_.chunk_crc32c[chunk]) {
     throw IoError("checkpoint " + ckpt_.string() + " is corrupt: " + where +
                   " fail their CRC32C check (modified or damaged); use an earlier checkpoint");
   }
