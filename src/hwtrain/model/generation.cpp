@@ -60,6 +60,14 @@ torch::Tensor sample_next(torch::Tensor logits_BV, double temperature, int64_t t
 }  // namespace
 
 torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_BT, KVCache& cache) {
+  return logits_of(hidden_cached(idx_BT, cache));
+}
+
+torch::Tensor GPTImpl::logits_of(const torch::Tensor& h_BTC) {
+  return tp_ ? tensor_parallel_forward(h_BTC) : torch::linear(h_BTC, head_weight());
+}
+
+torch::Tensor GPTImpl::hidden_cached(const torch::Tensor& idx_BT, KVCache& cache) {
   const int64_t T = idx_BT.size(1), pos = cache.length;
   TORCH_CHECK(pos + T <= cfg_.block_size, "GPT::forward_cached: positions up to ", pos + T,
               " exceed model.block_size = ", cfg_.block_size);
@@ -68,8 +76,7 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_BT, KVCache& cach
   if (wpe) x_BTC = x_BTC + wpe(torch::arange(pos, pos + T, idx_BT.options()));
   for (size_t i = 0; i < layers_.size(); ++i) x_BTC = layers_[i]->forward_cached(x_BTC, cache.layers[i], pos);
   cache.length += T;
-  const torch::Tensor h_BTC = norm ? norm(x_BTC) : ln_f(x_BTC);
-  return tp_ ? tensor_parallel_forward(h_BTC) : torch::linear(h_BTC, head_weight());  // the whole logits
+  return norm ? norm(x_BTC) : ln_f(x_BTC);
 }
 
 torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature, int64_t top_k,
@@ -88,17 +95,22 @@ torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, do
     return T <= cfg_.block_size ? idx_BT : idx_BT.slice(1, T - cfg_.block_size);
   };
   KVCache cache(cfg_.n_layer);
+  auto last_logits = [&](const torch::Tensor& h_BTC) { return logits_of(h_BTC.slice(1, -1)).select(1, -1); };
   torch::Tensor logits_BV;
   for (int64_t i = 0; i < max_new_tokens; ++i) {
     if (!use_cache) {
-      logits_BV = forward(window()).select(1, -1);
+      logits_BV = last_logits(hidden_states(window()));
     } else if (cache.length == 0 || cache.length + 1 > cfg_.block_size) {
       cache.clear();  // the first window, or the window slid: positions start again at 0
-      logits_BV = forward_cached(window(), cache).select(1, -1);
+      logits_BV = last_logits(hidden_cached(window(), cache));
     } else {
-      logits_BV = forward_cached(idx_BT.slice(1, -1), cache).select(1, -1);
+      logits_BV = last_logits(hidden_cached(idx_BT.slice(1, -1), cache));
     }
-    idx_BT = torch::cat({idx_BT, sample_next(logits_BV, temperature, top_k, top_p, gen)}, 1);
+    torch::Tensor next_B1 = sample_next(logits_BV, temperature, top_k, top_p, gen);
+    // Split: the ranks' whole logits are the same bytes, so are their draws; rank 0's is taken so
+    // that they cannot part ways even if their generators were seeded apart.
+    if (tp_) next_B1 = tp_->all_gather(next_B1).select(0, 0);
+    idx_BT = torch::cat({idx_BT, next_B1}, 1);
   }
   return idx_BT;
 }
