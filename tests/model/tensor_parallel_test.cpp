@@ -84,7 +84,7 @@ TEST_P(TensorParallelCase, LossGradientsAndLogitsEqualTheWholeModel) {
   }
   std::vector<double> losses(static_cast<size_t>(size));
   std::vector<torch::Tensor> logits(static_cast<size_t>(size));
-  for (const auto& e : testing::run_ranks(size, [&](int r) {
+  for (const auto& e : testing::run_ranks(group, [&](int r) {
          auto loss = models[r]->forward_loss(x, y);
          loss.backward();
          models[r]->sum_sequence_parallel_gradients();
@@ -135,7 +135,7 @@ TEST(TensorParallel, CheckpointTensorsAreWholeAndCutBackExactly) {
     models.push_back(std::make_shared<GptModel>(gpt));
   }
   std::vector<NamedParameters> joined(4), cut(4);
-  for (const auto& e : testing::run_ranks(4, [&](int r) {
+  for (const auto& e : testing::run_ranks(group, [&](int r) {
          NamedParameters local;
          for (auto& item : models[r]->module().named_parameters()) local.emplace_back(item.key(), item.value().detach());
          joined[r] = models[r]->whole_tensors(local);
@@ -186,7 +186,7 @@ TEST_P(SplitDecoding, EveryRankDrawsTheWholeModelsTokens) {
   }
   std::vector<std::vector<torch::Tensor>> got(static_cast<size_t>(size));
   std::vector<torch::Tensor> logits(static_cast<size_t>(size));
-  for (const auto& e : testing::run_ranks(size, [&](int r) {
+  for (const auto& e : testing::run_ranks(group, [&](int r) {
          got[r] = {decode(models[r], 0.0, true), decode(models[r], 1.0, true), decode(models[r], 0.0, false)};
          comms[r]->sequence_parallel = false;  // forward_cached alone leaves it to the caller
          KVCache cache(cfg.n_layer);

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <stdexcept>
 #include <functional>
 #include <string>
 #include <thread>
@@ -36,7 +37,8 @@ class ThreadGroup {
       ++generation_;
       cv_.notify_all();
     } else {
-      cv_.wait(lock, [&] { return generation_ != generation; });
+      cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+      if (generation_ == generation) throw std::runtime_error("another rank of the group failed");
     }
     return result_;
   }
@@ -47,10 +49,18 @@ class ThreadGroup {
     cv_.notify_all();
   }
 
+  // A rank failed: every rank waiting in exchange or take, and every later one, throws.
+  void abort() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
   torch::Tensor take(int from, int to, int tag) {
     std::unique_lock<std::mutex> lock(mutex_);
     auto& box = mail_[{from, to, tag}];
-    cv_.wait(lock, [&] { return !box.empty(); });
+    cv_.wait(lock, [&] { return !box.empty() || aborted_; });
+    if (box.empty()) throw std::runtime_error("another rank of the group failed");
     torch::Tensor t = box.front();
     box.pop_front();
     return t;
@@ -62,6 +72,7 @@ class ThreadGroup {
   torch::Tensor result_;
   int arrived_ = 0;
   int64_t generation_ = 0;
+  bool aborted_ = false;
   std::map<std::tuple<int, int, int>, std::deque<torch::Tensor>> mail_;  // (from, to, tag)
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -88,17 +99,22 @@ class ThreadComm : public TensorParallelComm {
   int rank_;
 };
 
-// Runs body(rank) for ranks 0 .. size - 1 on threads at once (the ranks of a ThreadGroup); returns
-// each rank's exception message, "" where it threw none.
-inline std::vector<std::string> run_ranks(int size, const std::function<void(int rank)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(size));
+// Runs body(rank) for the ranks of `group` on threads at once; returns each rank's exception
+// message, "" where it threw none. A rank that throws aborts the group, so that the others do not
+// wait for it forever.
+inline std::vector<std::string> run_ranks(ThreadGroup& group, const std::function<void(int rank)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(group.size()));
   std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
+  for (int r = 0; r < group.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
         body(r);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
+        group.abort();
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = "a non-standard exception";
+        group.abort();
       }
     });
   }
