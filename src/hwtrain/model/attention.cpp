@@ -75,7 +75,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
 
   auto y_BHTD = attend(q_BHTD, k_BHTD, v_BHTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout_(tp_ ? row_parallel_linear(c_proj, y_BTC, *tp_) : linear(c_proj, y_BTC));
+  return resid_dropout_(tp_output_linear(c_proj, y_BTC, tp_.get()));
 }
 
 // Under tensor parallelism this rank's heads only (its cache holds their keys and values), the
@@ -89,7 +89,7 @@ torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x_BTC
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   kv.append(qkv[1].view({B, T, H, D}).transpose(1, 2), qkv[2].view({B, T, H, D}).transpose(1, 2));
   auto y_BTC = cached_attention(q_BHTD, kv.k_BKLD, kv.v_BKLD).transpose(1, 2).contiguous().view({B, T, C});
-  return tp_ ? row_parallel_linear(c_proj, y_BTC, *tp_) : linear(c_proj, y_BTC);
+  return tp_output_linear(c_proj, y_BTC, tp_.get());
 }
 
 torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BHTD,

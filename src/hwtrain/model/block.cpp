@@ -25,7 +25,7 @@ MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias, bool tanh_gelu) : ta
 torch::Tensor MLPImpl::forward(const torch::Tensor& x_BTC) {
   // Exact (erf) GELU by default, as nanoGPT's nn.GELU(); GPT-2's own checkpoints use the tanh form.
   const auto h = torch::gelu(linear(c_fc, tp_enter(x_BTC, tp_.get())), tanh_gelu_ ? "tanh" : "none");
-  return dropout_(tp_ ? row_parallel_linear(c_proj, h, *tp_) : linear(c_proj, h));
+  return dropout_(tp_output_linear(c_proj, h, tp_.get()));
 }
 
 BlockImpl::BlockImpl(const BlockOptions& options, std::shared_ptr<CausalMaskCache> mask_cache,

@@ -144,10 +144,7 @@ void GPTImpl::to(torch::Device device, bool non_blocking) {
   torch::nn::Module::to(device, non_blocking);
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
-  if (tp_) return tensor_parallel_forward(hidden_states(idx_BT));
-  return torch::linear(hidden_states(idx_BT), head_weight());
-}
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) { return logits_of(hidden_states(idx_BT)); }
 
 torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
   return head_loss(hidden_states(idx_BT), targets_BT);

@@ -162,8 +162,9 @@ class GPTImpl : public torch::nn::Module {
   void init_normal(const torch::Tensor& weight, double std);  // weight.normal_(0, std), or deferred
   void release(torch::nn::Module& module, const std::string& name);  // deferred: its placeholders
   torch::Tensor tensor_parallel_forward(const torch::Tensor& x_BTC);
-  // forward_cached in two: the final norm's output of the new positions, and logits from it (whole,
-  // gathered under tensor parallelism); generate takes the last position's alone.
+  // forward_cached in two: the final norm's output of the new positions, and logits from final-norm
+  // outputs (whole, gathered under tensor parallelism; forward's too); generate takes the last
+  // position's alone.
   torch::Tensor hidden_cached(const torch::Tensor& idx_BT, KVCache& cache);
   torch::Tensor logits_of(const torch::Tensor& h_BTC);
   torch::Tensor tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);

@@ -96,7 +96,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x_BTC) {
   k_BKTD = apply_rotary(k_BKTD, cos_TD, sin_TD);
   auto y_BHTD = attend(q_BHTD, k_BKTD, v_BKTD);
   auto y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
-  return resid_dropout_(tp_ ? row_parallel_linear(o_proj, y_BTC, *tp_) : linear(o_proj, y_BTC));
+  return resid_dropout_(tp_output_linear(o_proj, y_BTC, tp_.get()));
 }
 
 void LlamaAttentionImpl::set_tensor_parallel(std::shared_ptr<TensorParallelComm> comm) {
@@ -120,7 +120,7 @@ torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x_BTC, Lay
   kv.append(apply_rotary(k_BKTD, cos_TD, sin_TD), v_BKTD);
   auto y_BHTD = cached_attention(apply_rotary(q_BHTD, cos_TD, sin_TD), kv.k_BKLD, kv.v_BKLD);
   const torch::Tensor y_BTC = y_BHTD.transpose(1, 2).contiguous().view({B, T, n_head_ * head_dim_});
-  return tp_ ? row_parallel_linear(o_proj, y_BTC, *tp_) : linear(o_proj, y_BTC);
+  return tp_output_linear(o_proj, y_BTC, tp_.get());
 }
 
 torch::Tensor LlamaAttentionImpl::attend(const torch::Tensor& q_BHTD, const torch::Tensor& k_BKTD,
@@ -158,7 +158,7 @@ SwiGLUImpl::SwiGLUImpl(int64_t n_embd, int64_t intermediate, double dropout) {
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x_BTC) {
   const torch::Tensor x = tp_enter(x_BTC, tp_.get());
   const torch::Tensor h = torch::silu(linear(gate_proj, x)) * linear(up_proj, x);
-  return dropout_(tp_ ? row_parallel_linear(down_proj, h, *tp_) : linear(down_proj, h));
+  return dropout_(tp_output_linear(down_proj, h, tp_.get()));
 }
 
 LlamaBlockImpl::LlamaBlockImpl(const ModelConfig& cfg, std::shared_ptr<RotaryCache> rotary,

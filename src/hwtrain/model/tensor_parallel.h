@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 
+#include "hwtrain/model/linear.h"
 #include "hwtrain/model/model_config.h"
 
 namespace hwt {
@@ -69,6 +70,10 @@ inline torch::Tensor tp_exit(const torch::Tensor& x, TensorParallelComm& comm) {
 // A row-parallel linear layer (its weight cut along the input dimension): the ranks' partial
 // products summed (tp_exit), then the bias, which every rank holds whole and adds once.
 torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm);
+// A block's output layer: row_parallel_linear under a group, linear(layer, x) without (tp_enter's pair).
+inline torch::Tensor tp_output_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm* comm) {
+  return comm ? row_parallel_linear(layer, x, *comm) : linear(layer, x);
+}
 
 // How a tensor is cut over the ranks: along `dim` (-1: every rank holds it whole, "replicated"),
 // as `blocks` equal consecutive blocks (GPT-2's fused c_attn rows are q | k | v: 3), each block
