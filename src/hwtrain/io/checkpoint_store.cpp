@@ -385,6 +385,8 @@ void verify_checkpoint(const fs::path& ckpt, const std::function<bool(const std:
   verify_nothing_unlisted(ckpt, m);
 }
 
+void verify_checkpoint_file(const fs::path& ckpt, const CheckpointFile& file) { verify_listed_file(ckpt, file); }
+
 void verify_checkpoint_file(const fs::path& ckpt, const std::string& path) {
   const CheckpointManifest m = read_checkpoint_manifest(ckpt);
   for (const auto& f : m.files) {

@@ -99,5 +99,7 @@ void verify_checkpoint(const fs::path& ckpt, const std::function<bool(const std:
 // The same check for one listed file (`path` relative to ckpt), for reading a small part of a
 // checkpoint (its config.toml) before the rest; IoError also when the marker does not list it.
 void verify_checkpoint_file(const fs::path& ckpt, const std::string& path);
+// The same for a file of the marker already read (its entry).
+void verify_checkpoint_file(const fs::path& ckpt, const CheckpointFile& file);
 
 }  // namespace hwt

@@ -46,11 +46,7 @@ void RangeVerifier::check(uint64_t from, uint64_t to) {
   if (from >= to) return;
   if (file_.chunk_crc32c.empty()) {
     if (whole_checked_) return;
-    const fs::path p = ckpt_ / file_.path;
-    if (file_checksums(p, 0).whole != file_.crc32c) {
-      throw IoError("checkpoint " + ckpt_.string() + " is corrupt: " + p.string() +
-                    " fails its CRC32C check (modified or damaged); use an earlier checkpoint");
-    }
+    verify_checkpoint_file(ckpt_, file_);
     whole_checked_ = true;
     bytes_checked_ += file_.size;
     return;
