@@ -62,12 +62,11 @@ void Trainer::restore_master_shards(const NamedTensors& weights) {
   for (const auto& [name, value] : weights) {
     if (name.rfind(kShardPrefix, 0) != 0) continue;  // a buffer: checked below
     const auto it = index.find(name);
-    const size_t i = it == index.end() ? shards.size() : it->second;
-    if (i >= shards.size() || !value.sizes().equals(shards[i].sizes())) {
+    if (it == index.end() || !value.sizes().equals(shards[it->second].sizes())) {
       throw ConfigError("'" + name + "' is not a master shard of this rank (" + std::to_string(shards.size()) +
                         " shards): only this run's own snapshot_weights restore under dist.sharding = zero2/zero3");
     }
-    values[i] = &value;
+    values[it->second] = &value;
   }
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i]) {
