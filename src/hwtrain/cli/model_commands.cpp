@@ -66,9 +66,7 @@ LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
 
 LoadedModel load_model(const std::string& spec, const std::string& out_dir, ConfigOptions options) {
   if (is_hf_model_dir(spec)) return load_hf_model(spec, std::move(options));
-  fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
-  verify_checkpoint(ckpt);
-  require_builtin_model_checkpoint(ckpt);
+  const fs::path ckpt = own_checkpoint(spec, out_dir);
   LoadedModel m;
   m.checkpoint = ckpt;
   m.config = resolve_config(options, ckpt);
@@ -81,14 +79,7 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
     for (const auto& [name, value] : weights) {
       auto* p = params.find(name);
       if (!p) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
-      if (p->sizes() != value.sizes()) {
-        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " +
-                      c10::str(value.sizes()) + ", the model needs " + c10::str(p->sizes()));
-      }
-      if (!torch::isfinite(value).all().item<bool>()) {
-        throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or "
-                      "infinite values (the run diverged before this checkpoint); use an earlier checkpoint");
-      }
+      check_checkpoint_weight(ckpt, name, p->sizes(), value);
       p->copy_(value);
     }
   }
@@ -113,9 +104,7 @@ LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_pt
                       "Hugging Face directory " + a.checkpoint + " in one process");
   }
   LoadedModel m;
-  m.checkpoint = resolve_checkpoint(a.checkpoint, default_checkpoint_dir(a.out));
-  verify_checkpoint(m.checkpoint);
-  require_builtin_model_checkpoint(m.checkpoint);
+  m.checkpoint = own_checkpoint(a.checkpoint, a.out);
   SplitModel s = load_split_model(m.checkpoint, env);
   m.config = std::move(s.config);
   m.plan = std::move(s.plan);

@@ -7,6 +7,7 @@
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
+#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/model/deferred_init.h"
 #include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/sharded_checkpoint.h"
@@ -43,18 +44,30 @@ torch::Tensor own_shard(GPT& model, const fs::path& ckpt, const std::string& nam
   const ShardSpec spec = model->tensor_parallel_spec(name);
   std::vector<int64_t> shape = local.sizes().vec();
   if (spec.sharded()) shape[static_cast<size_t>(spec.dim)] = model->whole_rows(name);
-  if (whole.sizes() != c10::IntArrayRef(shape)) {
-    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " + c10::str(whole.sizes()) +
-                  ", the model needs " + c10::str(shape));
-  }
-  if (!torch::isfinite(whole).all().item<bool>()) {
-    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or infinite values (the run "
-                  "diverged before this checkpoint); use an earlier checkpoint");
-  }
+  check_checkpoint_weight(ckpt, name, shape, whole);
   return spec.sharded() ? shard_of(whole, spec, comm.rank(), comm.size()) : whole;
 }
 
 }  // namespace
+
+fs::path own_checkpoint(const std::string& spec, const std::string& out_dir) {
+  fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
+  verify_checkpoint(ckpt);
+  require_builtin_model_checkpoint(ckpt);
+  return ckpt;
+}
+
+void check_checkpoint_weight(const fs::path& ckpt, const std::string& name, c10::IntArrayRef shape,
+                             const torch::Tensor& value) {
+  if (value.sizes() != shape) {
+    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " + c10::str(value.sizes()) +
+                  ", the model needs " + c10::str(shape));
+  }
+  if (!torch::isfinite(value).all().item<bool>()) {
+    throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or infinite values (the run "
+                  "diverged before this checkpoint); use an earlier checkpoint");
+  }
+}
 
 SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env) {
   SplitModel s;

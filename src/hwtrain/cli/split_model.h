@@ -6,6 +6,7 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
@@ -14,6 +15,13 @@
 #include "hwtrain/run/run_config.h"
 
 namespace hwt::cli {
+
+// What eval and generate load, whole or split: the checkpoint `spec` names (resolved as --resume
+// resolves it, `out_dir` for 'latest'), verified against its COMPLETE marker, holding hwtrain's own model.
+std::filesystem::path own_checkpoint(const std::string& spec, const std::string& out_dir);
+// IoError naming the checkpoint and the tensor unless `value` has `shape` and only finite values.
+void check_checkpoint_weight(const std::filesystem::path& ckpt, const std::string& name, c10::IntArrayRef shape,
+                             const torch::Tensor& value);
 
 struct SplitModel {
   RunConfig config;
