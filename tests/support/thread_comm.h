@@ -101,20 +101,25 @@ class ThreadComm : public TensorParallelComm {
 
 // Runs body(rank) for the ranks of `group` on threads at once; returns each rank's exception
 // message, "" where it threw none. A rank that throws aborts the group, so that the others do not
-// wait for it forever.
-inline std::vector<std::string> run_ranks(ThreadGroup& group, const std::function<void(int rank)>& body) {
+// wait for it forever; `also`: the subgroups the ranks talk over besides, aborted with it.
+inline std::vector<std::string> run_ranks(ThreadGroup& group, const std::function<void(int rank)>& body,
+                                          const std::vector<ThreadGroup*>& also = {}) {
   std::vector<std::string> errors(static_cast<size_t>(group.size()));
   std::vector<std::thread> threads;
+  auto abort_all = [&] {
+    group.abort();
+    for (ThreadGroup* g : also) g->abort();
+  };
   for (int r = 0; r < group.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
         body(r);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
-        group.abort();
+        abort_all();
       } catch (...) {
         errors[static_cast<size_t>(r)] = "a non-standard exception";
-        group.abort();
+        abort_all();
       }
     });
   }

@@ -97,6 +97,15 @@ class GPTImpl : public torch::nn::Module {
   // their keys and values. cache.length + T <= block_size. Tensor parallel: collective, the whole
   // logits on every rank, sequence parallelism off.
   torch::Tensor forward_cached(const torch::Tensor& idx_BT, KVCache& cache);
+  // forward_cached in pieces, for pipeline stages (GptStage::generate), without unit hooks (the
+  // weights are whole or gathered): the token (and position) embeddings of positions pos, pos + 1,
+  // ...; blocks [begin, end) on the positions after cache.length (appending their keys and values;
+  // the caller advances cache.length once all blocks have run); the final norm; the logits of
+  // final-norm outputs (whole, gathered under tensor parallelism).
+  torch::Tensor embed_at(const torch::Tensor& idx_BT, int64_t pos);
+  torch::Tensor blocks_cached(torch::Tensor x_BTC, KVCache& cache, int64_t begin, int64_t end);
+  torch::Tensor norm_of(const torch::Tensor& x_BTC);
+  torch::Tensor logits_of(const torch::Tensor& h_BTC);
 
   void set_attention_kernel(AttentionKernel kernel);
   AttentionKernel attention_kernel() const { return kernel_; }
@@ -162,11 +171,9 @@ class GPTImpl : public torch::nn::Module {
   void init_normal(const torch::Tensor& weight, double std);  // weight.normal_(0, std), or deferred
   void release(torch::nn::Module& module, const std::string& name);  // deferred: its placeholders
   torch::Tensor tensor_parallel_forward(const torch::Tensor& x_BTC);
-  // forward_cached in two: the final norm's output of the new positions, and logits from final-norm
-  // outputs (whole, gathered under tensor parallelism; forward's too); generate takes the last
-  // position's alone.
+  // forward_cached without the head: the final norm's output of the new positions (generate takes
+  // the last position's logits alone).
   torch::Tensor hidden_cached(const torch::Tensor& idx_BT, KVCache& cache);
-  torch::Tensor logits_of(const torch::Tensor& h_BTC);
   torch::Tensor tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);
 
   ModelConfig cfg_;

@@ -16,6 +16,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ class GptStage : public TrainableModel, public PipelineStage {
   // units) are mapped to them, and forward_stage adds the ones a stage needs beyond the GPT's.
   bool supports_unit_hooks() const override { return true; }
   void set_unit_hooks(std::shared_ptr<UnitHooks> hooks) override;
+
+  // Decoding over the stages, with GPT::generate's arguments and result: every rank of the pipeline
+  // (and of each stage's tensor group) calls it with the same ones. Each stage runs its blocks on the
+  // new positions with a KV cache of its own and passes the activations on (each chunk in turn,
+  // tagged by virtual stage as evaluation's are); the last stage samples and every stage gets its
+  // token. The stages run one after another: it is for a model too large for one rank, not speed.
+  torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
+                         std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0, bool use_cache = true);
 
   GPT& gpt() { return gpt_; }
 
