@@ -34,6 +34,7 @@ struct LoadedModel {
   RunConfig config;
   GPT model{nullptr};
   Plan plan;  // device, precision and micro-batch: eval and generate run as the plan says
+  std::shared_ptr<GptStage> stage;  // split over pipeline stages: this rank's (generate runs through it)
 };
 
 // A tokenizer of the model's own beside it: tokenizer.json, or a SentencePiece tokenizer.model alone.
@@ -92,12 +93,13 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
 
 struct GenerateArgs {
   std::string checkpoint = "latest", out, prompt;
-  int64_t tokens = 300, top_k = 40, seed = 1;
+  int64_t tokens = 300, top_k = 40, seed = 1, pipeline = 1;
   double temperature = 0.8, top_p = 1.0;
   bool no_kv_cache = false;
 };
 
-// Launched on several ranks: the checkpoint's model split over all of them (cli/split_model.h).
+// Launched on several ranks: the checkpoint's model split over all of them, in a.pipeline stages of
+// tensor-parallel ranks (cli/split_model.h).
 LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_ptr<ProcessGroup>& group) {
   if (is_hf_model_dir(a.checkpoint)) {
     throw ConfigError("generate on " + std::to_string(env.world_size) + " ranks decodes hwtrain checkpoints; decode the "
@@ -105,13 +107,14 @@ LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_pt
   }
   LoadedModel m;
   m.checkpoint = own_checkpoint(a.checkpoint, a.out);
-  SplitModel s = load_split_model(m.checkpoint, env);
+  SplitModel s = load_split_model(m.checkpoint, env, a.pipeline);
   m.config = std::move(s.config);
   m.plan = std::move(s.plan);
   m.model = s.model;
+  m.stage = s.mesh->stage;
   group = std::move(s.group);
   if (env.rank == 0) {
-    log_info("loaded {} split over {} ranks (tensor parallel)", m.checkpoint.string(), env.world_size);
+    log_info("loaded {} split over {} ranks ({})", m.checkpoint.string(), env.world_size, s.mesh->mesh.describe());
   }
   return m;
 }
@@ -120,6 +123,10 @@ int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
   const DistEnv env = read_dist_env();
   std::shared_ptr<ProcessGroup> group;  // launched on several ranks: every rank decodes, rank 0 prints
+  if (a.pipeline != 1 && !env.distributed()) {
+    throw ConfigError("generate --pipeline " + std::to_string(a.pipeline) + " splits the model over the ranks of a "
+                      "launch (hwtrain launch --nproc-per-node N -- generate ...); one process holds it whole");
+  }
   LoadedModel m = env.distributed() ? load_split(a, env, group) : load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
   if (is_hf_model_dir(m.checkpoint) && !has_own_tokenizer(m.checkpoint)) {
@@ -131,7 +138,9 @@ int run_generate(const GenerateArgs& a) {
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.plan.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
   const auto start = std::chrono::steady_clock::now();
-  auto out = m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, !a.no_kv_cache)[0]
+  const bool cache = !a.no_kv_cache;
+  auto out = (m.stage ? m.stage->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache)
+                      : m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache))[0]
                  .to(torch::kCPU)
                  .to(torch::kInt32);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -142,7 +151,8 @@ int run_generate(const GenerateArgs& a) {
   std::cerr << "generated " << a.tokens << " tokens in " << format_number("%.3f", seconds) << " s ("
             << format_number("%.1f", static_cast<double>(a.tokens) / seconds) << " tokens/s, "
             << (a.no_kv_cache ? "no KV cache" : "KV cache") << ", " << m.plan.device.str()
-            << (group ? ", split over " + std::to_string(env.world_size) + " ranks" : std::string()) << ")\n";
+            << (group ? ", split over " + std::to_string(env.world_size) + " ranks" : std::string())
+            << (m.stage ? " in " + std::to_string(a.pipeline) + " pipeline stages" : std::string()) << ")\n";
   return 0;
 }
 
@@ -207,8 +217,13 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");
   cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--pipeline", a->pipeline,
+                  "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
+                  "many ranks by tensor parallelism (1: tensor parallelism over all N)")
+      ->capture_default_str();
   cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200\n"
-              "  hwtrain launch --nproc-per-node 2 -- generate latest  # the model split over 2 ranks");
+              "  hwtrain launch --nproc-per-node 2 -- generate latest  # the model split over 2 ranks\n"
+              "  hwtrain launch --nproc-per-node 4 -- generate latest --pipeline 2  # 2 stages of 2 ranks");
   return {cmd, [a] { return run_generate(*a); }};
 }
 

@@ -168,30 +168,6 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   return parts;
 }
 
-// Before the group shuts down (collective: every rank calls it), the whole weights to sample from:
-// ZeRO-3 gathers its units in place; a tensor- or pipeline-parallel run joins every rank's shards as
-// a checkpoint joins them into a whole model built on rank 0. Empty: sample the run's own model.
-std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const RunMesh& mesh,
-                                     const HardwareAwareOptimizer& optimizer, TrainableModel& trained, bool rank0) {
-  if (parallel.sharded) parallel.sharded->gather_all();
-  if (!mesh.model_parallel()) return std::nullopt;
-  NamedTensors mine;  // gathered above: the compute copies are whole on every rank
-  for (const auto& item : trained.module().named_parameters()) mine.emplace_back(item.key(), item.value().detach().clone());
-  const NamedTensors whole = trained.whole_tensors(std::move(mine));
-  if (!rank0) return std::nullopt;
-  GPT model = optimizer.build_model();
-  torch::NoGradGuard no_grad;
-  auto params = model->named_parameters();
-  for (const auto& [name, value] : whole) {
-    torch::Tensor* p = params.find(name);
-    TORCH_CHECK(p, "joined weights name '", name, "', which the whole model lacks");
-    assign_parameter(*p, value);  // a deferred model's placeholder takes it
-  }
-  TORCH_CHECK(whole.size() == params.size(), "the joined weights hold ", whole.size(), " of the model's ",
-              params.size(), " parameters");
-  return model;
-}
-
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {
   auto line = [&](const char* what, const ProcessGroupComm* comm) {
     if (!comm) return;

@@ -79,12 +79,6 @@ struct DataParallelParts {
 DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
                                        const DistConfig& dist, const Plan& plan);
 
-// Before the group shuts down (collective: every rank calls it), the whole weights to sample from:
-// ZeRO-3 gathers its units in place; a tensor- or pipeline-parallel run joins every rank's shards as
-// a checkpoint joins them into a whole model built on rank 0. Empty: sample the run's own model.
-std::optional<GPT> weights_to_sample(const DataParallelParts& parallel, const RunMesh& mesh,
-                                     const HardwareAwareOptimizer& optimizer, TrainableModel& trained, bool rank0);
-
 // "tensor parallel: 1204 collectives (18.4 MiB), 0.84 s blocked (7% of the 12 s run)", a line per group.
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds);
 

@@ -6,6 +6,7 @@
 
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/device_mesh.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/model/deferred_init.h"
@@ -38,14 +39,15 @@ void for_each_weight(const fs::path& ckpt, const TakeWeight& take) {
   for (const auto& [name, shape] : reader->parameters()) take(name, reader->whole("model." + name));
 }
 
-// `whole`, checked against what the split model's parameter `name` (this rank's shard) needs, cut.
+// `whole`, checked against what the split model's parameter `name` (this rank's shard) needs, cut
+// (`comm`: the tensor group; null: none, the weight is kept whole).
 torch::Tensor own_shard(GPT& model, const fs::path& ckpt, const std::string& name, const torch::Tensor& local,
-                        const torch::Tensor& whole, const TensorParallelComm& comm) {
-  const ShardSpec spec = model->tensor_parallel_spec(name);
+                        const torch::Tensor& whole, const TensorParallelComm* comm) {
+  const ShardSpec spec = comm ? model->tensor_parallel_spec(name) : ShardSpec{};
   std::vector<int64_t> shape = local.sizes().vec();
   if (spec.sharded()) shape[static_cast<size_t>(spec.dim)] = model->whole_rows(name);
   check_checkpoint_weight(ckpt, name, shape, whole);
-  return spec.sharded() ? shard_of(whole, spec, comm.rank(), comm.size()) : whole;
+  return spec.sharded() ? shard_of(whole, spec, comm->rank(), comm->size()) : whole;
 }
 
 }  // namespace
@@ -69,31 +71,54 @@ void check_checkpoint_weight(const fs::path& ckpt, const std::string& name, c10:
   }
 }
 
-SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env) {
+namespace {
+
+// The (1 data x pipeline x tensor) mesh of `world` ranks, or ConfigError naming --pipeline.
+DeviceMesh split_mesh(const ModelConfig& cfg, int world, int64_t pipeline) {
+  const std::string what = "generate --pipeline " + std::to_string(pipeline) + " on " + std::to_string(world) + " ranks: ";
+  if (pipeline < 1 || world % pipeline != 0) {
+    throw ConfigError(what + "the stages must divide the ranks; valid: a divisor of " + std::to_string(world));
+  }
+  try {
+    DeviceMesh mesh(world, world / pipeline, pipeline);
+    check_mesh_fits_model(mesh, cfg, /*pipeline_chunks=*/1);
+    return mesh;
+  } catch (const ConfigError& e) {
+    throw ConfigError(what + e.what());
+  }
+}
+
+}  // namespace
+
+SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env, int64_t pipeline) {
   SplitModel s;
   s.config = resolve_config({}, ckpt);
   s.config.model.dropout = 0;
-  s.config.dist.tensor_parallel = env.world_size;  // the training run's layout does not apply
-  s.config.dist.pipeline_parallel = 1;
+  const DeviceMesh mesh = split_mesh(s.config.model, env.world_size, pipeline);
+  s.config.dist.tensor_parallel = mesh.tensor_parallel();  // the training run's layout does not apply
+  s.config.dist.pipeline_parallel = mesh.pipeline_parallel();
+  s.config.dist.pipeline_chunks = 1;
   s.config.dist.sharding = Sharding::None;
   PlanContext context;  // the ranks share this machine's cores: threads per rank as for training
   context.local_rank = env.local_rank;
   context.model_parallel = env.world_size;
+  context.pipeline_parallel = mesh.pipeline_parallel();
   context.ranks_per_node = env.local_world_size;
   HardwareAwareOptimizer planner(s.config, context);
   s.plan = planner.plan();
   s.group = std::make_shared<ProcessGroup>(env, s.config.dist, rank_device(env, s.plan.device));
-  auto comm = std::make_shared<ProcessGroupComm>(s.group);
   const ModelConfig& cfg = s.config.model;
   s.model = GPT(cfg, cfg.vocab_size, AttentionKernel::Sdpa, std::make_shared<DeferredInit>());
-  s.model->set_tensor_parallel(comm, /*sequence_parallel=*/false);
+  s.mesh.emplace(join_mesh(mesh, s.group, s.model, /*sequence_parallel=*/false, /*pipeline_chunks=*/1));
   torch::NoGradGuard no_grad;
-  auto params = s.model->named_parameters();
+  auto whole = s.model->named_parameters();  // every name; another stage's weights are empty here
+  auto params = s.mesh->stage ? s.mesh->stage->module().named_parameters() : whole;
   std::set<std::string> filled;
-  for_each_weight(ckpt, [&](const std::string& name, const torch::Tensor& whole) {
+  for_each_weight(ckpt, [&](const std::string& name, const torch::Tensor& value) {
+    if (!whole.find(name)) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
     torch::Tensor* p = params.find(name);
-    if (!p) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
-    assign_parameter(*p, own_shard(s.model, ckpt, name, *p, whole, *comm));
+    if (!p) return;  // another stage's
+    assign_parameter(*p, own_shard(s.model, ckpt, name, *p, value, s.mesh->tensor_comm.get()));
     filled.insert(name);
   });
   for (const auto& item : params) {

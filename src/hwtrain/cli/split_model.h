@@ -1,13 +1,17 @@
 // A checkpoint's model split over the ranks of a launch for decoding (`hwtrain launch
-// --nproc-per-node t -- generate ...`): tensor parallelism over all t ranks, each rank building
-// the model with placeholders (model/deferred_init.h) and keeping only its shard of each weight,
-// read from the checkpoint one whole tensor at a time. No rank holds the whole model, so a model too
-// large for one rank decodes on several (GPT::generate, collectively).
+// --nproc-per-node n -- generate ... [--pipeline p]`): p pipeline stages (the blocks balanced as
+// training cuts them, plan/stage_split.h), each split over n / p ranks by tensor parallelism, each
+// rank building the model with placeholders (model/deferred_init.h) and keeping only its stage's
+// shard of each weight, read from the checkpoint one whole tensor at a time. No rank holds the whole
+// model, so a model too large for one rank decodes on several (GPT::generate or
+// GptStage::generate, collectively).
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "hwtrain/cli/parallel_setup.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/model/gpt.h"
@@ -26,13 +30,15 @@ void check_checkpoint_weight(const std::filesystem::path& ckpt, const std::strin
 struct SplitModel {
   RunConfig config;
   Plan plan;
-  GPT model{nullptr};
-  std::shared_ptr<ProcessGroup> group;  // every rank of the launch; the model's tensor-parallel group
+  GPT model{nullptr};                   // this rank's cut (of its stage's blocks, with stages)
+  std::shared_ptr<ProcessGroup> group;  // every rank of the launch
+  std::optional<RunMesh> mesh;          // the tensor and pipeline groups; mesh->stage: this rank's stage
 };
 
-// `ckpt`: a verified checkpoint of hwtrain's own model. ConfigError when the model cannot be cut
-// over env.world_size ranks (naming the heads or vocabulary); IoError naming a tensor the checkpoint
-// lacks, has in another shape, or holds non-finite values in.
-SplitModel load_split_model(const std::filesystem::path& ckpt, const DistEnv& env);
+// `ckpt`: a verified checkpoint of hwtrain's own model; `pipeline`: the stages (--pipeline).
+// ConfigError naming --pipeline when it does not divide the ranks or exceeds the blocks, or when a
+// stage's ranks cannot cut the model (naming the heads or vocabulary); IoError naming a tensor the
+// checkpoint lacks, has in another shape, or holds non-finite values in.
+SplitModel load_split_model(const std::filesystem::path& ckpt, const DistEnv& env, int64_t pipeline = 1);
 
 }  // namespace hwt::cli

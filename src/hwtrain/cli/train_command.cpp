@@ -38,16 +38,39 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string sample_text(GPT& model, const RunConfig& config, const Tokenizer& tokenizer, torch::Device device) {
-  std::vector<int32_t> prompt = tokenizer.encode(config.train.sample_prompt);
-  if (prompt.empty()) prompt.push_back(tokenizer.eot_id());
+// The run's sample (train.sample_tokens) from the trained model, with the tokenizer it trained with:
+// GPT::generate, or GptStage::generate on a pipeline stage (every rank of the model-parallel group
+// calls it: the model decodes split).
+std::string sample_text(GPT& model, GptStage* stage, const RunConfig& config, const Trainer& trainer,
+                        const ShardedDataset& data, torch::Device device) {
+  std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
+  const Tokenizer* tokenizer = trainer.tokenizer();
+  if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(data, config.data.tokenizer)).get();
+  std::vector<int32_t> prompt = tokenizer->encode(config.train.sample_prompt);
+  if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), torch::kInt64).unsqueeze(0).to(device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config.train.seed));
-  auto out = model->generate(idx, config.train.sample_tokens, config.train.sample_temperature,
-                             config.train.sample_top_k, gen);
+  const TrainConfig& t = config.train;
+  auto out = stage ? stage->generate(idx, t.sample_tokens, t.sample_temperature, t.sample_top_k, gen)
+                   : model->generate(idx, t.sample_tokens, t.sample_temperature, t.sample_top_k, gen);
   auto ids_tensor = out[0].to(torch::kCPU).to(torch::kInt32).contiguous();
   std::vector<int32_t> ids(ids_tensor.data_ptr<int32_t>(), ids_tensor.data_ptr<int32_t>() + ids_tensor.numel());
-  return tokenizer.decode(ids);
+  return tokenizer->decode(ids);
+}
+
+// The sample before the group shuts down: ZeRO-3 gathers its units first (collective). A tensor- or
+// pipeline-parallel model decodes split, every rank of every replica at once, so that no rank holds
+// the whole model. Empty for a whole model: rank 0 decodes it alone, once the others have left.
+std::string split_sample(GPT& model, const RunMesh& mesh, const DataParallelParts& parallel, const RunConfig& config,
+                         const Trainer& trainer, const ShardedDataset& data, torch::Device device) {
+  if (parallel.sharded) parallel.sharded->gather_all();
+  if (!mesh.model_parallel()) return "";
+  std::string text = sample_text(model, mesh.stage.get(), config, trainer, data, device);
+  int64_t held = 0;
+  for (const auto& p : (mesh.stage ? mesh.stage->module() : *model).parameters()) held += p.numel();
+  log_info("sample: decoded with the model split ({}), this rank holding {} of its {} parameters", mesh.mesh.describe(),
+           held, GPTImpl::count_parameters(config.model, config.model.vocab_size, false));
+  return text;
 }
 
 // What observing the run cost it: the callbacks' time on the training thread (metric sinks,
@@ -199,15 +222,6 @@ GPT build_run_model(const HardwareAwareOptimizer& optimizer, const std::string& 
   return model;
 }
 
-// A sample of text from the trained model, with the tokenizer it trained with.
-void log_sample(GPT& model, const RunConfig& config, const Trainer& trainer, const ShardedDataset& data,
-                torch::Device device) {
-  std::unique_ptr<Tokenizer> loaded;  // the trainer has it already unless its files were unreadable
-  const Tokenizer* tokenizer = trainer.tokenizer();
-  if (!tokenizer) tokenizer = (loaded = dataset_tokenizer(data, config.data.tokenizer)).get();
-  log_info("sample:\n{}\n", sample_text(model, config, *tokenizer, device));
-}
-
 // The trainer made ready to fit: the checkpoint restored (its tensors released here, or kept for
 // the shards), the micro-batch probed, data parallelism and the ranks' stop agreement attached.
 DataParallelParts prepare_trainer(Trainer& trainer, std::optional<TrainingCheckpoint>& resumed,
@@ -299,9 +313,10 @@ int run_train(const TrainArgs& a) {
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
-  auto joined = sample ? weights_to_sample(parallel, mesh, optimizer, *trained, rank0) : std::nullopt;
+  std::string text = sample ? split_sample(model, mesh, parallel, config, trainer, *data, optimizer.device()) : "";
   if (group) group->shutdown();
-  if (sample && rank0) log_sample(joined ? *joined : model, config, trainer, *data, optimizer.device());
+  if (sample && rank0 && !mesh.model_parallel()) text = sample_text(model, nullptr, config, trainer, *data, optimizer.device());
+  if (sample && rank0) log_info("sample:\n{}\n", text);
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
   return 0;
 }
