@@ -5,16 +5,19 @@
 # optimizer.safetensors) and from a 2-rank ZeRO-3 checkpoint (each rank reads its own shard file
 # only); the largest resident set of any process (GNU time's %M over `hwtrain launch`, which waits
 # for its ranks).
-# Usage: bench/sharded_resume_bench.sh [build-dir]
+# EXTRA: more settings for every run, e.g. "--set optimization.optimizer_state_dtype=int8".
+# Usage: bench/sharded_resume_bench.sh [build-dir] [EXTRA]
 set -euo pipefail
 BUILD=${1:-build}
+EXTRA=${2:-}
 HW=$(realpath "$BUILD/hwtrain")
 OUT=$(mktemp -d)
 cd "$OUT"
 COMMON="--set model.preset=gpt2 --set model.block_size=256 --set train.micro_batch_size=1 --set train.grad_accum_steps=1
   --set optimization.checkpoint_every=1 --set train.eval_interval=0 --set train.sample_tokens=0 --set train.time_budget=0
-  --set log.report=false --set log.tensorboard=false --set optimization.mixed_precision_dtype=fp32 --set train.device=cpu"
-echo "== sharded resume ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), gpt2 block 256, fp32, $HW"
+  --set log.report=false --set log.tensorboard=false --set optimization.mixed_precision_dtype=fp32 --set train.device=cpu
+  $EXTRA"
+echo "== sharded resume ($(date -u +%F), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')), gpt2 block 256, fp32, $HW ${EXTRA:-}"
 "$HW" train $COMMON --set train.max_steps=2 --set checkpoint.save_final=true --out base > base.log 2>&1 ||
   { tail -5 base.log; exit 1; }
 "$HW" launch --nproc-per-node 2 --master-port 29779 -- train $COMMON --set train.max_steps=2 \

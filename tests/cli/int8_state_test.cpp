@@ -153,5 +153,51 @@ TEST(Int8OptimizerState, SplitModelsTrackOneProcessAndResumeInOne) {
   }
 }
 
+// A one-process checkpoint with 8-bit moments resumes in one process bit for bit (its codes and
+// scales loaded as stored), and on 2 ZeRO-3 ranks each rank reads only its own ranges of the file
+// (the codes of the blocks its segments touch, dequantized), continuing within 1e-3 of the run
+// that was not stopped (its segments' moments quantized again, on other blocks).
+TEST(Int8OptimizerState, AOneProcessCheckpointResumesExactlyAndOnZero3RanksByRange) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string common = kTinyRun +
+                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
+                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
+                             "--set optimization.optimizer_state_dtype=int8 ";
+  const std::string one = "train " + common + "--set train.micro_batch_size=4 --set dist.sharding=none ";
+  auto run = [&](const std::string& args, const std::string& log) {
+    return testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
+  };
+  ASSERT_EQ(run(one + "--set train.max_steps=22 --set checkpoint.save_final=false --out full", "full.log"), 0)
+      << testing::read_text(dir / "full.log");
+  ASSERT_EQ(run(one + "--set train.max_steps=20 --set checkpoint.save_final=true --out cut", "cut.log"), 0)
+      << testing::read_text(dir / "cut.log");
+  const std::string moments = testing::read_text(dir / "cut" / "checkpoints" / "step_00000020" / "optimizer.safetensors");
+  EXPECT_NE(moments.find("\"exp_avg.q8.h.0.mlp.c_fc.weight\""), std::string::npos);  // codes, not fp32
+  std::filesystem::copy(dir / "cut", dir / "cut2", std::filesystem::copy_options::recursive);
+  ASSERT_EQ(run(one + "--set train.max_steps=22 --set checkpoint.save_final=false --resume cut", "resume.log"), 0)
+      << testing::read_text(dir / "resume.log");
+  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port 29834 -- train " + common +
+                    "--set train.micro_batch_size=2 --set dist.sharding=zero3 --set train.max_steps=22 "
+                    "--set checkpoint.save_final=false --resume cut2",
+                "resume2.log"),
+            0)
+      << testing::read_text(dir / "resume2.log");
+  const std::string log2 = testing::read_text(dir / "resume2.log");
+  for (const char* rank : {"[rank 0] ", "[rank 1] "}) {
+    EXPECT_NE(log2.find(std::string(rank) + "read this rank's segments of the one-process checkpoint"), std::string::npos)
+        << log2;
+  }
+  const auto full = testing::step_losses(dir / "full" / "metrics.jsonl");
+  const auto cut = testing::step_losses(dir / "cut" / "metrics.jsonl"), cut2 = testing::step_losses(dir / "cut2" / "metrics.jsonl");
+  ASSERT_EQ(full.size(), 22u);
+  ASSERT_EQ(cut.size(), 22u);
+  ASSERT_EQ(cut2.size(), 22u);
+  for (size_t i = 20; i < 22; ++i) {
+    EXPECT_EQ(cut[i], full[i]) << "step " << i + 1 << " resumed in one process";
+    EXPECT_NEAR(cut2[i], full[i], 1e-3) << "step " << i + 1 << " resumed on 2 ZeRO-3 ranks";
+  }
+}
+
 }  // namespace int8_state_cli
 }  // namespace hwt

@@ -158,7 +158,7 @@ TEST(ShardedCheckpointReader, OverlappingSegmentsAreRefusedBeforeAnyRead) {
 
 // A one-process checkpoint read the same way: a range of a weight or moment reads those bytes only,
 // the loss scaler and RNG state come back in their own dtypes, a damaged file fails the read that
-// touches it; 8-bit moments (or none) are not ranges of the weights: null, read whole instead.
+// touches it; a checkpoint without moments yet: null, read whole instead.
 TEST(ShardedCheckpointReader, AOneProcessCheckpointIsReadRangeByRange) {
   testing::TempDir tmp;
   const torch::Tensor rng = torch::arange(6, torch::kUInt8);
@@ -182,8 +182,53 @@ TEST(ShardedCheckpointReader, AOneProcessCheckpointIsReadRangeByRange) {
   EXPECT_TRUE(torch::equal(others.at("rng.cpu"), rng));
   EXPECT_EQ(others.at("scaler.scale").scalar_type(), torch::kDouble);
 
-  save_safetensors(tmp / "optimizer.safetensors", {{"exp_avg.q8.w", torch::zeros({10}, torch::kUInt8)}});
+  save_safetensors(tmp / "optimizer.safetensors", {{"rng.cpu", rng}});  // no moments yet
   EXPECT_FALSE(ShardedCheckpointReader::open_whole(tmp.path(), false));
+}
+
+// A one-process checkpoint with 8-bit moments (a weight of 3 blocks, and a small one whose moments
+// stay fp32) is read by range too: a range across a block boundary dequantizes those blocks' codes
+// only, and the whole state comes back with the codes and scales as stored (loaded into a new
+// 8-bit AdamW, exactly the saved state). Codes without their scales are named.
+TEST(ShardedCheckpointReader, AOneProcessEightBitCheckpointIsReadByRange) {
+  testing::TempDir tmp;
+  torch::manual_seed(3);
+  AdamWOptions eight_bit;
+  eight_bit.int8_moments = true;
+  const torch::Tensor w = torch::randn({3, 2000}).requires_grad_(true), b = torch::randn({5}).requires_grad_(true);
+  AdamW opt({{"w", w}, {"b", b}}, {}, eight_bit);
+  for (int step = 0; step < 2; ++step) {
+    w.mutable_grad() = torch::randn({3, 2000});
+    b.mutable_grad() = torch::randn({5});
+    opt.step(1e-2);
+  }
+  const NamedTensors state = opt.state();
+  std::map<std::string, torch::Tensor> saved(state.begin(), state.end());
+  ASSERT_TRUE(saved.count("exp_avg.q8.w") && saved.count("exp_avg.b"));
+  save_safetensors(tmp / "model.safetensors", {{"w", w.detach()}, {"b", b.detach()}});
+  NamedTensors file = state;
+  file.emplace_back("rng.cpu", torch::arange(4, torch::kUInt8));
+  save_safetensors(tmp / "optimizer.safetensors", file);
+
+  auto reader = ShardedCheckpointReader::open_whole(tmp.path(), false);
+  ASSERT_TRUE(reader);
+  const torch::Tensor m = dequantize_blockwise({saved.at("exp_avg_sq.q8.w"), saved.at("exp_avg_sq.absmax.w")}, false);
+  EXPECT_TRUE(torch::equal(reader->read("optimizer.exp_avg_sq.w", 2040, 20), m.narrow(0, 2040, 20)));
+  EXPECT_EQ(reader->bytes_read(), 2 * kQuantBlockSize + 2 * 4) << "the codes of the two blocks it touches, and their scales";
+  EXPECT_EQ(reader->other_entries().size(), 1u) << "the RNG state; the scales are read with their codes";
+
+  const NamedTensors back = read_sharded_optimizer_state(*reader);
+  EXPECT_EQ(back.size(), saved.size());
+  const torch::Tensor w2 = w.detach().clone().requires_grad_(true), b2 = b.detach().clone().requires_grad_(true);
+  AdamW fresh({{"w", w2}, {"b", b2}}, {}, eight_bit);
+  fresh.load_state(back);
+  for (const auto& [name, t] : fresh.state()) EXPECT_TRUE(torch::equal(t, saved.at(name))) << name;
+
+  saved.erase("exp_avg.absmax.w");
+  save_safetensors(tmp / "optimizer.safetensors", NamedTensors(saved.begin(), saved.end()));
+  const std::string what = testing::error_of<IoError>([&] { ShardedCheckpointReader::open_whole(tmp.path(), false); });
+  EXPECT_NE(what.find("the 8-bit codes 'exp_avg.q8.w' lack their block scales 'exp_avg.absmax.w'"), std::string::npos)
+      << what;
 }
 
 // A ZeRO-2/3 shard's 8-bit moments (AdamW's codes and block scales of a segment) read back as the

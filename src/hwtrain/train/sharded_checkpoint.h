@@ -41,8 +41,9 @@ NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
 
 class ShardedCheckpointReader;
 // A sharded checkpoint's whole weights, and its whole AdamW state ("exp_avg.<param>",
-// "exp_avg_sq.<param>", "step.<param>"), in the shards' parameter order; with `wanted`, those of the
-// parameters it accepts only (a pipeline stage's).
+// "exp_avg_sq.<param>", "step.<param>"; a one-process checkpoint's 8-bit moments as stored,
+// "exp_avg.q8.<param>" and "exp_avg.absmax.<param>"), in the shards' parameter order; with
+// `wanted`, those of the parameters it accepts only (a pipeline stage's).
 using ParameterFilter = std::function<bool(const std::string& param)>;
 NamedTensors read_sharded_weights(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});
 NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});

@@ -83,9 +83,6 @@ SafetensorsHeader read_header(const fs::path& path, uint64_t size) {
   return parse_safetensors_header(path, size, text);
 }
 
-// What read() returns without rounding: fp32, bf16 and fp16 (a library model's fp64 is read whole).
-bool read_exactly_as_fp32(c10::ScalarType t) { return t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf; }
-
 }  // namespace
 
 ShardedCheckpointReader::ShardedCheckpointReader(fs::path dir, bool verify_on_read)
@@ -151,12 +148,13 @@ void ShardedCheckpointReader::index_shard(int rank) {
   }
 }
 
-// The entry of the block scales beside 8-bit codes `name` of `numel` elements in `file`'s shard,
-// checked: uint8 codes, one fp32 scale per block of kQuantBlockSize.
-size_t ShardedCheckpointReader::scales_of(int file, const std::string& name, int64_t numel) const {
+// The entry of the block scales beside 8-bit codes `name` of `numel` elements in `file`, checked:
+// one fp32 scale per block of kQuantBlockSize (`prefix`: "optimizer." in a shard, none in a
+// one-process optimizer.safetensors).
+size_t ShardedCheckpointReader::scales_of(int file, const std::string& name, int64_t numel, const std::string& prefix) const {
   const auto& entries = files_[static_cast<size_t>(file)].entries;
   const std::string where = (dir_ / file_names_[static_cast<size_t>(file)]).string();
-  const std::string scales = parse_eight_bit_key(name, "optimizer.").scales_key;  // "...absmax.<param>@<offset>"
+  const std::string scales = parse_eight_bit_key(name, prefix).scales_key;  // "...absmax.<param>@<offset>"
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].name != scales) continue;
     const int64_t blocks = (numel + kQuantBlockSize - 1) / kQuantBlockSize;
@@ -175,65 +173,6 @@ void ShardedCheckpointReader::add_file(const std::string& name) {
   if (ec) throw IoError("cannot read the size of " + file.string() + ": " + ec.message());
   files_.push_back(read_header(file, size));
   file_names_.push_back(name);
-}
-
-ShardedCheckpointReader::ShardedCheckpointReader(fs::path dir, bool verify_on_read, bool whole)
-    : dir_(std::move(dir)), verify_on_read_(verify_on_read), world_size_(1), whole_(whole) {}
-
-std::shared_ptr<ShardedCheckpointReader> ShardedCheckpointReader::open_whole(const fs::path& dir, bool verify_on_read) {
-  std::shared_ptr<ShardedCheckpointReader> r(new ShardedCheckpointReader(dir, verify_on_read, true));
-  if (!r->index_whole()) return nullptr;
-  r->check_tiling();
-  return r;
-}
-
-// model.safetensors' entries are the weights; optimizer.safetensors' "exp_avg.", "exp_avg_sq." and
-// "step." entries of a weight, floating-point and of its shape (a scalar step), its AdamW state.
-bool ShardedCheckpointReader::index_whole() {
-  add_file("model.safetensors");
-  for (size_t i = 0; i < files_[0].entries.size(); ++i) {
-    const SafetensorsEntry& e = files_[0].entries[i];
-    if (!read_exactly_as_fp32(e.dtype)) return false;
-    const int64_t n = c10::multiply_integers(e.shape);
-    tensors_["model." + e.name] = Tensor{e.shape, n, {Piece{0, i, 0, n}}};
-    params_.emplace_back(e.name, e.shape);
-  }
-  add_file("optimizer.safetensors");
-  for (size_t i = 0; i < files_[1].entries.size(); ++i) {
-    const SafetensorsEntry& e = files_[1].entries[i];
-    bool state = false;
-    for (const char* kind : kStateKinds) {
-      if (e.name.rfind(kind, 0) != 0) continue;
-      auto weight = tensors_.find("model." + e.name.substr(std::strlen(kind)));
-      const bool scalar = std::string(kind) == "step.";
-      state = weight != tensors_.end() && read_exactly_as_fp32(e.dtype) &&
-              (scalar ? c10::multiply_integers(e.shape) == 1 : e.shape == weight->second.shape);
-      if (state) {
-        const int64_t n = c10::multiply_integers(e.shape);
-        tensors_["optimizer." + e.name] = Tensor{scalar ? std::vector<int64_t>{} : e.shape, n, {Piece{1, i, 0, n}}};
-      }
-    }
-    if (!state) others_.push_back(i);
-  }
-  for (const auto& [name, shape] : params_) {  // every weight's three, else the moments are in another form
-    for (const char* kind : kStateKinds) {
-      if (!tensors_.count(std::string("optimizer.") + kind + name)) return false;
-    }
-  }
-  return true;
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> ShardedCheckpointReader::other_entries() {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  if (!whole_) return out;
-  for (size_t i : others_) {
-    const SafetensorsEntry& e = files_[1].entries[i];
-    const int64_t n = c10::multiply_integers(e.shape);
-    torch::Tensor t = torch::empty({n}, torch::TensorOptions().dtype(e.dtype));
-    read_raw(Piece{1, i, 0, n}, 0, n, t);
-    out.emplace_back(e.name, t.view(e.shape));
-  }
-  return out;
 }
 
 void ShardedCheckpointReader::check_tiling() const {

@@ -17,7 +17,8 @@
 // A moment's segment may be stored in 8 bits (AdamW's "exp_avg.q8.<segment>" codes beside their
 // "exp_avg.absmax.<segment>" block scales): read() dequantizes the blocks a range touches.
 // open_whole reads a one-process checkpoint (model.safetensors, optimizer.safetensors) the same way,
-// each tensor one piece of its file, so that a ZeRO-2/3 rank resuming it reads its own ranges only.
+// each tensor one piece of its file (8-bit moments too), so that a ZeRO-2/3 rank resuming it reads
+// its own ranges only (train/whole_checkpoint_index.cpp).
 // Not thread-safe; one reader per rank.
 #pragma once
 #include <torch/torch.h>
@@ -41,8 +42,9 @@ class ShardedCheckpointReader {
   // not a segment ("<name>@<offset>") or belongs to no tensor, and segments that do not tile a tensor.
   explicit ShardedCheckpointReader(std::filesystem::path dir, bool verify_on_read = false);
   // A one-process checkpoint's weights and AdamW state by the same keys (world_size() 1), or null
-  // when its moments are not fp32 tensors of every weight (8-bit codes, or none yet): read those
-  // whole. IoError for a malformed header.
+  // when its moments are not fp32/bf16/fp16 tensors or 8-bit codes of every weight (none yet, a
+  // library model's fp64): read those whole. IoError for a malformed header, or 8-bit codes without
+  // their block scales.
   static std::shared_ptr<ShardedCheckpointReader> open_whole(const std::filesystem::path& dir, bool verify_on_read);
   bool whole_checkpoint() const { return whole_; }
   // The whole checkpoint's other optimizer.safetensors entries (the loss scaler, RNG states) in
@@ -83,7 +85,8 @@ class ShardedCheckpointReader {
     int q8 = 0;         // 8-bit codes of a moment (1: signed, the first; 2: unsigned, the second), else 0
     size_t absmax = 0;  // their block scales' entry
   };
-  size_t scales_of(int file, const std::string& codes_entry, int64_t numel) const;
+  size_t scales_of(int file, const std::string& codes_entry, int64_t numel,
+                   const std::string& prefix = "optimizer.") const;
   struct Tensor {
     std::vector<int64_t> shape;
     int64_t numel = 0;
@@ -92,7 +95,8 @@ class ShardedCheckpointReader {
 
   ShardedCheckpointReader(std::filesystem::path dir, bool verify_on_read, bool whole);
   void index_shard(int rank);
-  bool index_whole();  // false: the optimizer's moments are not all fp32 tensors of the weights
+  bool index_whole();  // false: the optimizer's moments are not all tensors or 8-bit codes of the weights
+  bool index_whole_eight_bit(size_t entry);  // false: not 8-bit codes of a weight's moment
   void add_file(const std::string& name);
   void read_raw(const Piece& p, int64_t from, int64_t to, torch::Tensor out);
   void check_tiling() const;
