@@ -33,7 +33,7 @@ void expect_same_losses(const std::filesystem::path& run_a, const std::filesyste
 }
 
 int hwtrain(const std::string& args, const std::filesystem::path& cwd, const std::string& log = "/dev/null") {
-  return testing::run_shell("cd '" + cwd.string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
+  return testing::hwtrain_in(cwd, args, log);
 }
 
 const std::string kCommon =
@@ -184,95 +184,6 @@ TEST(ModelParallelRun, AutoLayoutRunsThePlansMeshWithTheLossesOfOneProcess) {
               log.find("1 data x 2 pipeline x 1 tensor") != std::string::npos)
       << log;
   EXPECT_NE(log.find("global batch 3 is not a multiple of dp 2"), std::string::npos) << log;
-}
-
-// What `hwtrain generate` prints from `ckpt` in one process (the first line), with the sampling the
-// split runs below use.
-std::string one_process_text(const testing::TempDir& dir, const std::string& ckpt) {
-  EXPECT_EQ(testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " generate " + ckpt +
-                               " --prompt the --tokens 12 --temperature 0.8 --top-k 40 --seed 7 > " + ckpt +
-                               ".txt 2> " + ckpt + ".err"),
-            0)
-      << testing::read_text(dir / (ckpt + ".err"));
-  const std::string text = testing::read_text(dir / (ckpt + ".txt"));
-  return text.substr(0, text.find('\n'));
-}
-
-const std::string kSampling = "--set train.sample_prompt=the --set train.sample_temperature=0.8 "
-                              "--set train.sample_top_k=40 --set train.seed=7 ";
-
-// Rank 0 alone printed `text` as its sample; `log`: the run's.
-void expect_rank0_sample(const std::string& log, const std::string& text) {
-  const std::string head = "sample:\n[rank 0] ";
-  const size_t at = log.find(head);
-  ASSERT_NE(at, std::string::npos) << log;
-  EXPECT_EQ(log.substr(at + head.size(), text.size()), text) << log;
-  EXPECT_EQ(log.find("[rank 1] sample:"), std::string::npos) << log;
-}
-
-// The sample a TP2 run prints at its end is decoded with the model split (no rank joins it): the
-// text `hwtrain generate` gives from its final checkpoint in one process with the same prompt, seed
-// and sampling. And `generate` launched on 2 ranks decodes with the model split over them: the
-// same text, printed by rank 0 alone.
-TEST(ModelParallelRun, ASplitRunSamplesWithTheModelSplit) {
-  testing::TempDir dir;
-  dir.write("corpus/a.txt", testing::small_corpus());
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29753 -- train " + kCommon +
-                        "--set model.preset=llama-tiny --set train.max_steps=4 --set checkpoint.save_final=true "
-                        "--set train.sample_tokens=12 --set dist.tensor_parallel=2 " + kSampling + "--out tp",
-                    dir.path(), "tp.log"),
-            0)
-      << testing::read_text(dir / "tp.log");
-  const std::string text = one_process_text(dir, "tp");
-  ASSERT_FALSE(text.empty());
-  expect_rank0_sample(testing::read_text(dir / "tp.log"), text);
-
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29830 -- generate tp --prompt the --tokens 12 "
-                    "--temperature 0.8 --top-k 40 --seed 7",
-                    dir.path(), "split.txt"),
-            0)
-      << testing::read_text(dir / "split.txt");
-  const std::string split = testing::read_text(dir / "split.txt");
-  EXPECT_NE(split.find("[rank 0] " + text), std::string::npos) << split;
-  EXPECT_NE(split.find("split over 2 ranks"), std::string::npos) << split;
-  EXPECT_EQ(split.find("[rank 1] " + text), std::string::npos) << split;
-}
-
-// The same over pipeline stages: 2 replicas of 2 GPT-2 stages under ZeRO-3 (the tied embedding on
-// the first and last stage) sample what one process generates from their checkpoint, and so does
-// `generate --pipeline 2` on 4 ranks (2 stages of 2 tensor ranks); --pipeline that does not divide
-// the ranks is refused naming it.
-TEST(ModelParallelRun, APipelineRunSamplesAcrossItsStages) {
-  testing::TempDir dir;
-  dir.write("corpus/a.txt", testing::small_corpus());
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port 29831 -- train " + kCommon +
-                        "--set model.preset=tiny --set model.n_head=4 --set train.max_steps=4 "
-                        "--set checkpoint.save_final=true --set train.sample_tokens=12 --set dist.pipeline_parallel=2 "
-                        "--set dist.sharding=zero3 " + kSampling + "--out pp",
-                    dir.path(), "pp.log"),
-            0)
-      << testing::read_text(dir / "pp.log");
-  const std::string log = testing::read_text(dir / "pp.log");
-  ASSERT_NE(log.find("2 data x 2 pipeline x 1 tensor"), std::string::npos) << log;
-  EXPECT_NE(log.find("[rank 0] sample: decoded with the model split (2 data x 2 pipeline x 1 tensor)"), std::string::npos)
-      << log;
-  const std::string text = one_process_text(dir, "pp");
-  ASSERT_FALSE(text.empty());
-  expect_rank0_sample(log, text);
-
-  ASSERT_EQ(hwtrain("launch --nproc-per-node 4 --master-port 29832 -- generate pp --prompt the --tokens 12 "
-                    "--temperature 0.8 --top-k 40 --seed 7 --pipeline 2",
-                    dir.path(), "split.txt"),
-            0)
-      << testing::read_text(dir / "split.txt");
-  const std::string split = testing::read_text(dir / "split.txt");
-  EXPECT_NE(split.find("[rank 0] " + text), std::string::npos) << split;
-  EXPECT_NE(split.find("split over 4 ranks in 2 pipeline stages"), std::string::npos) << split;
-
-  EXPECT_NE(hwtrain("launch --nproc-per-node 2 --master-port 29833 -- generate pp --pipeline 3", dir.path(), "bad.txt"), 0);
-  EXPECT_NE(testing::read_text(dir / "bad.txt").find("generate --pipeline 3 on 2 ranks: the stages must divide the ranks"),
-            std::string::npos)
-      << testing::read_text(dir / "bad.txt");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TwoReplicas, ::testing::Values("tensor", "pipeline", "pipeline_zero1"),

@@ -21,4 +21,12 @@ inline std::string read_text(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+#ifdef HWTRAIN_BINARY
+// `hwtrain ARGS` (the binary under test) run in `cwd`, its stdout and stderr into `log` (a path
+// relative to cwd).
+inline int hwtrain_in(const std::filesystem::path& cwd, const std::string& args, const std::string& log = "/dev/null") {
+  return run_shell("cd '" + cwd.string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
+}
+#endif
+
 }  // namespace hwt::testing

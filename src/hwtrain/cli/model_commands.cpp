@@ -98,16 +98,17 @@ struct GenerateArgs {
   bool no_kv_cache = false;
 };
 
-// Launched on several ranks: the checkpoint's model split over all of them, in a.pipeline stages of
-// tensor-parallel ranks (cli/split_model.h).
-LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_ptr<ProcessGroup>& group) {
-  if (is_hf_model_dir(a.checkpoint)) {
-    throw ConfigError("generate on " + std::to_string(env.world_size) + " ranks decodes hwtrain checkpoints; decode the "
-                      "Hugging Face directory " + a.checkpoint + " in one process");
+// Launched on several ranks: the checkpoint `spec` names split over all of them, in `pipeline`
+// stages of tensor-parallel ranks (cli/split_model.h). `command`: "generate" or "eval".
+LoadedModel load_split(const std::string& command, const std::string& spec, const std::string& out, int64_t pipeline,
+                       const ConfigOptions& options, const DistEnv& env, std::shared_ptr<ProcessGroup>& group) {
+  if (is_hf_model_dir(spec)) {
+    throw ConfigError(command + " on " + std::to_string(env.world_size) + " ranks splits hwtrain checkpoints; use the "
+                      "Hugging Face directory " + spec + " in one process");
   }
   LoadedModel m;
-  m.checkpoint = own_checkpoint(a.checkpoint, a.out);
-  SplitModel s = load_split_model(m.checkpoint, env, a.pipeline);
+  m.checkpoint = own_checkpoint(spec, out);
+  SplitModel s = load_split_model(m.checkpoint, env, pipeline, options);
   m.config = std::move(s.config);
   m.plan = std::move(s.plan);
   m.model = s.model;
@@ -119,15 +120,20 @@ LoadedModel load_split(const GenerateArgs& a, const DistEnv& env, std::shared_pt
   return m;
 }
 
+// --pipeline splits a model over the ranks of a launch: ConfigError in one process.
+void check_pipeline_launched(const std::string& command, int64_t pipeline, const DistEnv& env) {
+  if (pipeline == 1 || env.distributed()) return;
+  throw ConfigError(command + " --pipeline " + std::to_string(pipeline) + " splits the model over the ranks of a launch "
+                    "(hwtrain launch --nproc-per-node N -- " + command + " ...); one process holds it whole");
+}
+
 int run_generate(const GenerateArgs& a) {
   init_logging(-1, "warn");
   const DistEnv env = read_dist_env();
   std::shared_ptr<ProcessGroup> group;  // launched on several ranks: every rank decodes, rank 0 prints
-  if (a.pipeline != 1 && !env.distributed()) {
-    throw ConfigError("generate --pipeline " + std::to_string(a.pipeline) + " splits the model over the ranks of a "
-                      "launch (hwtrain launch --nproc-per-node N -- generate ...); one process holds it whole");
-  }
-  LoadedModel m = env.distributed() ? load_split(a, env, group) : load_model(a.checkpoint, a.out, {});
+  check_pipeline_launched("generate", a.pipeline, env);
+  LoadedModel m = env.distributed() ? load_split("generate", a.checkpoint, a.out, a.pipeline, {}, env, group)
+                                    : load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
   if (is_hf_model_dir(m.checkpoint) && !has_own_tokenizer(m.checkpoint)) {
     throw DataError(m.checkpoint.string() + " has no tokenizer.json or tokenizer.model to turn the prompt into ids and back");
@@ -159,13 +165,17 @@ int run_generate(const GenerateArgs& a) {
 struct EvalArgs {
   std::string checkpoint = "latest", out;
   ConfigOptions config;
-  int64_t batches = 0;
+  int64_t batches = 0, pipeline = 1;
 };
 
 int run_eval(const EvalArgs& a) {
-  init_logging();
-  LoadedModel m = load_model(a.checkpoint, a.out, a.config);
-  auto data = open_dataset(m.config);
+  const DistEnv env = read_dist_env();
+  init_logging(env.distributed() ? env.rank : -1);
+  check_pipeline_launched("eval", a.pipeline, env);
+  std::shared_ptr<ProcessGroup> group;  // launched on several ranks: the model split, every rank evaluates, rank 0 prints
+  LoadedModel m = env.distributed() ? load_split("eval", a.checkpoint, a.out, a.pipeline, a.config, env, group)
+                                    : load_model(a.checkpoint, a.out, a.config);
+  auto data = open_run_dataset(m.config, group.get());
   if (data->vocab_size() > m.config.model.vocab_size) {
     throw DataError("dataset " + data->path().string() + " has a vocabulary of " + std::to_string(data->vocab_size()) +
                     " but the checkpoint's model has " + std::to_string(m.config.model.vocab_size));
@@ -187,15 +197,19 @@ int run_eval(const EvalArgs& a) {
   for (int64_t i = 0; i < batches; ++i) {
     sampler.next_batch(m.plan.micro_batch_size, x, y);
     AutocastGuard autocast(m.plan.device.type(), autocast_dtype(m.plan.precision));
-    sum += m.model->forward_loss(x.to(m.plan.device), y.to(m.plan.device)).item<double>();
+    const torch::Tensor xd = x.to(m.plan.device), yd = y.to(m.plan.device);
+    sum += (m.stage ? m.stage->forward_loss(xd, yd) : m.model->forward_loss(xd, yd)).item<double>();
   }
+  if (group) group->shutdown();
   const double loss = sum / static_cast<double>(batches);
   if (!std::isfinite(loss)) {
     throw IoError("checkpoint " + m.checkpoint.string() + " gives a non-finite validation loss (" +
                   std::to_string(loss) + ") on " + data->path().string() +
                   ": its weights overflow in this precision or the run diverged; use an earlier checkpoint");
   }
-  std::cout << "val_loss " << loss << " | val_perplexity " << std::exp(loss) << " | batches " << batches << "\n";
+  if (env.rank != 0) return 0;
+  std::cout << "val_loss " << loss << " | val_perplexity " << std::exp(loss) << " | batches " << batches
+            << (group ? " | split over " + std::to_string(env.world_size) + " ranks" : std::string()) << "\n";
   return 0;
 }
 
@@ -233,8 +247,13 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
   cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)");
+  cmd->add_option("--pipeline", a->pipeline,
+                  "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
+                  "many ranks by tensor parallelism (1: tensor parallelism over all N)")
+      ->capture_default_str();
   add_config_options(cmd, a->config);
-  cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/");
+  cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/\n"
+              "  hwtrain launch --nproc-per-node 4 -- eval latest --pipeline 2  # 2 stages of 2 ranks");
   return {cmd, [a] { return run_eval(*a); }};
 }
 

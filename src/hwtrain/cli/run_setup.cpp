@@ -1,5 +1,7 @@
 #include "hwtrain/cli/run_setup.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "hwtrain/core/error.h"
@@ -101,6 +103,14 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
 std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config) {
   fs::path path = resolve_dataset(config.data);
   return std::make_shared<const ShardedDataset>(path);
+}
+
+std::shared_ptr<const ShardedDataset> open_run_dataset(const RunConfig& config, ProcessGroup* group) {
+  if (!group) return open_dataset(config);
+  std::shared_ptr<const ShardedDataset> data;
+  if (group->rank() == 0) data = open_dataset(config);
+  group->share_from_rank0("data_ready", "1", std::chrono::hours(24));
+  return data ? data : open_dataset(config);
 }
 
 }  // namespace hwt::cli

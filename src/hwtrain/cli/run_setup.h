@@ -9,6 +9,7 @@
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/run/run_config.h"
 #include "hwtrain/data/sharded_dataset.h"
+#include "hwtrain/dist/process_group.h"
 
 namespace hwt::cli {
 
@@ -27,5 +28,8 @@ std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpo
 
 // Prepares (or reuses) the dataset and opens it.
 std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config);
+// The same on the ranks of a launch: rank 0 opens the dataset first (it may prepare it, for longer
+// than dist.timeout); the others wait for it, then open the prepared files. `group` null: open_dataset.
+std::shared_ptr<const ShardedDataset> open_run_dataset(const RunConfig& config, ProcessGroup* group);
 
 }  // namespace hwt::cli

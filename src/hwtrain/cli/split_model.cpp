@@ -22,21 +22,30 @@ namespace {
 
 using TakeWeight = std::function<void(const std::string& name, const torch::Tensor& whole)>;
 
-// Each weight of `ckpt`, whole, one at a time: by range reads from a sharded checkpoint or a
-// one-process one with fp32 AdamW state; otherwise (no optimizer state yet, 8-bit moments)
-// model.safetensors is loaded whole first.
-void for_each_weight(const fs::path& ckpt, const TakeWeight& take) {
+// The weights of `ckpt` that `wanted` (given every name) accepts, whole, one at a time: by range
+// reads from a sharded checkpoint or a one-process one with AdamW state (fp32 or 8-bit moments);
+// otherwise (no optimizer state yet, or one the reader cannot index) model.safetensors is loaded
+// whole first.
+void for_each_weight(const fs::path& ckpt, const std::function<bool(const std::string&)>& wanted, const TakeWeight& take) {
   std::shared_ptr<ShardedCheckpointReader> reader;
   if (fs::exists(ckpt / kShardingManifest)) {
     reader = std::make_shared<ShardedCheckpointReader>(ckpt);
   } else if (fs::exists(ckpt / "optimizer.safetensors")) {
-    reader = ShardedCheckpointReader::open_whole(ckpt, /*verify_on_read=*/false);  // verified by the caller
+    try {  // verified by the caller; the weights need none of the optimizer's entries
+      reader = ShardedCheckpointReader::open_whole(ckpt, /*verify_on_read=*/false);
+    } catch (const IoError&) {
+      reader = nullptr;
+    }
   }
   if (!reader) {
-    for (const auto& [name, whole] : read_checkpoint_weights(ckpt)) take(name, whole);
+    for (const auto& [name, whole] : read_checkpoint_weights(ckpt)) {
+      if (wanted(name)) take(name, whole);
+    }
     return;
   }
-  for (const auto& [name, shape] : reader->parameters()) take(name, reader->whole("model." + name));
+  for (const auto& [name, shape] : reader->parameters()) {
+    if (wanted(name)) take(name, reader->whole("model." + name));
+  }
 }
 
 // `whole`, checked against what the split model's parameter `name` (this rank's shard) needs, cut
@@ -75,24 +84,27 @@ namespace {
 
 // The (1 data x pipeline x tensor) mesh of `world` ranks, or ConfigError naming --pipeline.
 DeviceMesh split_mesh(const ModelConfig& cfg, int world, int64_t pipeline) {
-  const std::string what = "generate --pipeline " + std::to_string(pipeline) + " on " + std::to_string(world) + " ranks: ";
+  const std::string what = "--pipeline " + std::to_string(pipeline) + " on " + std::to_string(world) + " ranks: ";
   if (pipeline < 1 || world % pipeline != 0) {
     throw ConfigError(what + "the stages must divide the ranks; valid: a divisor of " + std::to_string(world));
+  }
+  if (pipeline > cfg.n_layer) {
+    throw ConfigError(what + "more stages than the model's " + std::to_string(cfg.n_layer) + " blocks");
   }
   try {
     DeviceMesh mesh(world, world / pipeline, pipeline);
     check_mesh_fits_model(mesh, cfg, /*pipeline_chunks=*/1);
     return mesh;
-  } catch (const ConfigError& e) {
-    throw ConfigError(what + e.what());
+  } catch (const ConfigError& e) {  // the heads or the MLP width do not cut over the stage's ranks
+    throw ConfigError(what + std::to_string(world / pipeline) + " tensor-parallel ranks a stage: " + e.what());
   }
 }
 
 }  // namespace
 
-SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env, int64_t pipeline) {
+SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env, int64_t pipeline, const ConfigOptions& options) {
   SplitModel s;
-  s.config = resolve_config({}, ckpt);
+  s.config = resolve_config(options, ckpt);
   s.config.model.dropout = 0;
   const DeviceMesh mesh = split_mesh(s.config.model, env.world_size, pipeline);
   s.config.dist.tensor_parallel = mesh.tensor_parallel();  // the training run's layout does not apply
@@ -114,10 +126,12 @@ SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env, int64_t pi
   auto whole = s.model->named_parameters();  // every name; another stage's weights are empty here
   auto params = s.mesh->stage ? s.mesh->stage->module().named_parameters() : whole;
   std::set<std::string> filled;
-  for_each_weight(ckpt, [&](const std::string& name, const torch::Tensor& value) {
+  auto mine = [&](const std::string& name) {  // another stage's weights are not read
     if (!whole.find(name)) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
+    return params.find(name) != nullptr;
+  };
+  for_each_weight(ckpt, mine, [&](const std::string& name, const torch::Tensor& value) {
     torch::Tensor* p = params.find(name);
-    if (!p) return;  // another stage's
     assign_parameter(*p, own_shard(s.model, ckpt, name, *p, value, s.mesh->tensor_comm.get()));
     filled.insert(name);
   });

@@ -39,6 +39,8 @@ struct SplitModel {
 // ConfigError naming --pipeline when it does not divide the ranks or exceeds the blocks, or when a
 // stage's ranks cannot cut the model (naming the heads or vocabulary); IoError naming a tensor the
 // checkpoint lacks, has in another shape, or holds non-finite values in.
-SplitModel load_split_model(const std::filesystem::path& ckpt, const DistEnv& env, int64_t pipeline = 1);
+// `options`: eval's --data and --set (the model's shape and the layout stay the checkpoint's and --pipeline's).
+SplitModel load_split_model(const std::filesystem::path& ckpt, const DistEnv& env, int64_t pipeline = 1,
+                            const ConfigOptions& options = {});
 
 }  // namespace hwt::cli

@@ -132,16 +132,6 @@ fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& check
   return group ? fs::path(group->share_from_rank0("run_dir", run_dir.string())) : run_dir;
 }
 
-// Rank 0 opens the dataset first (it may prepare it, for longer than dist.timeout); the others
-// wait for it, then open the prepared files.
-std::shared_ptr<const ShardedDataset> open_run_dataset(const RunConfig& config, ProcessGroup* group) {
-  if (!group) return open_dataset(config);
-  std::shared_ptr<const ShardedDataset> data;
-  if (group->rank() == 0) data = open_dataset(config);
-  group->share_from_rank0("data_ready", "1", std::chrono::hours(24));
-  return data ? data : open_dataset(config);
-}
-
 // config.toml, plan.json and the hardware files of the run directory (rank 0), replacing an old
 // run's outputs first under --overwrite: as late as possible, so a config or data error keeps it.
 void write_run_files(const fs::path& run_dir, const RunConfig& config, const HardwareAwareOptimizer& optimizer,
