@@ -156,7 +156,8 @@ TEST(Int8OptimizerState, SplitModelsTrackOneProcessAndResumeInOne) {
 // A one-process checkpoint with 8-bit moments resumes in one process bit for bit (its codes and
 // scales loaded as stored), and on 2 ZeRO-3 ranks each rank reads only its own ranges of the file
 // (the codes of the blocks its segments touch, dequantized), continuing within 1e-3 of the run
-// that was not stopped (its segments' moments quantized again, on other blocks).
+// that was not stopped (its segments' moments quantized again, on other blocks); on 2 tensor-parallel
+// ranks, which cut the dequantized moments, within 1e-3 too.
 TEST(Int8OptimizerState, AOneProcessCheckpointResumesExactlyAndOnZero3RanksByRange) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
@@ -175,6 +176,7 @@ TEST(Int8OptimizerState, AOneProcessCheckpointResumesExactlyAndOnZero3RanksByRan
   const std::string moments = testing::read_text(dir / "cut" / "checkpoints" / "step_00000020" / "optimizer.safetensors");
   EXPECT_NE(moments.find("\"exp_avg.q8.h.0.mlp.c_fc.weight\""), std::string::npos);  // codes, not fp32
   std::filesystem::copy(dir / "cut", dir / "cut2", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(dir / "cut", dir / "cut3", std::filesystem::copy_options::recursive);
   ASSERT_EQ(run(one + "--set train.max_steps=22 --set checkpoint.save_final=false --resume cut", "resume.log"), 0)
       << testing::read_text(dir / "resume.log");
   ASSERT_EQ(run("launch --nproc-per-node 2 --master-port 29834 -- train " + common +
@@ -188,14 +190,24 @@ TEST(Int8OptimizerState, AOneProcessCheckpointResumesExactlyAndOnZero3RanksByRan
     EXPECT_NE(log2.find(std::string(rank) + "read this rank's segments of the one-process checkpoint"), std::string::npos)
         << log2;
   }
+  // Tensor-parallel ranks cut whole moments: the codes dequantized, each rank quantizing its cuts.
+  ASSERT_EQ(run("launch --nproc-per-node 2 --master-port 29837 -- train " + common +
+                    "--set train.micro_batch_size=4 --set dist.sharding=none --set dist.tensor_parallel=2 "
+                    "--set train.max_steps=22 --set checkpoint.save_final=false --resume cut3",
+                "resume3.log"),
+            0)
+      << testing::read_text(dir / "resume3.log");
   const auto full = testing::step_losses(dir / "full" / "metrics.jsonl");
   const auto cut = testing::step_losses(dir / "cut" / "metrics.jsonl"), cut2 = testing::step_losses(dir / "cut2" / "metrics.jsonl");
+  const auto cut3 = testing::step_losses(dir / "cut3" / "metrics.jsonl");
   ASSERT_EQ(full.size(), 22u);
   ASSERT_EQ(cut.size(), 22u);
   ASSERT_EQ(cut2.size(), 22u);
+  ASSERT_EQ(cut3.size(), 22u);
   for (size_t i = 20; i < 22; ++i) {
     EXPECT_EQ(cut[i], full[i]) << "step " << i + 1 << " resumed in one process";
     EXPECT_NEAR(cut2[i], full[i], 1e-3) << "step " << i + 1 << " resumed on 2 ZeRO-3 ranks";
+    EXPECT_NEAR(cut3[i], full[i], 1e-3) << "step " << i + 1 << " resumed on 2 tensor-parallel ranks";
   }
 }
 

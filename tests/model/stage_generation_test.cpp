@@ -98,7 +98,8 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
     if (t > 1) {
       EXPECT_TRUE(stages[r]->gpt()->tensor_parallel()->sequence_parallel) << "restored after decoding";
     }
-    EXPECT_TRUE(stages[r]->module().is_training()) << "the training mode restored";
+    EXPECT_TRUE(stages[r]->gpt()->is_training()) << "the training mode restored";
+    EXPECT_TRUE(stages[r]->gpt()->h[place_of(r / t, p, v, cfg.n_layer).chunks[0].begin]->is_training()) << "and the blocks'";
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
@@ -208,6 +209,8 @@ TEST(ShardedCheckpointReader, AOneProcessEightBitCheckpointIsReadByRange) {
   save_safetensors(tmp / "model.safetensors", {{"w", w.detach()}, {"b", b.detach()}});
   NamedTensors file = state;
   file.emplace_back("rng.cpu", torch::arange(4, torch::kUInt8));
+  file.emplace_back("exp_avg.q8.ghost", torch::zeros({10}, torch::kUInt8));  // of no weight: other entries, both
+  file.emplace_back("exp_avg.absmax.ghost", torch::ones({1}));
   save_safetensors(tmp / "optimizer.safetensors", file);
 
   auto reader = ShardedCheckpointReader::open_whole(tmp.path(), false);
@@ -215,9 +218,16 @@ TEST(ShardedCheckpointReader, AOneProcessEightBitCheckpointIsReadByRange) {
   const torch::Tensor m = dequantize_blockwise({saved.at("exp_avg_sq.q8.w"), saved.at("exp_avg_sq.absmax.w")}, false);
   EXPECT_TRUE(torch::equal(reader->read("optimizer.exp_avg_sq.w", 2040, 20), m.narrow(0, 2040, 20)));
   EXPECT_EQ(reader->bytes_read(), 2 * kQuantBlockSize + 2 * 4) << "the codes of the two blocks it touches, and their scales";
-  EXPECT_EQ(reader->other_entries().size(), 1u) << "the RNG state; the scales are read with their codes";
+  std::set<std::string> others;
+  for (const auto& [name, t] : reader->other_entries()) others.insert(name);
+  EXPECT_EQ(others, (std::set<std::string>{"rng.cpu", "exp_avg.q8.ghost", "exp_avg.absmax.ghost"}))
+      << "the weights' scales are read with their codes";
 
-  const NamedTensors back = read_sharded_optimizer_state(*reader);
+  const NamedTensors back = read_sharded_optimizer_state(*reader, {}, /*eight_bit_as_stored=*/true);
+  for (const auto& [name, t] : read_sharded_optimizer_state(*reader)) {  // dequantized, for a split model to cut
+    EXPECT_EQ(name.find("q8."), std::string::npos) << name;
+    if (name == "exp_avg_sq.w") EXPECT_TRUE(torch::equal(t.reshape(-1), m)) << name;
+  }
   EXPECT_EQ(back.size(), saved.size());
   const torch::Tensor w2 = w.detach().clone().requires_grad_(true), b2 = b.detach().clone().requires_grad_(true);
   AdamW fresh({{"w", w2}, {"b", b2}}, {}, eight_bit);

@@ -69,7 +69,8 @@ NamedTensors read_checkpoint_optimizer(const fs::path& dir) {
   return state;
 }
 
-NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted) {
+NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted,
+                                          bool eight_bit_as_stored) {
   NamedTensors state;
   for (const auto& [name, shape] : shards.parameters()) {
     if (wanted && !wanted(name)) continue;
@@ -78,7 +79,7 @@ NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const
       // A one-process checkpoint's 8-bit moments as stored: the whole tensor's codes and scales,
       // which AdamW loads as they are (dequantized and quantized again they would not come back exactly).
       const int64_t numel = c10::multiply_integers(shape);
-      if (kind != "step." && shards.whole_checkpoint() && numel > 0) {
+      if (eight_bit_as_stored && kind != "step." && shards.whole_checkpoint() && numel > 0) {
         if (auto q = shards.eight_bit(key, 0, numel)) {
           state.emplace_back(eight_bit_codes_key(kind, name), std::move(q->first));
           state.emplace_back(eight_bit_scales_key(kind, name), std::move(q->second));

@@ -41,11 +41,14 @@ NamedTensors read_checkpoint_optimizer(const std::filesystem::path& dir);
 
 class ShardedCheckpointReader;
 // A sharded checkpoint's whole weights, and its whole AdamW state ("exp_avg.<param>",
-// "exp_avg_sq.<param>", "step.<param>"; a one-process checkpoint's 8-bit moments as stored,
-// "exp_avg.q8.<param>" and "exp_avg.absmax.<param>"), in the shards' parameter order; with
-// `wanted`, those of the parameters it accepts only (a pipeline stage's).
+// "exp_avg_sq.<param>", "step.<param>"), in the shards' parameter order; with `wanted`, those of
+// the parameters it accepts only (a pipeline stage's). `eight_bit_as_stored`: a one-process
+// checkpoint's 8-bit moments as their codes and scales ("exp_avg.q8.<param>",
+// "exp_avg.absmax.<param>"), for an optimizer of whole tensors to load bit for bit; otherwise
+// (a model split over ranks cuts the tensors) dequantized like every other.
 using ParameterFilter = std::function<bool(const std::string& param)>;
 NamedTensors read_sharded_weights(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});
-NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {});
+NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const ParameterFilter& wanted = {},
+                                          bool eight_bit_as_stored = false);
 
 }  // namespace hwt

@@ -139,7 +139,7 @@ void Trainer::load_untaken_resumed_state() {
   NamedTensors state = std::move(r.optimizer);
   if (r.shards) {
     restore_weights(model_->local_tensors(read_sharded_weights(*r.shards, held_by(*model_))));
-    state = read_sharded_optimizer_state(*r.shards, held_by(*model_));
+    state = read_sharded_optimizer_state(*r.shards, held_by(*model_), !model_->model_parallel());
   }
   if (!state.empty()) optimizer_->load_state(model_->local_tensors(std::move(state)));
 }
@@ -289,7 +289,10 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     resumed_ = ResumedState{{}, ckpt.shards};  // read from the shard files by shard_training
     opt.clear();
   } else if (ckpt.shards) {
-    for (auto& entry : read_sharded_optimizer_state(*ckpt.shards, held_by(*model_))) opt.push_back(std::move(entry));
+    // A split model cuts whole tensors: 8-bit moments dequantized; whole tensors load them as stored.
+    for (auto& entry : read_sharded_optimizer_state(*ckpt.shards, held_by(*model_), !model_->model_parallel())) {
+      opt.push_back(std::move(entry));
+    }
   }
   if (!own_segments && sharded_plan) {  // cut to the shards by shard_training
     resumed_ = ResumedState{model_->local_tensors(std::move(opt)), nullptr};

@@ -2,6 +2,7 @@
 // optimizer.safetensors indexed by their headers, each weight and moment one piece of its file, so
 // that a ZeRO-2/3 rank resuming it reads its own ranges only (train/sharded_checkpoint_reader.h).
 #include <cstring>
+#include <vector>
 
 #include "hwtrain/train/blockwise_quant.h"
 #include "hwtrain/train/sharded_checkpoint_reader.h"
@@ -42,7 +43,12 @@ bool ShardedCheckpointReader::index_whole() {
     params_.emplace_back(e.name, e.shape);
   }
   add_file("optimizer.safetensors");
+  std::vector<size_t> scales;  // 8-bit block scales: read with their codes, or other entries if those are
   for (size_t i = 0; i < files_[1].entries.size(); ++i) {
+    if (parse_eight_bit_key(files_[1].entries[i].name).scales) {
+      scales.push_back(i);
+      continue;
+    }
     if (index_whole_eight_bit(i)) continue;
     const SafetensorsEntry& e = files_[1].entries[i];
     bool state = false;
@@ -59,6 +65,12 @@ bool ShardedCheckpointReader::index_whole() {
     }
     if (!state) others_.push_back(i);
   }
+  for (size_t i : scales) {
+    auto moment = tensors_.find("optimizer." + parse_eight_bit_key(files_[1].entries[i].name).moment);
+    const bool read_with_codes = moment != tensors_.end() && moment->second.pieces.front().q8 != 0 &&
+                                 moment->second.pieces.front().absmax == i;
+    if (!read_with_codes) others_.push_back(i);  // codes of no weight of the model: kept as they are
+  }
   for (const auto& [name, shape] : params_) {  // every weight's three, else the moments are in another form
     for (const char* kind : kStateKinds) {
       if (!tensors_.count(std::string("optimizer.") + kind + name)) return false;
@@ -73,7 +85,6 @@ bool ShardedCheckpointReader::index_whole() {
 bool ShardedCheckpointReader::index_whole_eight_bit(size_t entry) {
   const SafetensorsEntry& e = files_[1].entries[entry];
   const EightBitKey q8 = parse_eight_bit_key(e.name);
-  if (q8.scales) return true;
   if (!q8.codes || e.dtype != torch::kUInt8) return false;
   const std::string weight_name = q8.moment.substr(q8.moment.find('.') + 1);  // after "exp_avg." / "exp_avg_sq."
   auto weight = tensors_.find("model." + weight_name);
