@@ -41,6 +41,12 @@ const std::string kTinyRun =
     "--set train.sample_tokens=0 --set train.time_budget=0 --set log.tensorboard=false --set log.gpu_log_interval=0 "
     "--set log.report=false --set train.device=cpu ";
 
+// Short fp32 runs with 8-bit moments, a loss every step and 2 accumulated micro-batches.
+const std::string kInt8Steps = kTinyRun +
+                               "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
+                               "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
+                               "--set optimization.optimizer_state_dtype=int8 ";
+
 TEST(Int8OptimizerState, TracksFp32AdamWOnTheTinyModel) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
@@ -79,18 +85,13 @@ TEST(Int8OptimizerState, TracksFp32AdamWOnTheTinyModel) {
 TEST(Int8OptimizerState, ShardedOverTwoRanksResumesBitForBit) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
-  const std::string common = kTinyRun +
-                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
-                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
-                             "--set optimization.optimizer_state_dtype=int8 --set checkpoint.save_final=true ";
+  const std::string common = kInt8Steps + "--set checkpoint.save_final=true ";
   const std::string one = "train " + common + "--set train.micro_batch_size=4 --set dist.sharding=none ";
   auto two = [&](int port) {
     return "launch --nproc-per-node 2 --master-port " + std::to_string(port) + " -- train " + common +
            "--set train.micro_batch_size=2 --set dist.sharding=zero2 ";
   };
-  auto run = [&](const std::string& args, const std::string& log) {
-    return testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
-  };
+  auto run = [&](const std::string& args, const std::string& log) { return testing::hwtrain_in(dir.path(), args, log); };
   ASSERT_EQ(run(one + "--set train.max_steps=22 --out one", "one.log"), 0);
   ASSERT_EQ(run(two(29791) + "--set train.max_steps=22 --out full", "full.log"), 0) << testing::read_text(dir / "full.log");
   ASSERT_EQ(run(two(29793) + "--set train.max_steps=20 --out cut", "cut.log"), 0) << testing::read_text(dir / "cut.log");
@@ -121,14 +122,8 @@ TEST(Int8OptimizerState, ShardedOverTwoRanksResumesBitForBit) {
 TEST(Int8OptimizerState, SplitModelsTrackOneProcessAndResumeInOne) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
-  const std::string common = kTinyRun +
-                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
-                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
-                             "--set optimization.optimizer_state_dtype=int8 --set dist.sharding=none "
-                             "--set train.micro_batch_size=4 ";
-  auto run = [&](const std::string& args, const std::string& log) {
-    return testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
-  };
+  const std::string common = kInt8Steps + "--set dist.sharding=none --set train.micro_batch_size=4 ";
+  auto run = [&](const std::string& args, const std::string& log) { return testing::hwtrain_in(dir.path(), args, log); };
   const std::string first = common + "--set train.max_steps=20 --set checkpoint.save_final=true ";
   const std::string more = "train " + common + "--set train.max_steps=22 --set checkpoint.save_final=false ";
   ASSERT_EQ(run("train " + first + "--out one", "one.log"), 0) << testing::read_text(dir / "one.log");
@@ -161,14 +156,9 @@ TEST(Int8OptimizerState, SplitModelsTrackOneProcessAndResumeInOne) {
 TEST(Int8OptimizerState, AOneProcessCheckpointResumesExactlyAndOnZero3RanksByRange) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
-  const std::string common = kTinyRun +
-                             "--set train.eval_interval=0 --set train.log_interval=1 --set train.grad_accum_steps=2 "
-                             "--set optimization.mixed_precision_dtype=fp32 --set optimization.intra_op_threads=1 "
-                             "--set optimization.optimizer_state_dtype=int8 ";
+  const std::string common = kInt8Steps;
   const std::string one = "train " + common + "--set train.micro_batch_size=4 --set dist.sharding=none ";
-  auto run = [&](const std::string& args, const std::string& log) {
-    return testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " " + args + " > " + log + " 2>&1");
-  };
+  auto run = [&](const std::string& args, const std::string& log) { return testing::hwtrain_in(dir.path(), args, log); };
   ASSERT_EQ(run(one + "--set train.max_steps=22 --set checkpoint.save_final=false --out full", "full.log"), 0)
       << testing::read_text(dir / "full.log");
   ASSERT_EQ(run(one + "--set train.max_steps=20 --set checkpoint.save_final=true --out cut", "cut.log"), 0)

@@ -16,6 +16,7 @@
 #include "support/shell.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
+#include "cli/model_parallel_args.h"
 
 namespace hwt {
 namespace model_parallel_cli {
@@ -36,12 +37,7 @@ int hwtrain(const std::string& args, const std::filesystem::path& cwd, const std
   return testing::hwtrain_in(cwd, args, log);
 }
 
-const std::string kCommon =
-    "--data corpus --set data.document_separator=% --set data.cache_dir=cache "
-    "--set train.eval_interval=0 --set train.sample_tokens=0 --set train.log_interval=1 "
-    "--set train.time_budget=0 --set optimization.mixed_precision_dtype=fp32 --set train.grad_accum_steps=2 "
-    "--set log.tensorboard=false --set log.gpu_log_interval=0 --set log.report=false "
-    "--set optimization.intra_op_threads=1 --set train.device=cpu --set dist.sharding=none ";
+const std::string kCommon = testing::kModelParallelRun;
 
 // Trains `common` for 20 steps in one process ("one") and launched on `nproc` ranks with `layout`
 // ("split"): the same losses within 1e-5. Then both resume in one process for 4 more steps: the split
