@@ -215,6 +215,18 @@ int run_eval(const EvalArgs& a) {
 
 }  // namespace
 
+namespace {
+
+// generate's and eval's --pipeline.
+void add_pipeline_option(CLI::App* cmd, int64_t& pipeline) {
+  cmd->add_option("--pipeline", pipeline,
+                  "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
+                  "many ranks by tensor parallelism (1: tensor parallelism over all N)")
+      ->capture_default_str();
+}
+
+}  // namespace
+
 Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a checkpoint");
@@ -231,10 +243,7 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");
   cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--pipeline", a->pipeline,
-                  "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
-                  "many ranks by tensor parallelism (1: tensor parallelism over all N)")
-      ->capture_default_str();
+  add_pipeline_option(cmd, a->pipeline);
   cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200\n"
               "  hwtrain launch --nproc-per-node 2 -- generate latest  # the model split over 2 ranks\n"
               "  hwtrain launch --nproc-per-node 4 -- generate latest --pipeline 2  # 2 stages of 2 ranks");
@@ -247,10 +256,7 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
   cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)");
-  cmd->add_option("--pipeline", a->pipeline,
-                  "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
-                  "many ranks by tensor parallelism (1: tensor parallelism over all N)")
-      ->capture_default_str();
+  add_pipeline_option(cmd, a->pipeline);
   add_config_options(cmd, a->config);
   cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/\n"
               "  hwtrain launch --nproc-per-node 4 -- eval latest --pipeline 2  # 2 stages of 2 ranks");

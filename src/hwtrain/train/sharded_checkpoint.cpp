@@ -74,11 +74,11 @@ NamedTensors read_sharded_optimizer_state(ShardedCheckpointReader& shards, const
   NamedTensors state;
   for (const auto& [name, shape] : shards.parameters()) {
     if (wanted && !wanted(name)) continue;
+    const int64_t numel = c10::multiply_integers(shape);
     for (const std::string kind : {"exp_avg.", "exp_avg_sq.", "step."}) {
       const std::string key = "optimizer." + kind + name;
       // A one-process checkpoint's 8-bit moments as stored: the whole tensor's codes and scales,
       // which AdamW loads as they are (dequantized and quantized again they would not come back exactly).
-      const int64_t numel = c10::multiply_integers(shape);
       if (eight_bit_as_stored && kind != "step." && shards.whole_checkpoint() && numel > 0) {
         if (auto q = shards.eight_bit(key, 0, numel)) {
           state.emplace_back(eight_bit_codes_key(kind, name), std::move(q->first));
