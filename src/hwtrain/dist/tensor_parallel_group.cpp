@@ -5,43 +5,81 @@
 namespace hwt {
 
 void ProcessGroupComm::all_reduce_sum(torch::Tensor& t) {
-  const auto start = Clock::now();
   // c10d reduces contiguous tensors in place; a view would be left untouched.
   torch::Tensor buffer = t.is_contiguous() ? t : t.contiguous();
-  group_->wait(group_->all_reduce_sum(buffer), "a tensor-parallel all-reduce");
+  start_all_reduce(buffer)();
   if (!buffer.is_same(t)) t.copy_(buffer);
-  ++stats_.collectives;
-  stats_.bytes += ring_bytes(static_cast<int64_t>(t.nbytes()), 2);
-  stats_.seconds += seconds_since(start);
 }
 
 torch::Tensor ProcessGroupComm::all_gather(const torch::Tensor& t) {
-  const auto start = Clock::now();
-  torch::Tensor input = t.contiguous().view({-1});  // the group gathers flat tensors
-  std::vector<int64_t> shape{group_->world_size()};
-  for (int64_t d : t.sizes()) shape.push_back(d);
-  if (t.numel() == 0) return torch::empty(shape, t.options());
-  torch::Tensor output = torch::empty({group_->world_size() * input.numel()}, input.options());
-  group_->wait(group_->all_gather_into(output, input), "a tensor-parallel all-gather");
-  ++stats_.collectives;
-  stats_.bytes += ring_bytes(static_cast<int64_t>(output.nbytes()), 1);
-  stats_.seconds += seconds_since(start);
-  return output.view(shape);
+  return start_all_gather(t)();
 }
 
 torch::Tensor ProcessGroupComm::reduce_scatter(const torch::Tensor& t) {
-  const auto start = Clock::now();
+  return start_reduce_scatter(t)();
+}
+
+// The waiter of a started collective: the time in it counts as blocked.
+std::function<void()> ProcessGroupComm::waiter(ProcessGroup::WorkPtr work, const char* what) {
+  ++stats_.collectives;
+  return [this, work, what] {
+    const auto start = Clock::now();
+    group_->wait(work, what);
+    stats_.seconds += seconds_since(start);
+  };
+}
+
+std::function<void()> ProcessGroupComm::start_all_reduce(torch::Tensor& t) {
+  TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::all_reduce_sum_async needs a contiguous tensor");
+  stats_.bytes += ring_bytes(static_cast<int64_t>(t.nbytes()), 2);
+  return waiter(group_->all_reduce_sum(t), "a tensor-parallel all-reduce");
+}
+
+std::function<torch::Tensor()> ProcessGroupComm::start_all_gather(const torch::Tensor& t) {
+  torch::Tensor input = t.contiguous().view({-1});  // the group gathers flat tensors
+  std::vector<int64_t> shape{group_->world_size()};
+  for (int64_t d : t.sizes()) shape.push_back(d);
+  if (t.numel() == 0) {
+    torch::Tensor none = torch::empty(shape, t.options());
+    return [none] { return none; };
+  }
+  torch::Tensor output = torch::empty({group_->world_size() * input.numel()}, input.options());
+  stats_.bytes += ring_bytes(static_cast<int64_t>(output.nbytes()), 1);
+  auto wait = waiter(group_->all_gather_into(output, input), "a tensor-parallel all-gather");
+  return [wait, input, output, shape] {
+    wait();
+    return output.view(shape);
+  };
+}
+
+std::function<torch::Tensor()> ProcessGroupComm::start_reduce_scatter(const torch::Tensor& t) {
   TORCH_CHECK(t.dim() >= 1 && t.size(0) % group_->world_size() == 0, "reduce_scatter: ", t.size(0),
               " rows do not divide by the group's ", group_->world_size(), " ranks");
   torch::Tensor input = t.contiguous().view({-1});
   std::vector<int64_t> shape = t.sizes().vec();
   shape[0] /= group_->world_size();
   torch::Tensor output = torch::empty({input.numel() / group_->world_size()}, input.options());
-  group_->wait(group_->reduce_scatter_sum(output, input), "a tensor-parallel reduce-scatter");
-  ++stats_.collectives;
   stats_.bytes += ring_bytes(static_cast<int64_t>(input.nbytes()), 1);
-  stats_.seconds += seconds_since(start);
-  return output.view(shape);
+  auto wait = waiter(group_->reduce_scatter_sum(output, input), "a tensor-parallel reduce-scatter");
+  return [wait, input, output, shape] {
+    wait();
+    return output.view(shape);
+  };
+}
+
+std::function<void()> ProcessGroupComm::all_reduce_sum_async(torch::Tensor& t) {
+  ++stats_.started;
+  return start_all_reduce(t);
+}
+
+std::function<torch::Tensor()> ProcessGroupComm::all_gather_async(const torch::Tensor& t) {
+  ++stats_.started;
+  return start_all_gather(t);
+}
+
+std::function<torch::Tensor()> ProcessGroupComm::reduce_scatter_async(const torch::Tensor& t) {
+  ++stats_.started;
+  return start_reduce_scatter(t);
 }
 
 std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer, int tag) {

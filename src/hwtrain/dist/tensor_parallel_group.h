@@ -2,6 +2,7 @@
 // model's TensorParallelComm (model/tensor_parallel.h). Every operation blocks, bounded by
 // dist.timeout, and a failure names the rank to blame like every other collective.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "hwtrain/dist/process_group.h"
@@ -19,6 +20,10 @@ class ProcessGroupComm : public TensorParallelComm {
   torch::Tensor reduce_scatter(const torch::Tensor& t) override;
   std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override;
   void recv(torch::Tensor& t, int peer, int tag) override;
+  // In the background (c10d's own threads); their waits count as blocked time, the rest is hidden.
+  std::function<void()> all_reduce_sum_async(torch::Tensor& t) override;
+  std::function<torch::Tensor()> all_gather_async(const torch::Tensor& t) override;
+  std::function<torch::Tensor()> reduce_scatter_async(const torch::Tensor& t) override;
   ProcessGroup& group() { return *group_; }
 
   // What the group has carried so far (this rank's view; blocking time includes waiting for peers).
@@ -27,11 +32,16 @@ class ProcessGroupComm : public TensorParallelComm {
   // sequence-parallel gather + scatter pair counts as much as the all-reduce it replaces.
   struct Stats {
     int64_t collectives = 0, sends = 0, bytes = 0;
-    double seconds = 0;  // in all-reduces, all-gathers and receives
+    double seconds = 0;  // in all-reduces, all-gathers and receives (waiting for started ones)
+    int64_t started = 0;  // of the collectives, those run in the background while this rank computed
   };
   const Stats& stats() const { return stats_; }
 
  private:
+  std::function<void()> waiter(ProcessGroup::WorkPtr work, const char* what);
+  std::function<void()> start_all_reduce(torch::Tensor& t);
+  std::function<torch::Tensor()> start_all_gather(const torch::Tensor& t);
+  std::function<torch::Tensor()> start_reduce_scatter(const torch::Tensor& t);
   int64_t ring_bytes(int64_t whole_bytes, int passes) const {
     return passes * whole_bytes * (size() - 1) / size();
   }

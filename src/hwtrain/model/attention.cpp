@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/model/column_parallel.h"
 #include "hwtrain/model/gemm_attention.h"
 
 namespace hwt {
@@ -63,12 +64,13 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const CausalSelfAttentionOption
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "CausalSelfAttention expects (B, T, C), got ", x_BTC.sizes());
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());  // the whole sequence under sequence parallelism
-  const int64_t B = x.size(0), T = x.size(1);
+  // (B, T, 3 C): the whole sequence under sequence parallelism.
+  const torch::Tensor qkv_BT3C = column_parallel(x_BTC, {column_of(c_attn)}, tp_.get())[0];
+  const int64_t B = qkv_BT3C.size(0), T = qkv_BT3C.size(1);
   // This rank's width: all of n_embd, or its heads' share under tensor parallelism.
   const int64_t C = c_attn->weight.size(0) / 3, D = options_.n_embd / options_.n_head, H = C / D;
 
-  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
+  auto qkv = qkv_BT3C.split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   auto k_BHTD = qkv[1].view({B, T, H, D}).transpose(1, 2);
   auto v_BHTD = qkv[2].view({B, T, H, D}).transpose(1, 2);
@@ -82,10 +84,9 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x_BTC) {
 // ranks' outputs summed by c_proj; the whole sequence on every rank (sequence parallelism off).
 torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x_BTC, LayerKV& kv) {
   TORCH_CHECK(!tp_ || !tp_->sequence_parallel, "incremental decoding needs sequence parallelism off");
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
-  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
   const int64_t C = c_attn->weight.size(0) / 3, D = options_.n_embd / options_.n_head, H = C / D;
-  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
+  auto qkv = column_parallel(x_BTC, {column_of(c_attn)}, tp_.get())[0].split(C, /*dim=*/2);
   auto q_BHTD = qkv[0].view({B, T, H, D}).transpose(1, 2);
   kv.append(qkv[1].view({B, T, H, D}).transpose(1, 2), qkv[2].view({B, T, H, D}).transpose(1, 2));
   auto y_BTC = cached_attention(q_BHTD, kv.k_BKLD, kv.v_BKLD).transpose(1, 2).contiguous().view({B, T, C});

@@ -1,6 +1,7 @@
 // One GPT-2 block: pre-LayerNorm attention and MLP, each added to the residual stream.
 #include "hwtrain/model/block.h"
 
+#include "hwtrain/model/column_parallel.h"
 #include "hwtrain/model/linear.h"
 
 namespace hwt {
@@ -24,7 +25,7 @@ MLPImpl::MLPImpl(int64_t n_embd, double dropout, bool bias, bool tanh_gelu) : ta
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x_BTC) {
   // Exact (erf) GELU by default, as nanoGPT's nn.GELU(); GPT-2's own checkpoints use the tanh form.
-  const auto h = torch::gelu(linear(c_fc, tp_enter(x_BTC, tp_.get())), tanh_gelu_ ? "tanh" : "none");
+  const auto h = torch::gelu(column_parallel(x_BTC, {column_of(c_fc)}, tp_.get())[0], tanh_gelu_ ? "tanh" : "none");
   return dropout_(tp_output_linear(c_proj, h, tp_.get()));
 }
 

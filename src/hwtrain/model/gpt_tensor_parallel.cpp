@@ -3,6 +3,7 @@
 #include <string>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/model/column_parallel.h"
 #include "hwtrain/model/gpt.h"
 
 namespace hwt {
@@ -107,12 +108,12 @@ void GPTImpl::sum_sequence_parallel_gradients(const std::vector<std::pair<std::s
 
 torch::Tensor GPTImpl::tensor_parallel_forward(const torch::Tensor& x_BTC) {
   torch::NoGradGuard no_grad;  // the whole logits are for evaluation and sampling only
-  const torch::Tensor local_BTV = torch::linear(tp_enter(x_BTC, tp_.get()), head_weight());
+  const torch::Tensor local_BTV = column_parallel(x_BTC, {{head_weight(), {}}}, tp_.get())[0];
   return whole_of(local_BTV, ShardSpec{2, 1}, vocab_size_, *tp_);
 }
 
 torch::Tensor GPTImpl::tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
-  const torch::Tensor local_BTV = torch::linear(tp_enter(x_BTC, tp_.get()), head_weight());
+  const torch::Tensor local_BTV = column_parallel(x_BTC, {{head_weight(), {}}}, tp_.get())[0];
   return vocab_parallel_cross_entropy(local_BTV.reshape({-1, local_BTV.size(-1)}), targets_BT.reshape({-1}),
                                       vocab_rows_, *tp_);
 }

@@ -10,9 +10,15 @@
 
 namespace hwt {
 
+// x through `weight` and `bias` (undefined for none) exactly as linear(layer, x) below: LibTorch's
+// Linear::forward is torch::nn::functional::linear.
+inline torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (x.is_cuda()) return torch::linear(x, weight, bias);
+  return torch::nn::functional::linear(x, weight, bias);
+}
+
 inline torch::Tensor linear(torch::nn::Linear& layer, const torch::Tensor& x) {
-  if (x.is_cuda()) return torch::linear(x, layer->weight, layer->bias);
-  return layer->forward(x);
+  return linear(x, layer->weight, layer->bias);
 }
 
 }  // namespace hwt

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hwtrain/model/column_parallel.h"
 #include "hwtrain/model/gemm_attention.h"
 #include "hwtrain/model/linear.h"
 
@@ -86,11 +87,12 @@ LlamaAttentionImpl::LlamaAttentionImpl(const ModelConfig& cfg, std::shared_ptr<R
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x_BTC) {
   TORCH_CHECK(x_BTC.dim() == 3, "LlamaAttention expects (B, T, C), got ", x_BTC.sizes());
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());  // the whole sequence under sequence parallelism
-  const int64_t B = x.size(0), T = x.size(1);
-  auto q_BHTD = linear(q_proj, x).view({B, T, n_head_, head_dim_}).transpose(1, 2);
-  auto k_BKTD = linear(k_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
-  auto v_BKTD = linear(v_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  // The whole sequence under sequence parallelism.
+  const auto qkv = column_parallel(x_BTC, {column_of(q_proj), column_of(k_proj), column_of(v_proj)}, tp_.get());
+  const int64_t B = qkv[0].size(0), T = qkv[0].size(1);
+  auto q_BHTD = qkv[0].view({B, T, n_head_, head_dim_}).transpose(1, 2);
+  auto k_BKTD = qkv[1].view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  auto v_BKTD = qkv[2].view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
   const auto [cos_TD, sin_TD] = rotary_->cos_sin(T, x_BTC.device());
   q_BHTD = apply_rotary(q_BHTD, cos_TD, sin_TD);
   k_BKTD = apply_rotary(k_BKTD, cos_TD, sin_TD);
@@ -111,10 +113,10 @@ torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x_BTC, Lay
   const int64_t B = x_BTC.size(0), T = x_BTC.size(1);
   TORCH_CHECK(!tp_ || !tp_->sequence_parallel, "incremental decoding needs sequence parallelism off");
   TORCH_CHECK(pos + T <= block_size_, "LlamaAttention: positions up to ", pos + T, " exceed block_size ", block_size_);
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
-  auto q_BHTD = linear(q_proj, x).view({B, T, n_head_, head_dim_}).transpose(1, 2);
-  auto k_BKTD = linear(k_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
-  auto v_BKTD = linear(v_proj, x).view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  const auto qkv = column_parallel(x_BTC, {column_of(q_proj), column_of(k_proj), column_of(v_proj)}, tp_.get());
+  auto q_BHTD = qkv[0].view({B, T, n_head_, head_dim_}).transpose(1, 2);
+  auto k_BKTD = qkv[1].view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
+  auto v_BKTD = qkv[2].view({B, T, n_kv_head_, head_dim_}).transpose(1, 2);
   const auto [cos_LD, sin_LD] = rotary_->cos_sin(block_size_, x_BTC.device());
   const auto cos_TD = cos_LD.narrow(0, pos, T), sin_TD = sin_LD.narrow(0, pos, T);
   kv.append(apply_rotary(k_BKTD, cos_TD, sin_TD), v_BKTD);
@@ -156,8 +158,8 @@ SwiGLUImpl::SwiGLUImpl(int64_t n_embd, int64_t intermediate, double dropout) {
 }
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x_BTC) {
-  const torch::Tensor x = tp_enter(x_BTC, tp_.get());
-  const torch::Tensor h = torch::silu(linear(gate_proj, x)) * linear(up_proj, x);
+  const auto gate_up = column_parallel(x_BTC, {column_of(gate_proj), column_of(up_proj)}, tp_.get());
+  const torch::Tensor h = torch::silu(gate_up[0]) * gate_up[1];
   return dropout_(tp_output_linear(down_proj, h, tp_.get()));
 }
 

@@ -19,18 +19,6 @@ TensorParallelComm& comm_at(AutogradContext* ctx) {
   return *reinterpret_cast<TensorParallelComm*>(ctx->saved_data["comm"].toInt());
 }
 
-struct CopyToGroup : public torch::autograd::Function<CopyToGroup> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return x.view_as(x);
-  }
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    torch::Tensor g = grads[0].contiguous().clone();
-    comm_at(ctx).all_reduce_sum(g);
-    return {g, torch::Tensor()};
-  }
-};
-
 // Along the sequence (dim 1), through the leading dimension the group's collectives cut.
 torch::Tensor gather_sequence(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
   const torch::Tensor all = comm.all_gather(x_BTC.transpose(0, 1).contiguous());  // (t, T / t, B, C)
@@ -42,16 +30,6 @@ torch::Tensor scatter_sequence(const torch::Tensor& x_BTC, TensorParallelComm& c
               " does not divide by the ", comm.size(), " tensor-parallel ranks");
   return comm.reduce_scatter(x_BTC.transpose(0, 1).contiguous()).transpose(0, 1).contiguous();
 }
-
-struct GatherSequence : public torch::autograd::Function<GatherSequence> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
-    ctx->saved_data["comm"] = comm;
-    return gather_sequence(x, *reinterpret_cast<TensorParallelComm*>(comm));
-  }
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    return {scatter_sequence(grads[0], comm_at(ctx)), torch::Tensor()};
-  }
-};
 
 struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
@@ -121,16 +99,8 @@ void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_paralle
   }
 }
 
-torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm) {
-  return CopyToGroup::apply(x, address_of(comm));
-}
-
 torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm) {
   return ReduceFromGroup::apply(x, address_of(comm));
-}
-
-torch::Tensor sp_gather(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
-  return GatherSequence::apply(x_BTC, address_of(comm));
 }
 
 torch::Tensor sp_scatter(const torch::Tensor& x_BTC, TensorParallelComm& comm) {

@@ -2,14 +2,15 @@
 // layer needs to run on its shard of the weights.
 // - TensorParallelComm: the tensor-parallel group as the model sees it (dist/tensor_parallel_group.h
 //   implements it over a c10d group; the model area does not depend on dist).
-// - tp_copy / tp_reduce: Megatron's conjugate operators f and g. tp_copy is the identity forward and
-//   sums the gradients over the group backward (in front of a column-parallel layer); tp_reduce sums
-//   the partial outputs forward (after a row-parallel layer) and is the identity backward.
+// - Megatron's conjugate operators f and g: f, the identity forward that sums the gradients over the
+//   group backward, sits in front of the column-parallel layers and is part of their autograd
+//   function (model/column_parallel.h, which overlaps it with the weight gradients); tp_reduce (g)
+//   sums the partial outputs forward (after a row-parallel layer) and is the identity backward.
 // - Sequence parallelism (Korthikanti et al. 2022): between the layers each rank keeps only its
-//   slice of the sequence (norms, dropout and the residual stream on T / t positions); sp_gather
-//   (all-gather along T forward, reduce-scatter backward) takes the place of tp_copy and sp_scatter
-//   (reduce-scatter forward, all-gather backward) that of tp_reduce. Same math, 1/t of those
-//   activations, the same communication volume.
+//   slice of the sequence (norms, dropout and the residual stream on T / t positions); the
+//   column-parallel layers all-gather their input along T forward and reduce-scatter its gradient
+//   backward, and sp_scatter (reduce-scatter forward, all-gather backward) takes the place of
+//   tp_reduce. Same math, 1/t of those activations, the same communication volume.
 // - Vocabulary-parallel embedding and cross-entropy: each rank holds a slice of the vocabulary's
 //   rows; the logits stay sliced (each rank's (N, V/t)), the loss comes from the ranks' log-sum-exps
 //   and target logits, never from the whole logits.
@@ -43,6 +44,22 @@ class TensorParallelComm {
   virtual std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) = 0;
   virtual void recv(torch::Tensor& t, int peer, int tag) = 0;
 
+  // The collectives started and finished later: the returned function waits (once) and gives the
+  // result; the tensors must live until then (all_reduce_sum_async: t contiguous, reduced in place).
+  // A group whose collectives cannot run in the background runs them here, at once.
+  virtual std::function<void()> all_reduce_sum_async(torch::Tensor& t) {
+    all_reduce_sum(t);
+    return [] {};
+  }
+  virtual std::function<torch::Tensor()> all_gather_async(const torch::Tensor& t) {
+    torch::Tensor all = all_gather(t);
+    return [all] { return all; };
+  }
+  virtual std::function<torch::Tensor()> reduce_scatter_async(const torch::Tensor& t) {
+    torch::Tensor mine = reduce_scatter(t);
+    return [mine] { return mine; };
+  }
+
   // Whether the layers using this group keep activations cut along the sequence between them
   // (sequence parallelism); set once by GPT::set_tensor_parallel.
   bool sequence_parallel = false;
@@ -52,17 +69,10 @@ class TensorParallelComm {
 // divides model.n_head, the key/value heads and the MLP width.
 void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_parallel);
 
-torch::Tensor tp_copy(const torch::Tensor& x, TensorParallelComm& comm);
 torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm);
-// x (B, T / t, C) -> (B, T, C) and back; T must divide by the group's size.
-torch::Tensor sp_gather(const torch::Tensor& x_BTC, TensorParallelComm& comm);
+// x (B, T, C) -> (B, T / t, C), the ranks' sum cut along the sequence (all-gather backward); T must
+// divide by the group's size.
 torch::Tensor sp_scatter(const torch::Tensor& x_BTC, TensorParallelComm& comm);
-// The input of a column-parallel layer: tp_copy(x) (or sp_gather(x) under sequence parallelism),
-// x itself without a group.
-inline torch::Tensor tp_enter(const torch::Tensor& x, TensorParallelComm* comm) {
-  if (!comm) return x;
-  return comm->sequence_parallel ? sp_gather(x, *comm) : tp_copy(x, *comm);
-}
 // The ranks' partial outputs summed (tp_reduce), or summed and cut along the sequence (sp_scatter).
 inline torch::Tensor tp_exit(const torch::Tensor& x, TensorParallelComm& comm) {
   return comm.sequence_parallel ? sp_scatter(x, comm) : tp_reduce(x, comm);

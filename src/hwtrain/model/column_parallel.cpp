@@ -1,0 +1,132 @@
+#include "hwtrain/model/column_parallel.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <functional>
+
+namespace hwt {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// The sequence (dim 1 of (B, T, C)) as the leading dimension the group's collectives cut, and back.
+torch::Tensor sequence_rows(const torch::Tensor& x_BTC) { return x_BTC.transpose(0, 1).contiguous(); }
+torch::Tensor whole_sequence(const torch::Tensor& all_tTBC) {  // (t, T / t, B, C) -> (B, T, C)
+  return all_tTBC.flatten(0, 1).transpose(0, 1);
+}
+
+// The dtype the layers compute in: autocast's for x's device where it is on, x's own otherwise.
+at::ScalarType compute_dtype(const torch::Tensor& x) {
+  const at::DeviceType device = x.device().type();
+  if (at::autocast::is_autocast_enabled(device)) return at::autocast::get_autocast_dtype(device);
+  return x.scalar_type();
+}
+
+// One layer's output from x_c and w_c in the compute dtype, the bias added as hwt::linear adds it.
+torch::Tensor layer_output(const torch::Tensor& x_c, const torch::Tensor& w_c, const torch::Tensor& bias) {
+  if (x_c.is_cuda()) return torch::linear(x_c, w_c, bias.defined() ? bias.to(x_c.scalar_type()) : bias);
+  torch::Tensor y = x_c.matmul(w_c.t());
+  if (bias.defined()) y += bias;
+  return y;
+}
+
+// Inputs: x, then `params` = the n weights, then the n biases where the layers have them.
+struct ColumnParallelLinears : public torch::autograd::Function<ColumnParallelLinears> {
+  static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x, torch::TensorList params, int64_t n,
+                             int64_t comm_address) {
+    TensorParallelComm& comm = *reinterpret_cast<TensorParallelComm*>(comm_address);
+    const at::ScalarType dtype = compute_dtype(x);
+    const torch::Tensor x_c = x.to(dtype);
+    const torch::Tensor whole_c = comm.sequence_parallel ? whole_sequence(comm.all_gather(sequence_rows(x_c))) : x_c;
+    tensor_list saved{x_c}, outputs;
+    for (int64_t i = 0; i < n; ++i) {
+      const torch::Tensor w_c = params[i].to(dtype);
+      saved.push_back(w_c);
+      outputs.push_back(layer_output(whole_c, w_c, static_cast<int64_t>(params.size()) > n ? params[n + i] : torch::Tensor()));
+    }
+    ctx->save_for_backward(saved);  // x_c: this rank's slice only under sequence parallelism
+    ctx->saved_data["comm"] = comm_address;
+    ctx->saved_data["sequence_parallel"] = comm.sequence_parallel;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    std::vector<int64_t> param_dtypes;
+    for (const torch::Tensor& p : params) param_dtypes.push_back(static_cast<int64_t>(p.scalar_type()));
+    ctx->saved_data["param_dtypes"] = param_dtypes;
+    return outputs;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const tensor_list saved = ctx->get_saved_variables();
+    TensorParallelComm& comm = *reinterpret_cast<TensorParallelComm*>(ctx->saved_data["comm"].toInt());
+    const bool sequence_parallel = ctx->saved_data["sequence_parallel"].toBool();
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const std::vector<int64_t> param_dtypes = ctx->saved_data["param_dtypes"].toIntVector();
+    const torch::Tensor& x_c = saved[0];
+    const size_t n = saved.size() - 1;
+    const bool biased = param_dtypes.size() > n;
+    // The sliced input's all-gather runs while the input's gradient is computed.
+    std::function<torch::Tensor()> gathered;
+    if (sequence_parallel) gathered = comm.all_gather_async(sequence_rows(x_c));
+    std::vector<torch::Tensor> g_NO;  // each output's gradient, (B T, out) in the compute dtype
+    for (size_t i = 0; i < n; ++i) g_NO.push_back(grads[i].to(x_c.scalar_type()).reshape({-1, grads[i].size(-1)}));
+
+    std::function<torch::Tensor()> input_grad = [] { return torch::Tensor(); };
+    if (ctx->needs_input_grad(0)) {
+      torch::Tensor g_BTC;
+      for (size_t i = 0; i < n; ++i) {
+        const torch::Tensor g = g_NO[i].mm(saved[1 + i]).to(x_dtype);
+        g_BTC = g_BTC.defined() ? g_BTC + g : g;
+      }
+      g_BTC = g_BTC.view({grads[0].size(0), grads[0].size(1), -1});
+      if (sequence_parallel) {
+        auto mine = comm.reduce_scatter_async(sequence_rows(g_BTC));  // (T / t, B, C)
+        input_grad = [mine] { return mine().transpose(0, 1).contiguous(); };
+      } else {
+        g_BTC = g_BTC.contiguous();
+        auto reduced = comm.all_reduce_sum_async(g_BTC);
+        input_grad = [reduced, g_BTC] {
+          reduced();
+          return g_BTC;
+        };
+      }
+    }
+    // The weights' and biases' gradients while the input's gradient travels.
+    const torch::Tensor whole_c = sequence_parallel ? whole_sequence(gathered()) : x_c;
+    tensor_list out{torch::Tensor()};
+    const torch::Tensor whole_NC = whole_c.reshape({-1, whole_c.size(-1)});
+    for (size_t i = 0; i < n; ++i) {
+      const bool wanted = ctx->needs_input_grad(1 + i);
+      out.push_back(wanted ? g_NO[i].t().mm(whole_NC).to(static_cast<at::ScalarType>(param_dtypes[i])) : torch::Tensor());
+    }
+    for (size_t i = 0; biased && i < n; ++i) {
+      const bool wanted = ctx->needs_input_grad(1 + n + i);
+      out.push_back(wanted ? g_NO[i].sum(0).to(static_cast<at::ScalarType>(param_dtypes[n + i])) : torch::Tensor());
+    }
+    out[0] = input_grad();
+    out.push_back(torch::Tensor());  // n
+    out.push_back(torch::Tensor());  // the group
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<torch::Tensor> column_parallel(const torch::Tensor& x_BTC, const std::vector<ColumnLinear>& layers,
+                                           TensorParallelComm* comm) {
+  std::vector<torch::Tensor> outputs;
+  if (!comm) {
+    for (const ColumnLinear& l : layers) outputs.push_back(linear(x_BTC, l.weight, l.bias));
+    return outputs;
+  }
+  TORCH_CHECK(x_BTC.dim() == 3, "column_parallel expects (B, T, C), got ", x_BTC.sizes());
+  std::vector<torch::Tensor> params;
+  for (const ColumnLinear& l : layers) params.push_back(l.weight);
+  for (const ColumnLinear& l : layers) {
+    TORCH_CHECK(l.bias.defined() == layers.front().bias.defined(), "column_parallel: every layer has a bias or none does");
+    if (l.bias.defined()) params.push_back(l.bias);
+  }
+  return ColumnParallelLinears::apply(x_BTC, torch::TensorList(params), static_cast<int64_t>(layers.size()),
+                                      reinterpret_cast<int64_t>(comm));
+}
+
+}  // namespace hwt
