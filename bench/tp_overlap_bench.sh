@@ -24,7 +24,7 @@ run() {
     --out "$OUT/$2" > "$OUT/$2.log" 2>&1 || { echo "run $2 failed:" >&2; tail -5 "$OUT/$2.log" >&2; exit 1; }
   local blocked
   blocked=$(sed -n 's/.*tensor parallel: .*; \([0-9.]*\) s blocked in them.*/\1/p' "$OUT/$2.log" | head -1)
-  python3 - "$OUT/$2/metrics.jsonl" "$blocked" <<'PY'
+  python3 - "$OUT/$2/metrics.jsonl" "${blocked:-?}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l]
 tps = sorted(r["tokens_per_second"] for r in rows if r["step"] > 2)

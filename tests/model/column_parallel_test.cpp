@@ -3,7 +3,8 @@
 // cut of the whole layers' (fp32 within 1e-5, and under CPU bf16 autocast within bf16's rounding),
 // with and without sequence parallelism. Also: without a group the layers are hwt::linear bit for
 // bit, and backward starts its collective before the weight gradients' GEMMs and waits after
-// them (the operators seen by a RecordFunction observer, in order).
+// them (the operators seen by a RecordFunction observer, in order), and skips what a frozen input
+// or frozen weights do not need.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -156,20 +157,27 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-std::vector<std::string> backward_events(bool sequence_parallel) {
+// Backward's events on one rank; `x_grad` / `w_grad`: whether the input / the weights are trained
+// (a frozen one must get no gradient).
+std::vector<std::string> backward_events(bool sequence_parallel, bool x_grad = true, bool w_grad = true) {
   ThreadGroup group(1);
   RecordingComm comm(group, 0);
   comm.sequence_parallel = sequence_parallel;
   torch::manual_seed(2);
-  const torch::Tensor x = torch::randn({B, T, C}, torch::requires_grad());
-  const std::vector<ColumnLinear> layers{{torch::randn({6, C}, torch::requires_grad()), {}},
-                                         {torch::randn({4, C}, torch::requires_grad()), {}}};
+  const torch::Tensor x = torch::randn({B, T, C}, torch::requires_grad(x_grad));
+  const std::vector<ColumnLinear> layers{{torch::randn({6, C}, torch::requires_grad(w_grad)), torch::randn({6})},
+                                         {torch::randn({4, C}, torch::requires_grad(w_grad)), torch::randn({4})}};
+  layers[1].bias.requires_grad_();  // one bias trained, one frozen
   const auto outputs = column_parallel(x, layers, &comm);
   const torch::Tensor loss = outputs[0].sum() + outputs[1].sum();
   events().clear();
   const at::CallbackHandle handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_operator));
   loss.backward();
   at::removeCallback(handle);
+  EXPECT_EQ(x.grad().defined(), x_grad);
+  EXPECT_EQ(layers[0].weight.grad().defined(), w_grad);
+  EXPECT_FALSE(layers[0].bias.grad().defined());
+  EXPECT_TRUE(torch::allclose(layers[1].bias.grad(), torch::full({4}, static_cast<double>(B * T))));
   return events();
 }
 
@@ -181,6 +189,18 @@ TEST(ColumnParallel, BackwardStartsItsCollectiveBeforeTheWeightGradientsAndWaits
   // whose reduce-scatter runs while the weights' gradients are.
   EXPECT_EQ(backward_events(true), (std::vector<std::string>{"start all-gather", "mm", "mm", "start reduce-scatter",
                                                              "wait all-gather", "mm", "mm", "wait reduce-scatter"}));
+}
+
+TEST(ColumnParallel, AFrozenInputOrFrozenWeightsSkipTheirGEMMsAndCollectives) {
+  // The input frozen: the weights' GEMMs only, no input gradient to sum (its slice still gathered).
+  EXPECT_EQ(backward_events(false, /*x_grad=*/false), (std::vector<std::string>{"mm", "mm"}));
+  EXPECT_EQ(backward_events(true, /*x_grad=*/false),
+            (std::vector<std::string>{"start all-gather", "wait all-gather", "mm", "mm"}));
+  // The weights frozen: the input's gradient only, and no gather of the kept slice.
+  EXPECT_EQ(backward_events(false, true, /*w_grad=*/false),
+            (std::vector<std::string>{"mm", "mm", "start all-reduce", "wait all-reduce"}));
+  EXPECT_EQ(backward_events(true, true, /*w_grad=*/false),
+            (std::vector<std::string>{"mm", "mm", "start reduce-scatter", "wait reduce-scatter"}));
 }
 
 }  // namespace column_parallel_test

@@ -172,9 +172,9 @@ void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {
   auto line = [&](const char* what, const ProcessGroupComm* comm) {
     if (!comm) return;
     const ProcessGroupComm::Stats& s = comm->stats();
-    log_info("{}: {} collectives ({} of them overlapped with compute) and {} sends ({:.1f} MiB); {:.2f} s blocked in "
-             "them ({:.0f}% of the {:.0f} s run)",
-             what, s.collectives, s.started, s.sends, static_cast<double>(s.bytes) / (1 << 20), s.seconds,
+    const std::string started = s.started > 0 ? " (" + std::to_string(s.started) + " started ahead of compute)" : "";
+    log_info("{}: {} collectives{} and {} sends ({:.1f} MiB); {:.2f} s blocked in them ({:.0f}% of the {:.0f} s run)",
+             what, s.collectives, started, s.sends, static_cast<double>(s.bytes) / (1 << 20), s.seconds,
              run_seconds > 0 ? 100.0 * s.seconds / run_seconds : 0.0, run_seconds);
   };
   line("tensor parallel", mesh.tensor_comm.get());

@@ -4,27 +4,43 @@
 
 namespace hwt {
 
+// The blocking forms: the time from the start to the end counts as blocked.
 void ProcessGroupComm::all_reduce_sum(torch::Tensor& t) {
+  const auto start = Clock::now();
   // c10d reduces contiguous tensors in place; a view would be left untouched.
   torch::Tensor buffer = t.is_contiguous() ? t : t.contiguous();
   start_all_reduce(buffer)();
   if (!buffer.is_same(t)) t.copy_(buffer);
+  stats_.seconds += seconds_since(start);
 }
 
 torch::Tensor ProcessGroupComm::all_gather(const torch::Tensor& t) {
-  return start_all_gather(t)();
+  const auto start = Clock::now();
+  torch::Tensor all = start_all_gather(t)();
+  stats_.seconds += seconds_since(start);
+  return all;
 }
 
 torch::Tensor ProcessGroupComm::reduce_scatter(const torch::Tensor& t) {
-  return start_reduce_scatter(t)();
+  const auto start = Clock::now();
+  torch::Tensor mine = start_reduce_scatter(t)();
+  stats_.seconds += seconds_since(start);
+  return mine;
 }
 
-// The waiter of a started collective: the time in it counts as blocked.
+// The wait of a started collective (blocking: bounded by dist.timeout, naming the rank to blame).
+// It refers to this comm, which outlives every autograd graph using it (the model holds it).
 std::function<void()> ProcessGroupComm::waiter(ProcessGroup::WorkPtr work, const char* what) {
   ++stats_.collectives;
-  return [this, work, what] {
+  return [this, work, what] { group_->wait(work, what); };
+}
+
+// The started forms: only the wait counts as blocked.
+std::function<void()> ProcessGroupComm::timed(std::function<void()> wait) {
+  ++stats_.started;
+  return [this, wait] {
     const auto start = Clock::now();
-    group_->wait(work, what);
+    wait();
     stats_.seconds += seconds_since(start);
   };
 }
@@ -68,18 +84,25 @@ std::function<torch::Tensor()> ProcessGroupComm::start_reduce_scatter(const torc
 }
 
 std::function<void()> ProcessGroupComm::all_reduce_sum_async(torch::Tensor& t) {
-  ++stats_.started;
-  return start_all_reduce(t);
+  return timed(start_all_reduce(t));
 }
 
 std::function<torch::Tensor()> ProcessGroupComm::all_gather_async(const torch::Tensor& t) {
-  ++stats_.started;
-  return start_all_gather(t);
+  auto all = std::make_shared<torch::Tensor>();
+  auto wait = timed([gathered = start_all_gather(t), all] { *all = gathered(); });
+  return [wait, all] {
+    wait();
+    return *all;
+  };
 }
 
 std::function<torch::Tensor()> ProcessGroupComm::reduce_scatter_async(const torch::Tensor& t) {
-  ++stats_.started;
-  return start_reduce_scatter(t);
+  auto mine = std::make_shared<torch::Tensor>();
+  auto wait = timed([scattered = start_reduce_scatter(t), mine] { *mine = scattered(); });
+  return [wait, mine] {
+    wait();
+    return *mine;
+  };
 }
 
 std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer, int tag) {

@@ -1,6 +1,7 @@
 // ProcessGroupComm: a c10d process group (usually a mesh's tensor-parallel subgroup) as the
-// model's TensorParallelComm (model/tensor_parallel.h). Every operation blocks, bounded by
-// dist.timeout, and a failure names the rank to blame like every other collective.
+// model's TensorParallelComm (model/tensor_parallel.h). Every wait is bounded by dist.timeout and a
+// failure names the rank to blame like every other collective; the started (_async) collectives
+// run on c10d's own threads until waited for.
 #pragma once
 #include <functional>
 #include <memory>
@@ -33,12 +34,13 @@ class ProcessGroupComm : public TensorParallelComm {
   struct Stats {
     int64_t collectives = 0, sends = 0, bytes = 0;
     double seconds = 0;  // in all-reduces, all-gathers and receives (waiting for started ones)
-    int64_t started = 0;  // of the collectives, those run in the background while this rank computed
+    int64_t started = 0;  // of the collectives, those started ahead of their wait (the _async forms)
   };
   const Stats& stats() const { return stats_; }
 
  private:
   std::function<void()> waiter(ProcessGroup::WorkPtr work, const char* what);
+  std::function<void()> timed(std::function<void()> wait);
   std::function<void()> start_all_reduce(torch::Tensor& t);
   std::function<torch::Tensor()> start_all_gather(const torch::Tensor& t);
   std::function<torch::Tensor()> start_reduce_scatter(const torch::Tensor& t);

@@ -10,7 +10,8 @@
 //   slice of the sequence (norms, dropout and the residual stream on T / t positions); the
 //   column-parallel layers all-gather their input along T forward and reduce-scatter its gradient
 //   backward, and sp_scatter (reduce-scatter forward, all-gather backward) takes the place of
-//   tp_reduce. Same math, 1/t of those activations, the same communication volume.
+//   tp_reduce. Same math, 1/t of those activations; the column-parallel layers' backward gathers
+//   their kept input slice once more (model/column_parallel.h).
 // - Vocabulary-parallel embedding and cross-entropy: each rank holds a slice of the vocabulary's
 //   rows; the logits stay sliced (each rank's (N, V/t)), the loss comes from the ranks' log-sum-exps
 //   and target logits, never from the whole logits.
@@ -48,6 +49,7 @@ class TensorParallelComm {
   // result; the tensors must live until then (all_reduce_sum_async: t contiguous, reduced in place).
   // A group whose collectives cannot run in the background runs them here, at once.
   virtual std::function<void()> all_reduce_sum_async(torch::Tensor& t) {
+    TORCH_CHECK(t.is_contiguous(), "all_reduce_sum_async needs a contiguous tensor");
     all_reduce_sum(t);
     return [] {};
   }
@@ -80,7 +82,8 @@ inline torch::Tensor tp_exit(const torch::Tensor& x, TensorParallelComm& comm) {
 // A row-parallel linear layer (its weight cut along the input dimension): the ranks' partial
 // products summed (tp_exit), then the bias, which every rank holds whole and adds once.
 torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm);
-// A block's output layer: row_parallel_linear under a group, linear(layer, x) without (tp_enter's pair).
+// A block's output layer: row_parallel_linear under a group, linear(layer, x) without (the pair of
+// column_parallel, model/column_parallel.h).
 inline torch::Tensor tp_output_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm* comm) {
   return comm ? row_parallel_linear(layer, x, *comm) : linear(layer, x);
 }
