@@ -36,19 +36,25 @@ std::function<void()> ProcessGroupComm::waiter(ProcessGroup::WorkPtr work, const
 }
 
 // The started forms: only the wait counts as blocked.
-std::function<void()> ProcessGroupComm::timed(std::function<void()> wait) {
+std::function<torch::Tensor()> ProcessGroupComm::timed(std::function<torch::Tensor()> wait) {
   ++stats_.started;
   return [this, wait] {
     const auto start = Clock::now();
-    wait();
+    torch::Tensor result = wait();
     stats_.seconds += seconds_since(start);
+    return result;
   };
 }
 
-std::function<void()> ProcessGroupComm::start_all_reduce(torch::Tensor& t) {
+// Its wait gives t, reduced in place.
+std::function<torch::Tensor()> ProcessGroupComm::start_all_reduce(torch::Tensor& t) {
   TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::all_reduce_sum_async needs a contiguous tensor");
   stats_.bytes += ring_bytes(static_cast<int64_t>(t.nbytes()), 2);
-  return waiter(group_->all_reduce_sum(t), "a tensor-parallel all-reduce");
+  auto wait = waiter(group_->all_reduce_sum(t), "a tensor-parallel all-reduce");
+  return [wait, t] {
+    wait();
+    return t;
+  };
 }
 
 std::function<torch::Tensor()> ProcessGroupComm::start_all_gather(const torch::Tensor& t) {
@@ -84,25 +90,15 @@ std::function<torch::Tensor()> ProcessGroupComm::start_reduce_scatter(const torc
 }
 
 std::function<void()> ProcessGroupComm::all_reduce_sum_async(torch::Tensor& t) {
-  return timed(start_all_reduce(t));
+  return timed(start_all_reduce(t));  // the reduced t, dropped: the caller holds it
 }
 
 std::function<torch::Tensor()> ProcessGroupComm::all_gather_async(const torch::Tensor& t) {
-  auto all = std::make_shared<torch::Tensor>();
-  auto wait = timed([gathered = start_all_gather(t), all] { *all = gathered(); });
-  return [wait, all] {
-    wait();
-    return *all;
-  };
+  return timed(start_all_gather(t));
 }
 
 std::function<torch::Tensor()> ProcessGroupComm::reduce_scatter_async(const torch::Tensor& t) {
-  auto mine = std::make_shared<torch::Tensor>();
-  auto wait = timed([scattered = start_reduce_scatter(t), mine] { *mine = scattered(); });
-  return [wait, mine] {
-    wait();
-    return *mine;
-  };
+  return timed(start_reduce_scatter(t));
 }
 
 std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer, int tag) {

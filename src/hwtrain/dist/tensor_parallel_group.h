@@ -40,8 +40,8 @@ class ProcessGroupComm : public TensorParallelComm {
 
  private:
   std::function<void()> waiter(ProcessGroup::WorkPtr work, const char* what);
-  std::function<void()> timed(std::function<void()> wait);
-  std::function<void()> start_all_reduce(torch::Tensor& t);
+  std::function<torch::Tensor()> timed(std::function<torch::Tensor()> wait);
+  std::function<torch::Tensor()> start_all_reduce(torch::Tensor& t);
   std::function<torch::Tensor()> start_all_gather(const torch::Tensor& t);
   std::function<torch::Tensor()> start_reduce_scatter(const torch::Tensor& t);
   int64_t ring_bytes(int64_t whole_bytes, int passes) const {

@@ -11,12 +11,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The sequence (dim 1 of (B, T, C)) as the leading dimension the group's collectives cut, and back.
-torch::Tensor sequence_rows(const torch::Tensor& x_BTC) { return x_BTC.transpose(0, 1).contiguous(); }
-torch::Tensor whole_sequence(const torch::Tensor& all_tTBC) {  // (t, T / t, B, C) -> (B, T, C)
-  return all_tTBC.flatten(0, 1).transpose(0, 1);
-}
-
 // The casts autocast makes for x's device where it is on (weights through its cache, as the
 // unfused layers' casts went: a decoding step does not cast them again), none otherwise.
 struct AutocastCast {
@@ -70,8 +64,8 @@ class StartedCollective {
 // Inputs: x, then `params` = the n weights, then the n biases where the layers have them.
 struct ColumnParallelLinears : public torch::autograd::Function<ColumnParallelLinears> {
   static tensor_list forward(AutogradContext* ctx, const torch::Tensor& x, torch::TensorList params, int64_t n,
-                             int64_t comm_address) {
-    TensorParallelComm& comm = *reinterpret_cast<TensorParallelComm*>(comm_address);
+                             int64_t address) {
+    TensorParallelComm& comm = comm_at(address);
     const AutocastCast cast(x);
     const torch::Tensor x_c = cast(x);
     // Under sequence parallelism this rank's slice is kept, in the rows the group gathers.
@@ -84,7 +78,7 @@ struct ColumnParallelLinears : public torch::autograd::Function<ColumnParallelLi
       outputs.push_back(layer_output(whole_c, w_c, static_cast<int64_t>(params.size()) > n ? params[n + i] : torch::Tensor()));
     }
     ctx->save_for_backward(saved);
-    ctx->saved_data["comm"] = comm_address;
+    ctx->saved_data["comm"] = address;
     ctx->saved_data["sequence_parallel"] = comm.sequence_parallel;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     std::vector<int64_t> param_dtypes;
@@ -95,7 +89,7 @@ struct ColumnParallelLinears : public torch::autograd::Function<ColumnParallelLi
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const tensor_list saved = ctx->get_saved_variables();
-    TensorParallelComm& comm = *reinterpret_cast<TensorParallelComm*>(ctx->saved_data["comm"].toInt());
+    TensorParallelComm& comm = comm_at(ctx->saved_data["comm"].toInt());
     const bool sequence_parallel = ctx->saved_data["sequence_parallel"].toBool();
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const std::vector<int64_t> param_dtypes = ctx->saved_data["param_dtypes"].toIntVector();
@@ -169,7 +163,7 @@ std::vector<torch::Tensor> column_parallel(const torch::Tensor& x_BTC, const std
     if (l.bias.defined()) params.push_back(l.bias);
   }
   return ColumnParallelLinears::apply(x_BTC, torch::TensorList(params), static_cast<int64_t>(layers.size()),
-                                      reinterpret_cast<int64_t>(comm));
+                                      comm_address(*comm));
 }
 
 }  // namespace hwt

@@ -12,39 +12,33 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// The group travels through the autograd context as an address: it outlives every graph built
-// with it (the model holds it).
-int64_t address_of(TensorParallelComm& comm) { return reinterpret_cast<int64_t>(&comm); }
-TensorParallelComm& comm_at(AutogradContext* ctx) {
-  return *reinterpret_cast<TensorParallelComm*>(ctx->saved_data["comm"].toInt());
-}
+TensorParallelComm& comm_in(AutogradContext* ctx) { return comm_at(ctx->saved_data["comm"].toInt()); }
 
 // Along the sequence (dim 1), through the leading dimension the group's collectives cut.
 torch::Tensor gather_sequence(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
-  const torch::Tensor all = comm.all_gather(x_BTC.transpose(0, 1).contiguous());  // (t, T / t, B, C)
-  return all.flatten(0, 1).transpose(0, 1).contiguous();
+  return whole_sequence(comm.all_gather(sequence_rows(x_BTC))).contiguous();
 }
 
 torch::Tensor scatter_sequence(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
   TORCH_CHECK(x_BTC.size(1) % comm.size() == 0, "sequence parallelism: the sequence length ", x_BTC.size(1),
               " does not divide by the ", comm.size(), " tensor-parallel ranks");
-  return comm.reduce_scatter(x_BTC.transpose(0, 1).contiguous()).transpose(0, 1).contiguous();
+  return comm.reduce_scatter(sequence_rows(x_BTC)).transpose(0, 1).contiguous();
 }
 
 struct ScatterSequence : public torch::autograd::Function<ScatterSequence> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return scatter_sequence(x, *reinterpret_cast<TensorParallelComm*>(comm));
+    return scatter_sequence(x, comm_at(comm));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    return {gather_sequence(grads[0], comm_at(ctx)), torch::Tensor()};
+    return {gather_sequence(grads[0], comm_in(ctx)), torch::Tensor()};
   }
 };
 
 struct ReduceFromGroup : public torch::autograd::Function<ReduceFromGroup> {
   static torch::Tensor forward(AutogradContext*, const torch::Tensor& x, int64_t comm) {
     torch::Tensor y = x.contiguous().clone();
-    reinterpret_cast<TensorParallelComm*>(comm)->all_reduce_sum(y);
+    comm_at(comm).all_reduce_sum(y);
     return y;
   }
   static tensor_list backward(AutogradContext*, tensor_list grads) { return {grads[0], torch::Tensor()}; }
@@ -55,9 +49,9 @@ struct ReduceFromGroup : public torch::autograd::Function<ReduceFromGroup> {
 // rank's columns, each row weighted by grad / count of counted rows.
 struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits_NV, const torch::Tensor& targets_N,
-                               int64_t start, int64_t comm_address) {
+                               int64_t start, int64_t address) {
     torch::NoGradGuard no_grad;
-    TensorParallelComm& comm = *reinterpret_cast<TensorParallelComm*>(comm_address);
+    TensorParallelComm& comm = comm_at(address);
     const int64_t V_local = logits_NV.size(1);
     const torch::Tensor lse_N = comm.all_gather(logits_NV.logsumexp(1)).logsumexp(0);
     const torch::Tensor counted_N = targets_N != -1;
@@ -84,6 +78,12 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 
 }  // namespace
 
+int64_t comm_address(TensorParallelComm& comm) { return reinterpret_cast<int64_t>(&comm); }
+TensorParallelComm& comm_at(int64_t address) { return *reinterpret_cast<TensorParallelComm*>(address); }
+
+torch::Tensor sequence_rows(const torch::Tensor& x_BTC) { return x_BTC.transpose(0, 1).contiguous(); }
+torch::Tensor whole_sequence(const torch::Tensor& all_tTBC) { return all_tTBC.flatten(0, 1).transpose(0, 1); }
+
 void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_parallel) {
   struct Cut {
     int64_t value;
@@ -100,11 +100,11 @@ void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_paralle
 }
 
 torch::Tensor tp_reduce(const torch::Tensor& x, TensorParallelComm& comm) {
-  return ReduceFromGroup::apply(x, address_of(comm));
+  return ReduceFromGroup::apply(x, comm_address(comm));
 }
 
 torch::Tensor sp_scatter(const torch::Tensor& x_BTC, TensorParallelComm& comm) {
-  return ScatterSequence::apply(x_BTC, address_of(comm));
+  return ScatterSequence::apply(x_BTC, comm_address(comm));
 }
 
 torch::Tensor row_parallel_linear(torch::nn::Linear& layer, const torch::Tensor& x, TensorParallelComm& comm) {
@@ -163,7 +163,7 @@ torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Te
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N,
                                            RowRange range, TensorParallelComm& comm) {
-  return VocabParallelCrossEntropy::apply(logits_NV.to(torch::kFloat), targets_N, range.start, address_of(comm));
+  return VocabParallelCrossEntropy::apply(logits_NV.to(torch::kFloat), targets_N, range.start, comm_address(comm));
 }
 
 }  // namespace hwt

@@ -67,6 +67,16 @@ class TensorParallelComm {
   bool sequence_parallel = false;
 };
 
+// For the tensor-parallel layers' autograd functions (here and model/column_parallel.cpp): the group
+// travels through an autograd context as an address (it outlives every graph built with it: the
+// model holds it), and the sequence goes through the group's collectives as their leading dimension.
+int64_t comm_address(TensorParallelComm& comm);
+TensorParallelComm& comm_at(int64_t address);
+// x (B, T, C) -> (T, B, C), contiguous: the rows the collectives cut.
+torch::Tensor sequence_rows(const torch::Tensor& x_BTC);
+// The ranks' gathered rows (t, T / t, B, C) -> (B, T, C), a view.
+torch::Tensor whole_sequence(const torch::Tensor& all_tTBC);
+
 // ConfigError, one line naming dist.tensor_parallel and the valid values, unless `tensor_parallel`
 // divides model.n_head, the key/value heads and the MLP width.
 void check_tensor_parallel_fits(const ModelConfig& model, int64_t tensor_parallel);
