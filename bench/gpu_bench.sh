@@ -6,6 +6,7 @@
 # matmul rate measured on this GPU (an 8192^3 product), FLOPs per token = 6N + 12*L*C*T.
 # Usage: bench/gpu_bench.sh BUILD_DIR OUT_DIR [MODEL...]   (MODEL: gpt2 (124M), gpt2-medium (350M),
 #   llama-150m (the Llama block at GPT-2 124M's shape))
+# GPU_BENCH_GRAPHS=0 leaves out the hwtrain + cuda_graphs row.
 # GPU_BENCH_PYTORCH picks the PyTorch rows (unset: eager-fp32 eager-bf16-fused compile-bf16-fused; empty: none).
 set -uo pipefail
 BUILD=${1:?build dir}
@@ -122,7 +123,10 @@ for model in "${MODELS[@]}"; do
 t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEAK, t/$hw_tps))" | tee -a "$TABLE"
   }
   row "hwtrain (plan)" "$hw_tps" "$(python3 -c "print($med*1000)")"
-  # The same run with the step replayed from a CUDA graph (optimization.cuda_graphs).
+  # The same run with the step replayed from a CUDA graph (optimization.cuda_graphs); GPU_BENCH_GRAPHS=0 skips it.
+  if [ "${GPU_BENCH_GRAPHS:-1}" = 0 ]; then
+    echo "  last loss: plan $last" | tee -a "$TABLE"
+  else
   read -r grc gmb _ gmed glast <<< "$(hwtrain_run "$model" graphs --set optimization.cuda_graphs=true)"
   if [ "$grc" = 0 ] && [ "$gmed" != nan ] && [ "$gmb" = "$mb" ]; then
     row "hwtrain + cuda_graphs" "$(python3 -c "print(round($mb*${accum:-1}*$BLOCK/$gmed))")" "$(python3 -c "print($gmed*1000)")"
@@ -130,6 +134,7 @@ t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEA
   else
     echo "hwtrain + cuda_graphs: exit $grc, micro-batch $gmb (see hwtrain-$model-graphs.log)" | tee -a "$TABLE"
     tail -3 "$OUT/hwtrain-$model-graphs.log"
+  fi
   fi
   memory_row "$model" | tee -a "$TABLE"
   for spec in "eager-fp32|--dtype fp32" "eager-bf16-fused|--dtype bf16 --fused" \

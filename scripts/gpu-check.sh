@@ -118,7 +118,7 @@ run_all_tests() {
   local only=()
   [ -n "${GPU_CHECK_TEST_REGEX:-}" ] && only=(-R "$GPU_CHECK_TEST_REGEX")  # a subset, e.g. to re-check failures
   (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure "${only[@]}") > "$OUTDIR/ctest.log" 2>&1
-  note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s"
+  note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s ($(grep -cE 'Test +#[0-9]+: .* Passed' "$OUTDIR/ctest.log") passed, $(grep -cE 'Test +#[0-9]+: .*(Failed|Timeout|Exception|SEGFAULT)' "$OUTDIR/ctest.log") failed when it stopped)"
   grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception)' "$OUTDIR/ctest.log" | head -40 | tee -a "$SUMMARY"
   # Which tests skipped on the GPU (the CPU-only ones should be the only skips here).
   grep -E 'Skipped|\*\*\*Not Run' "$OUTDIR/ctest.log" | sed 's/^/skipped: /' | head -40 >> "$SUMMARY"
@@ -235,7 +235,27 @@ prebuilt_tables() {
   tee -a "$SUMMARY" < "$OUTDIR/offload.log"
 }
 
+# The model's CUDA kernel choices (the loss reading 16-bit logits, the fused RMSNorm): the loss alone
+# both ways (bench/ce_memory.py), the GPU tests, the GPT-2 124M and Llama tables beside PyTorch eager
+# bf16 and torch.compile, then the whole suite until GPU_CHECK_DEADLINE seconds after the start.
+prebuilt_fusion() {
+  unpack; use_prebuilt
+  python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -2 | tee -a "$SUMMARY"
+  run_gpu_tests
+  local t model
+  for model in ${GPU_TABLE_MODELS:-gpt2 llama-150m}; do
+    t=$(stamp)
+    GPU_BENCH_GRAPHS=0 GPU_BENCH_PYTORCH=${GPU_TABLE_PYTORCH-eager-bf16-fused compile-bf16-fused} \
+      bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
+    note "bench $model: exit $? in $(($(stamp) - t)) s"
+    cat "$OUTDIR/bench-$model/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
+  done
+  local left=$(( ${GPU_CHECK_DEADLINE:-600} - ($(stamp) - T0) - 20 ))
+  [ "$left" -gt 30 ] && GPU_CHECK_TEST_SECONDS=$left run_all_tests
+}
+
 case $WHAT in
+  prebuilt-fusion) prebuilt_fusion ;;
   prebuilt-graphs) prebuilt_graphs ;;
   prebuilt-tables) prebuilt_tables ;;
   prebuilt) unpack; use_prebuilt; gpu_facts; run_bench; run_tests; probe_source_build ;;
@@ -246,7 +266,7 @@ case $WHAT in
   build) unpack; configure_and_build || exit $? ;;
   test) unpack; build_or_prebuilt; gpu_facts; run_tests ;;
   bench) unpack; build_or_prebuilt; gpu_facts; run_bench ;;
-  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-graphs | prebuilt-tables | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
+  *) echo "usage: scripts/gpu-check.sh [--download | --prebuild | prebuilt | prebuilt-fusion | prebuilt-graphs | prebuilt-tables | prebuilt-profile | prebuilt-full | prebuilt-test | all | build | test | bench] [OUT_DIR]"; exit 1 ;;
 esac
 note "total: $(($(stamp) - T0)) s"
 if [ -n "${OUT:-}" ]; then

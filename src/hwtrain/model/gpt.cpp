@@ -10,6 +10,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/activation_checkpoint.h"
 #include "hwtrain/model/lm_head_loss.h"
+#include "hwtrain/model/token_loss.h"
 
 namespace hwt {
 namespace {
@@ -213,10 +214,7 @@ torch::Tensor GPTImpl::run_blocks(torch::Tensor x_BTC, int64_t begin, int64_t en
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& logits_BTV,
                             const torch::Tensor& targets_BT) const {
-  const int64_t V = logits_BTV.size(-1);
-  return torch::nn::functional::cross_entropy(
-      logits_BTV.reshape({-1, V}).to(torch::kFloat), targets_BT.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+  return token_cross_entropy(logits_BTV.reshape({-1, logits_BTV.size(-1)}), targets_BT.reshape({-1}));
 }
 
 int64_t GPTImpl::num_parameters(bool exclude_position_embedding) const {

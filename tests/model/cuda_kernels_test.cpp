@@ -1,0 +1,88 @@
+// The CUDA-only kernel choices of the model (they GTEST_SKIP without a GPU; run by
+// scripts/gpu-check.sh): the loss's log-softmax reading 16-bit logits gives the reference's bits
+// and no fp32 copy of the logits in the graph, under autocast too; Llama's RMSNorm as one fused
+// kernel agrees with the composite norm, forward and backward.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "hwtrain/model/autocast_state.h"
+#include "hwtrain/model/llama_block.h"
+#include "hwtrain/model/token_loss.h"
+
+namespace hwt {
+namespace cuda_kernels_test {
+
+struct LossAndGrad {
+  torch::Tensor loss, grad;
+  std::string after_log_softmax;  // the autograd node feeding log-softmax's input
+};
+
+LossAndGrad run_loss(const torch::Tensor& logits, const torch::Tensor& targets, bool fast, bool autocast) {
+  auto x = logits.detach().clone().requires_grad_(true);
+  AutocastState state = AutocastState::current();
+  state.cuda_enabled = autocast;
+  state.cuda_dtype = at::kBFloat16;
+  LossAndGrad r;
+  {
+    AutocastStateGuard guard(state);
+    r.loss = fast ? token_cross_entropy(x, targets) : token_cross_entropy_reference(x, targets);
+  }
+  // nll_loss <- log_softmax <- (the logits' AccumulateGrad, or a cast's node for the reference)
+  const auto& log_softmax = r.loss.grad_fn()->next_edges().at(0).function;
+  r.after_log_softmax = log_softmax->next_edges().at(0).function->name();
+  r.loss.backward();
+  r.grad = x.grad();
+  return r;
+}
+
+TEST(CudaKernels, TokenLossReadsSixteenBitLogitsWithTheReferenceBits) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(0);
+  const int64_t N = 777, V = 5003;
+  auto logits = (3.0 * torch::randn({N, V})).to(torch::kCUDA, torch::kBFloat16);
+  auto targets = torch::randint(V, {N}, torch::kLong);
+  targets.index_put_({torch::arange(0, N, 7)}, -1);  // ignored positions
+  targets = targets.to(torch::kCUDA);
+  for (bool autocast : {false, true}) {
+    const LossAndGrad ref = run_loss(logits, targets, false, autocast);
+    const LossAndGrad fast = run_loss(logits, targets, true, autocast);
+    EXPECT_EQ(fast.loss.scalar_type(), torch::kFloat);
+    EXPECT_TRUE(fast.loss.equal(ref.loss)) << fast.loss.item<float>() << " vs " << ref.loss.item<float>();
+    EXPECT_EQ(fast.grad.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(fast.grad.equal(ref.grad)) << "largest difference "
+                                           << (fast.grad.to(torch::kFloat) - ref.grad.to(torch::kFloat)).abs().max().item<float>();
+    EXPECT_EQ(fast.after_log_softmax, "torch::autograd::AccumulateGrad") << "autocast " << autocast;
+    EXPECT_NE(ref.after_log_softmax, "torch::autograd::AccumulateGrad");  // the reference's cast
+  }
+}
+
+TEST(CudaKernels, FusedRmsNormAgreesWithTheCompositeNorm) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(0);
+  RMSNorm cpu(256, 1e-5);
+  {
+    torch::NoGradGuard no_grad;
+    cpu->weight.copy_(1.0 + 0.1 * torch::randn({256}));
+  }
+  RMSNorm gpu(256, 1e-5);
+  {
+    torch::NoGradGuard no_grad;
+    gpu->weight.copy_(cpu->weight);
+  }
+  gpu->to(torch::kCUDA);
+  auto x = 2.0 * torch::randn({4, 64, 256});
+  auto g = torch::randn({4, 64, 256});
+  auto x_cpu = x.clone().requires_grad_(true);
+  auto x_gpu = x.to(torch::kCUDA).requires_grad_(true);
+  auto y_cpu = cpu->forward(x_cpu);
+  auto y_gpu = gpu->forward(x_gpu);
+  EXPECT_NE(std::string(y_gpu.grad_fn()->name()).find("FusedRmsNorm"), std::string::npos) << y_gpu.grad_fn()->name();
+  (y_cpu * g).sum().backward();
+  (y_gpu * g.to(torch::kCUDA)).sum().backward();
+  EXPECT_TRUE(torch::allclose(y_gpu.cpu(), y_cpu, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(x_gpu.grad().cpu(), x_cpu.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(gpu->weight.grad().cpu(), cpu->weight.grad(), 1e-4, 1e-3));
+}
+
+}  // namespace cuda_kernels_test
+}  // namespace hwt
