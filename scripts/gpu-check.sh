@@ -240,7 +240,7 @@ prebuilt_tables() {
 # bf16 and torch.compile, then the whole suite until GPU_CHECK_DEADLINE seconds after the start.
 prebuilt_fusion() {
   unpack; use_prebuilt
-  python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -2 | tee -a "$SUMMARY"
+  python3 "$ROOT/bench/ce_memory.py" 16384 50304 fp16 2>&1 | tail -2 | tee -a "$SUMMARY"
   run_gpu_tests
   local t model
   for model in ${GPU_TABLE_MODELS:-gpt2 llama-150m}; do

@@ -1,6 +1,7 @@
 // The CUDA-only kernel choices of the model (they GTEST_SKIP without a GPU; run by
-// scripts/gpu-check.sh): the loss's log-softmax reading 16-bit logits gives the reference's bits
-// and no fp32 copy of the logits in the graph, under autocast too; Llama's RMSNorm as one fused
+// scripts/gpu-check.sh): the loss's log-softmax reading fp16 logits gives the reference's bits and
+// no fp32 copy of the logits in the graph, under autocast too (bf16 logits are cast first, as CUDA's
+// kernel has no bf16 conversion); Llama's RMSNorm as one fused
 // kernel agrees with the composite norm, forward and backward.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -21,7 +22,7 @@ LossAndGrad run_loss(const torch::Tensor& logits, const torch::Tensor& targets, 
   auto x = logits.detach().clone().requires_grad_(true);
   AutocastState state = AutocastState::current();
   state.cuda_enabled = autocast;
-  state.cuda_dtype = at::kBFloat16;
+  state.cuda_dtype = logits.scalar_type();
   LossAndGrad r;
   {
     AutocastStateGuard guard(state);
@@ -35,24 +36,29 @@ LossAndGrad run_loss(const torch::Tensor& logits, const torch::Tensor& targets, 
   return r;
 }
 
-TEST(CudaKernels, TokenLossReadsSixteenBitLogitsWithTheReferenceBits) {
+TEST(CudaKernels, TokenLossReadsFp16LogitsWithTheReferenceBitsAndCastsBf16First) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(0);
   const int64_t N = 777, V = 5003;
-  auto logits = (3.0 * torch::randn({N, V})).to(torch::kCUDA, torch::kBFloat16);
+  auto logits32 = 3.0 * torch::randn({N, V});
   auto targets = torch::randint(V, {N}, torch::kLong);
   targets.index_put_({torch::arange(0, N, 7)}, -1);  // ignored positions
   targets = targets.to(torch::kCUDA);
-  for (bool autocast : {false, true}) {
-    const LossAndGrad ref = run_loss(logits, targets, false, autocast);
-    const LossAndGrad fast = run_loss(logits, targets, true, autocast);
-    EXPECT_EQ(fast.loss.scalar_type(), torch::kFloat);
-    EXPECT_TRUE(fast.loss.equal(ref.loss)) << fast.loss.item<float>() << " vs " << ref.loss.item<float>();
-    EXPECT_EQ(fast.grad.scalar_type(), torch::kBFloat16);
-    EXPECT_TRUE(fast.grad.equal(ref.grad)) << "largest difference "
-                                           << (fast.grad.to(torch::kFloat) - ref.grad.to(torch::kFloat)).abs().max().item<float>();
-    EXPECT_EQ(fast.after_log_softmax, "torch::autograd::AccumulateGrad") << "autocast " << autocast;
-    EXPECT_NE(ref.after_log_softmax, "torch::autograd::AccumulateGrad");  // the reference's cast
+  for (auto dtype : {torch::kHalf, torch::kBFloat16}) {
+    const auto logits = logits32.to(torch::kCUDA, dtype);
+    for (bool autocast : {false, true}) {
+      const LossAndGrad ref = run_loss(logits, targets, false, autocast);
+      const LossAndGrad fast = run_loss(logits, targets, true, autocast);
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (autocast ? " under autocast" : ""));
+      EXPECT_EQ(fast.loss.scalar_type(), torch::kFloat);
+      EXPECT_TRUE(fast.loss.equal(ref.loss)) << fast.loss.item<float>() << " vs " << ref.loss.item<float>();
+      EXPECT_EQ(fast.grad.scalar_type(), dtype);
+      EXPECT_TRUE(fast.grad.equal(ref.grad))
+          << "largest difference " << (fast.grad.to(torch::kFloat) - ref.grad.to(torch::kFloat)).abs().max().item<float>();
+      // fp16: no cast node between the logits and log-softmax; bf16: the reference's cast.
+      EXPECT_EQ(fast.after_log_softmax == "torch::autograd::AccumulateGrad", dtype == torch::kHalf) << fast.after_log_softmax;
+      EXPECT_NE(ref.after_log_softmax, "torch::autograd::AccumulateGrad");
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// The language-model loss: mean fp32 cross-entropy, the 16-bit logits read directly on CUDA.
+// The language-model loss: mean fp32 cross-entropy, fp16 logits read directly on CUDA.
 #include "hwtrain/model/token_loss.h"
 
 namespace hwt {
@@ -14,12 +14,11 @@ torch::Tensor token_cross_entropy_reference(const torch::Tensor& logits_NV, cons
 }
 
 torch::Tensor token_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N) {
-  const auto dtype = logits_NV.scalar_type();
-  if (!logits_NV.is_cuda() || (dtype != torch::kBFloat16 && dtype != torch::kHalf)) {
+  if (!logits_NV.is_cuda() || logits_NV.scalar_type() != torch::kHalf) {
     return token_cross_entropy_reference(logits_NV, targets_N);
   }
   // cross_entropy is nll_loss of log_softmax; autograd's backward of _log_softmax with a 16-bit
-  // input is _log_softmax_backward_data(..., input_dtype) writing the 16-bit gradient.
+  // input is _log_softmax_backward_data(..., input_dtype) writing the fp16 gradient.
   const torch::Tensor logp_NV = at::_log_softmax(logits_NV, /*dim=*/-1, /*half_to_float=*/true);
   return at::nll_loss(logp_NV, targets_N, /*weight=*/{}, at::Reduction::Mean, kIgnoredTarget);
 }
