@@ -1,6 +1,6 @@
 // The CUDA-only kernel choices of the model (they GTEST_SKIP without a GPU; run by
-// scripts/gpu-check.sh): the loss's log-softmax reading fp16 logits gives the reference's bits and
-// no fp32 copy of the logits in the graph, under autocast too (bf16 logits are cast first, as CUDA's
+// scripts/gpu-check.sh): the loss's log-softmax reading fp16 logits gives the reference's values
+// and no fp32 copy of the logits in the graph, under autocast too (bf16 logits are cast first, as CUDA's
 // kernel has no bf16 conversion); Llama's RMSNorm as one fused
 // kernel agrees with the composite norm, forward and backward.
 #include <gtest/gtest.h>
@@ -36,7 +36,7 @@ LossAndGrad run_loss(const torch::Tensor& logits, const torch::Tensor& targets, 
   return r;
 }
 
-TEST(CudaKernels, TokenLossReadsFp16LogitsWithTheReferenceBitsAndCastsBf16First) {
+TEST(CudaKernels, TokenLossReadsFp16LogitsDirectlyAndCastsBf16First) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(0);
   const int64_t N = 777, V = 5003;
@@ -51,9 +51,11 @@ TEST(CudaKernels, TokenLossReadsFp16LogitsWithTheReferenceBitsAndCastsBf16First)
       const LossAndGrad fast = run_loss(logits, targets, true, autocast);
       SCOPED_TRACE(std::string(c10::toString(dtype)) + (autocast ? " under autocast" : ""));
       EXPECT_EQ(fast.loss.scalar_type(), torch::kFloat);
-      EXPECT_TRUE(fast.loss.equal(ref.loss)) << fast.loss.item<float>() << " vs " << ref.loss.item<float>();
       EXPECT_EQ(fast.grad.scalar_type(), dtype);
-      EXPECT_TRUE(fast.grad.equal(ref.grad))
+      // The same formula: equal to the bit on the H100 at this size, not at 16384 x 50304; allowed
+      // fp32 rounding of the loss and an fp16 ulp of the gradient (2^-24 among its subnormals).
+      EXPECT_NEAR(fast.loss.item<double>(), ref.loss.item<double>(), 1e-6 * ref.loss.item<double>());
+      EXPECT_TRUE(torch::allclose(fast.grad.to(torch::kFloat), ref.grad.to(torch::kFloat), 1e-3, 6e-8))
           << "largest difference " << (fast.grad.to(torch::kFloat) - ref.grad.to(torch::kFloat)).abs().max().item<float>();
       // fp16: no cast node between the logits and log-softmax; bf16: the reference's cast.
       EXPECT_EQ(fast.after_log_softmax == "torch::autograd::AccumulateGrad", dtype == torch::kHalf) << fast.after_log_softmax;
