@@ -79,7 +79,7 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
     auto params = m.model->named_parameters();
     for (const auto& [name, value] : weights) {
       auto* p = params.find(name);
-      if (!p) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
+      if (!p) throw unknown_checkpoint_tensor(ckpt, name);
       check_checkpoint_weight(ckpt, name, p->sizes(), value);
       p->copy_(value);
     }

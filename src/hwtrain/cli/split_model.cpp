@@ -80,6 +80,10 @@ void check_checkpoint_weight(const fs::path& ckpt, const std::string& name, c10:
   }
 }
 
+IoError unknown_checkpoint_tensor(const fs::path& ckpt, const std::string& name) {
+  return IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
+}
+
 namespace {
 
 // The (1 data x pipeline x tensor) mesh of `world` ranks, or ConfigError naming --pipeline.
@@ -127,7 +131,7 @@ SplitModel load_split_model(const fs::path& ckpt, const DistEnv& env, int64_t pi
   auto params = s.mesh->stage ? s.mesh->stage->module().named_parameters() : whole;
   std::set<std::string> filled;
   auto mine = [&](const std::string& name) {  // another stage's weights are not read
-    if (!whole.find(name)) throw IoError("checkpoint " + ckpt.string() + " has tensor '" + name + "' the model lacks");
+    if (!whole.find(name)) throw unknown_checkpoint_tensor(ckpt, name);
     return params.find(name) != nullptr;
   };
   for_each_weight(ckpt, mine, [&](const std::string& name, const torch::Tensor& value) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "hwtrain/cli/parallel_setup.h"
+#include "hwtrain/core/error.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/process_group.h"
 #include "hwtrain/model/gpt.h"
@@ -26,6 +27,8 @@ std::filesystem::path own_checkpoint(const std::string& spec, const std::string&
 // IoError naming the checkpoint and the tensor unless `value` has `shape` and only finite values.
 void check_checkpoint_weight(const std::filesystem::path& ckpt, const std::string& name, c10::IntArrayRef shape,
                              const torch::Tensor& value);
+// The IoError for a tensor `name` in checkpoint `ckpt` that the model has no parameter for.
+IoError unknown_checkpoint_tensor(const std::filesystem::path& ckpt, const std::string& name);
 
 struct SplitModel {
   RunConfig config;
