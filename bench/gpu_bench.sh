@@ -23,6 +23,7 @@ read -ra EXTRA <<< "${HWTRAIN_BENCH_SET:-}"  # more --set options for hwtrain, s
 # accumulation; the PyTorch runs use that micro-batch (one step each: tokens/s compares per token).
 GLOBAL_BATCH=${GPU_BENCH_GLOBAL_BATCH:-128}
 VOCAB=50304
+FAILED=0  # the exit status: 1 when a run failed
 mkdir -p "$OUT"
 TABLE=$OUT/gpu_bench_table.txt
 : > "$TABLE"
@@ -108,6 +109,7 @@ for model in "${MODELS[@]}"; do
   read -r rc mb params med last <<< "$(hwtrain_run "$model" plan)"
   if [ "$rc" != 0 ] || [ "$med" = nan ]; then
     echo "$model: hwtrain failed (exit $rc), see hwtrain-$model-plan.log" | tee -a "$TABLE"
+    FAILED=1
     tail -5 "$OUT/hwtrain-$model-plan.log"
     continue
   fi
@@ -145,6 +147,7 @@ t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEA
     res=$(pytorch_run "$model-$label" "$margs" "$mb" $args)
     if [ -z "$res" ]; then
       echo "pytorch $label: failed at micro-batch $mb (see pytorch-$model-$label.log)" | tee -a "$TABLE"
+      FAILED=1
       tail -2 "$OUT/pytorch-$model-$label.log"
       continue
     fi
@@ -152,3 +155,4 @@ t=$2; print('%-34s %12.0f %10.1f %7.1f%% %10.2f' % ('$1', t, $3, 100*t*$fpt/$PEA
     row "pytorch $label" "$tps" "$ms"
   done
 done
+exit $FAILED

@@ -118,7 +118,7 @@ run_all_tests() {
   local only=()
   [ -n "${GPU_CHECK_TEST_REGEX:-}" ] && only=(-R "$GPU_CHECK_TEST_REGEX")  # a subset, e.g. to re-check failures
   (cd "$BUILD" && timeout "${GPU_CHECK_TEST_SECONDS:-300}" ctest -j "$JOBS" --timeout 240 --output-on-failure "${only[@]}") > "$OUTDIR/ctest.log" 2>&1
-  note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s ($(grep -cE 'Test +#[0-9]+: .* Passed' "$OUTDIR/ctest.log") passed, $(grep -cE 'Test +#[0-9]+: .*(Failed|Timeout|Exception|SEGFAULT)' "$OUTDIR/ctest.log") failed when it stopped)"
+  note "tests: $(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1) in $(($(stamp) - t)) s ($(grep -cE 'Test +#[0-9]+: .* Passed' "$OUTDIR/ctest.log") passed, $(grep -cE 'Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)' "$OUTDIR/ctest.log") failed when it stopped)"
   grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess|Exception)' "$OUTDIR/ctest.log" | head -40 | tee -a "$SUMMARY"
   # Which tests skipped on the GPU (the CPU-only ones should be the only skips here).
   grep -E 'Skipped|\*\*\*Not Run' "$OUTDIR/ctest.log" | sed 's/^/skipped: /' | head -40 >> "$SUMMARY"

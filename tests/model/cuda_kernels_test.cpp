@@ -4,6 +4,9 @@
 // kernel has no bf16 conversion); Llama's RMSNorm as one fused
 // kernel agrees with the composite norm, forward and backward.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 #include <torch/torch.h>
 
 #include "hwtrain/model/autocast_state.h"
@@ -64,6 +67,14 @@ TEST(CudaKernels, TokenLossReadsFp16LogitsDirectlyAndCastsBf16First) {
   }
 }
 
+TEST(CudaKernels, TokenLossIsNanWhenEveryTargetIsIgnored) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto logits = torch::randn({8, 50}).to(torch::kCUDA, torch::kHalf);
+  auto targets = torch::full({8}, -1, torch::kLong).to(torch::kCUDA);
+  EXPECT_TRUE(std::isnan(token_cross_entropy(logits, targets).item<double>()));
+  EXPECT_TRUE(std::isnan(token_cross_entropy_reference(logits, targets).item<double>()));
+}
+
 TEST(CudaKernels, FusedRmsNormAgreesWithTheCompositeNorm) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(0);
@@ -78,18 +89,25 @@ TEST(CudaKernels, FusedRmsNormAgreesWithTheCompositeNorm) {
     gpu->weight.copy_(cpu->weight);
   }
   gpu->to(torch::kCUDA);
-  auto x = 2.0 * torch::randn({4, 64, 256});
-  auto g = torch::randn({4, 64, 256});
-  auto x_cpu = x.clone().requires_grad_(true);
-  auto x_gpu = x.to(torch::kCUDA).requires_grad_(true);
-  auto y_cpu = cpu->forward(x_cpu);
-  auto y_gpu = gpu->forward(x_gpu);
-  EXPECT_NE(std::string(y_gpu.grad_fn()->name()).find("FusedRmsNorm"), std::string::npos) << y_gpu.grad_fn()->name();
-  (y_cpu * g).sum().backward();
-  (y_gpu * g.to(torch::kCUDA)).sum().backward();
-  EXPECT_TRUE(torch::allclose(y_gpu.cpu(), y_cpu, 1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(x_gpu.grad().cpu(), x_cpu.grad(), 1e-4, 1e-5));
-  EXPECT_TRUE(torch::allclose(gpu->weight.grad().cpu(), cpu->weight.grad(), 1e-4, 1e-3));
+  // At scale 1e-3 the mean square (1e-6) is below eps (1e-5): a wrong or missing eps shows.
+  for (double scale : {2.0, 1e-3}) {
+    SCOPED_TRACE("input scale " + std::to_string(scale));
+    cpu->zero_grad();
+    gpu->zero_grad();
+    auto x = scale * torch::randn({4, 64, 256});
+    auto g = torch::randn({4, 64, 256});
+    auto x_cpu = x.clone().requires_grad_(true);
+    auto x_gpu = x.to(torch::kCUDA).requires_grad_(true);
+    auto y_cpu = cpu->forward(x_cpu);
+    auto y_gpu = gpu->forward(x_gpu);
+    EXPECT_NE(std::string(y_gpu.grad_fn()->name()).find("FusedRmsNorm"), std::string::npos) << y_gpu.grad_fn()->name();
+    (y_cpu * g).sum().backward();
+    (y_gpu * g.to(torch::kCUDA)).sum().backward();
+    EXPECT_TRUE(torch::allclose(y_gpu.cpu(), y_cpu, 1e-5, 1e-5 * y_cpu.abs().max().item<double>()));
+    EXPECT_TRUE(torch::allclose(x_gpu.grad().cpu(), x_cpu.grad(), 1e-4, 1e-5 * x_cpu.grad().abs().max().item<double>()));
+    EXPECT_TRUE(torch::allclose(gpu->weight.grad().cpu(), cpu->weight.grad(), 1e-4,
+                                1e-4 * cpu->weight.grad().abs().max().item<double>()));
+  }
 }
 
 }  // namespace cuda_kernels_test

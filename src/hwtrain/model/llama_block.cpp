@@ -15,11 +15,11 @@ RMSNormImpl::RMSNormImpl(int64_t n_embd, double eps) : eps_(eps) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x_BTC) {
-  // On CUDA, where the input has the weight's dtype (the fp32 residual stream), one fused kernel
-  // forward and one backward (at::rms_norm -> _fused_rms_norm) instead of eight passes over x. For
-  // fp32 input the same arithmetic with the mean summed in another order (not bit-identical to the
-  // below); for 16-bit input and weight one rounding of the scaled output where the below has two.
-  if (x_BTC.is_cuda() && x_BTC.scalar_type() == weight.scalar_type()) {
+  // On CUDA with fp32 input and weight (the fp32 residual stream under autocast), one fused kernel
+  // forward and one backward (at::rms_norm -> _fused_rms_norm) instead of eight passes over x: the
+  // same arithmetic with the mean summed in another order (not bit-identical to the below). 16-bit
+  // weights keep the below, whose two roundings Hugging Face's norm has (the fused kernel rounds once).
+  if (x_BTC.is_cuda() && x_BTC.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat) {
     return at::rms_norm(x_BTC, {x_BTC.size(-1)}, weight, eps_);
   }
   // As Hugging Face's LlamaRMSNorm: normalize in fp32, cast back, then scale.

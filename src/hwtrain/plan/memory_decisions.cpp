@@ -300,7 +300,7 @@ void decide_memory(Plan& p, const PlanInputs& in) {
   p.decide("memory", format_bytes(e.total()) + " predicted peak",
            "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() +
                (in.want.model.is_llama() ? " (llama: activations counted, within 14% of CPU measurements and "
-                                           "1% of one H100 run, 153M at micro-batch 32)"
+                                           "2% of one H100 run, 153M at micro-batch 32)"
                                          : ""));
   if (e.total() > p.memory_budget_bytes) {
     p.warnings.push_back("predicted peak " + format_bytes(e.total()) + " exceeds the memory budget " +

@@ -153,7 +153,9 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   // loss alone peaks at 2.5 (bench/ce_memory.py on an H100: the saved log-softmax, the fp32
   // gradient its backward writes, the logits' bf16 gradient), and whole GPT-2 steps there fit 3
   // (predicted/measured 1.03 for 124M and 350M at micro-batch 32; with 2 it was 0.82-0.96, falling
-  // with the micro-batch; the half copy beyond the loss's own is not attributed).
+  // with the micro-batch; the half copy beyond the loss's own is not attributed). fp16 logits, read
+  // directly by the loss (model/token_loss.h), peaked at 2.5 where casting them first peaked at 3.0
+  // in the script's later form (2026-11-27); whole fp16 steps were not measured, so both keep 3.
   // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight
   // gradient is made in the forward pass and held until backward, beside the activations.
   const double vocab = static_cast<double>(q.model.vocab_size);
