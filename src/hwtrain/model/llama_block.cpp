@@ -7,6 +7,7 @@
 #include "hwtrain/model/column_parallel.h"
 #include "hwtrain/model/gemm_attention.h"
 #include "hwtrain/model/linear.h"
+#include "hwtrain/model/swiglu_product.h"
 
 namespace hwt {
 
@@ -166,7 +167,7 @@ SwiGLUImpl::SwiGLUImpl(int64_t n_embd, int64_t intermediate, double dropout) {
 
 torch::Tensor SwiGLUImpl::forward(const torch::Tensor& x_BTC) {
   const auto gate_up = column_parallel(x_BTC, {column_of(gate_proj), column_of(up_proj)}, tp_.get());
-  const torch::Tensor h = torch::silu(gate_up[0]) * gate_up[1];
+  const torch::Tensor h = swiglu_product(gate_up[0], gate_up[1]);
   return dropout_(tp_output_linear(down_proj, h, tp_.get()));
 }
 
