@@ -231,20 +231,27 @@ prebuilt_graphs() {
   run_all_tests
 }
 
-# The tables (GPU_TABLE_MODELS, default the Llama block at 124M's shape, then GPT-2 350M, each
-# beside PyTorch eager bf16 and torch.compile), then the offload bench (issue 16: the device memory
-# offloading frees), after the cross-entropy's measured copies (bench/ce_memory.py).
-prebuilt_tables() {
-  unpack; use_prebuilt
-  note "$(python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -1)"
+# One table per model (GPU_TABLE_MODELS, else $1), each beside PyTorch eager bf16 and torch.compile
+# (GPU_TABLE_PYTORCH), into the summary.
+bench_tables() {
   local t model
-  for model in ${GPU_TABLE_MODELS:-llama-150m gpt2-medium}; do
+  for model in ${GPU_TABLE_MODELS:-$1}; do
     t=$(stamp)
     GPU_BENCH_PYTORCH=${GPU_TABLE_PYTORCH-eager-bf16-fused compile-bf16-fused} \
       bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
     note "bench $model: exit $? in $(($(stamp) - t)) s"
     cat "$OUTDIR/bench-$model/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
   done
+}
+
+# The tables (GPU_TABLE_MODELS, default the Llama block at 124M's shape, then GPT-2 350M, each
+# beside PyTorch eager bf16 and torch.compile), then the offload bench (issue 16: the device memory
+# offloading frees), after the cross-entropy's measured copies (bench/ce_memory.py).
+prebuilt_tables() {
+  unpack; use_prebuilt
+  note "$(python3 "$ROOT/bench/ce_memory.py" 16384 50304 2>&1 | tail -1)"
+  bench_tables "llama-150m gpt2-medium"
+  local t
   t=$(stamp)
   RANKS=1 bash "$ROOT/bench/offload_bench.sh" "$BUILD" 8 cuda > "$OUTDIR/offload.log" 2>&1
   note "offload bench: exit $? in $(($(stamp) - t)) s"
@@ -258,14 +265,7 @@ prebuilt_fusion() {
   unpack; use_prebuilt
   python3 "$ROOT/bench/ce_memory.py" 16384 50304 fp16 2>&1 | tail -2 | tee -a "$SUMMARY"
   run_gpu_tests
-  local t model
-  for model in ${GPU_TABLE_MODELS:-gpt2 llama-150m}; do
-    t=$(stamp)
-    GPU_BENCH_GRAPHS=0 GPU_BENCH_PYTORCH=${GPU_TABLE_PYTORCH-eager-bf16-fused compile-bf16-fused} \
-      bash "$ROOT/bench/gpu_bench.sh" "$BUILD" "$OUTDIR/bench-$model" "$model" > "$OUTDIR/bench-$model.log" 2>&1
-    note "bench $model: exit $? in $(($(stamp) - t)) s"
-    cat "$OUTDIR/bench-$model/gpu_bench_table.txt" >> "$SUMMARY" 2>/dev/null
-  done
+  GPU_BENCH_GRAPHS=${GPU_BENCH_GRAPHS:-0} bench_tables "gpt2 llama-150m"
   local left=$(( ${GPU_CHECK_DEADLINE:-600} - ($(stamp) - T0) - 20 ))
   [ "$left" -gt 30 ] && GPU_CHECK_TEST_SECONDS=$left run_all_tests
 }

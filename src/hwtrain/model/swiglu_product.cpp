@@ -28,10 +28,7 @@ struct SiluTimes : public torch::autograd::Function<SiluTimes> {
 
 }  // namespace
 
-torch::Tensor swiglu_product(const torch::Tensor& gate, const torch::Tensor& up) {
-  const bool graph = torch::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad());
-  if (!graph) return at::silu(gate) * up;
-  return SiluTimes::apply(gate, up);
-}
+// Without a graph (no grad mode, or neither input requiring a gradient) apply records no node.
+torch::Tensor swiglu_product(const torch::Tensor& gate, const torch::Tensor& up) { return SiluTimes::apply(gate, up); }
 
 }  // namespace hwt
