@@ -91,15 +91,23 @@ constexpr MegatronRow kMegatron[] = {
     {1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163},
 };
 
+// A row's problem: their runs (2021) predate sequence parallelism (Korthikanti et al. 2022), so
+// their TP all-reduces and their norms' whole activations are costed.
+LayoutProblem megatron_problem(const MegatronRow& row) {
+  LayoutProblem p = problem_for("a100-80gb", row.gpus / 8, gpt_shape(row.layers, row.heads, row.hidden), row.batch);
+  p.sequence_parallel = false;
+  return p;
+}
+
 // The search picks TP 8 within the node for every row, and the published PP, or a PP it predicts at
-// most 5% faster, for the reason it states: the LM head on the last stage makes short stages uneven;
-// or, where it interleaves (several chunks per stage), a PP whose bubble it predicts smaller than
+// most 5% faster, for the reason it states: the LM head on the last stage makes short stages uneven,
+// or more stages leave fewer parameters per rank for the data-parallel reduce; or, where it interleaves (several chunks per stage), a PP whose bubble it predicts smaller than
 // the published layout's by at most the "10+%" the paper reports interleaving gains (abstract).
 TEST(ParallelLayoutMegatron, PicksTensorParallel8AndThePublishedPipelineOrExplainsItsOwn) {
   for (const MegatronRow& row : kMegatron) {
     const ModelConfig model = gpt_shape(row.layers, row.heads, row.hidden);
     EXPECT_NEAR(static_cast<double>(gpt_num_parameters(model)) / 1e9, row.billions, 0.01 * row.billions);
-    const LayoutProblem problem = problem_for("a100-80gb", row.gpus / 8, model, row.batch);
+    const LayoutProblem problem = megatron_problem(row);
     const LayoutSearch search = search_parallel_layouts(problem);
     ASSERT_TRUE(search.chosen) << row.billions;
     const ParallelLayout& chosen = search.chosen->layout;
@@ -120,7 +128,8 @@ TEST(ParallelLayoutMegatron, PicksTensorParallel8AndThePublishedPipelineOrExplai
       continue;
     }
     EXPECT_LT(ratio, 1.05) << why;
-    EXPECT_NE(why.find("stage imbalance"), std::string::npos) << why;
+    EXPECT_TRUE(why.find("stage imbalance") != std::string::npos || why.find("DP communication") != std::string::npos)
+        << why;
   }
 }
 
@@ -130,8 +139,7 @@ TEST(ParallelLayoutMegatron, PicksTensorParallel8AndThePublishedPipelineOrExplai
 // communication terms carry the rest.
 TEST(ParallelLayoutMegatron, PredictsTheirTeraflopsPerGpuWithin15Percent) {
   for (const MegatronRow& row : kMegatron) {
-    const LayoutProblem problem = problem_for("a100-80gb", row.gpus / 8, gpt_shape(row.layers, row.heads, row.hidden),
-                                              row.batch);
+    const LayoutProblem problem = megatron_problem(row);
     const ParallelLayout theirs = layout_of(problem, row.tp, row.pp, Sharding::None, 1, 1);
     const LayoutPrediction r = predict_layout(problem, theirs);
     const double predicted = teraflops_per_gpu(problem, r);
@@ -219,8 +227,7 @@ TEST(ParallelLayoutTorchtitan, Llama70BTp8FsdpOn256H100s) {
 // ((v - 1) p + 1) / v, as train/pipeline_step.cpp's warm-up keeps them.
 TEST(ParallelLayoutInterleaved, ChunksDivideTheBubbleMultiplyTheMessagesAndTheActivationsInFlight) {
   const MegatronRow& row = kMegatron[3];
-  const LayoutProblem problem = problem_for("a100-80gb", row.gpus / 8, gpt_shape(row.layers, row.heads, row.hidden),
-                                            row.batch);
+  const LayoutProblem problem = megatron_problem(row);
   ParallelLayout plain = layout_of(problem, 8, 64, Sharding::None, 1, 1), chunked = plain;
   chunked.pipeline_chunks = 2;
   const LayoutPrediction a = predict_layout(problem, plain), b = predict_layout(problem, chunked);
@@ -242,7 +249,7 @@ TEST(ParallelLayoutInterleaved, ChunksDivideTheBubbleMultiplyTheMessagesAndTheAc
 // H100s), and keeps a dist.pipeline_chunks the user set in every row of its table.
 TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   const MegatronRow& row = kMegatron[3];
-  LayoutProblem problem = problem_for("a100-80gb", row.gpus / 8, gpt_shape(row.layers, row.heads, row.hidden), row.batch);
+  LayoutProblem problem = megatron_problem(row);
   const LayoutSearch search = search_parallel_layouts(problem);
   ASSERT_TRUE(search.chosen);
   EXPECT_GT(search.chosen->layout.pipeline_chunks, 1) << search.chosen->layout.summary();

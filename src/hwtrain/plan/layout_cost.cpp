@@ -86,10 +86,18 @@ double weight_copy_bytes(const MemoryQuery& q, double parameters) {
   return low_precision(q) && !sixteen_bit_weights ? 2.0 * parameters : 0.0;
 }
 
+// The share of a block's activations (attention's aside) one tensor rank keeps, from Korthikanti et
+// al. 2022, Table 2: of the 34 s b h bytes per block, sequence parallelism splits all (1/t); without
+// it the norms', dropouts' and residual's 10 s b h stay whole on every rank: (10 + 24/t) / 34. Those
+// figures are GPT's; a Llama block (no dropout, RMSNorm) keeps somewhat less whole.
+double activation_share(const LayoutProblem& problem, double t) {
+  return problem.sequence_parallel ? 1.0 / t : (10.0 + 24.0 / t) / 34.0;
+}
+
 // The memory model's terms for the stage's blocks (the model states) and for its blocks times the
 // micro-batches in flight (the activations), scaled to one tensor-parallel rank: model states by its
-// share of the parameters, activations, attention and logits by 1/t (sequence parallelism splits
-// what the norms keep; the head and cross-entropy are vocabulary-parallel).
+// share of the parameters, attention and logits by 1/t (the head and cross-entropy are vocabulary-
+// parallel), the other activations by activation_share.
 MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
   MemoryQuery q = problem.base;
   q.micro_batch_size = l.micro_batch_size;
@@ -115,7 +123,7 @@ MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& 
   const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
   double interleaved = 1.0;
   if (l.pipeline_chunks > 1) interleaved = s.in_flight > 1 ? 1.0 + (p - 1.0) / (p * v) : ((v - 1.0) * p + 1.0) / v;
-  e.activations = interleaved * (held.activations - copies) / t + weight_copy_bytes(q, rank_params);
+  e.activations = interleaved * (held.activations - copies) * activation_share(problem, t) + weight_copy_bytes(q, rank_params);
   e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;
   e.overhead = held.overhead;
@@ -127,9 +135,52 @@ double bytes_per_second(double gbs) { return std::max(gbs, 1e-3) * 1e9 * kLinkEf
 // Ring all-reduce moves 2(n-1)/n of the buffer through each GPU's link.
 double ring_all_reduce(double n) { return n > 1 ? 2.0 * (n - 1.0) / n : 0.0; }
 
+double hidden_behind(double comm, double gemm) { return std::max(0.0, comm - gemm); }
+
+// Tensor-parallel communication that one micro-batch waits for in one stage (model/tensor_parallel.h,
+// model/column_parallel.h). A collective costs its latency plus its bytes over NVLink at ring cost:
+// an all-gather or a reduce-scatter moves (t - 1) / t of the activation, an all-reduce twice that.
+// Per block, with sequence parallelism (dist.sequence_parallel, the default): in forward an
+// all-gather before each of the two column-parallel groups (attention's q, k, v; the MLP's up and
+// gate) and a reduce-scatter after each row-parallel layer, all waited for; in backward the
+// row-parallel layer's all-gather of its output gradient (waited for), then the column group's
+// all-gather of its saved input slice, which runs while the input gradient's GEMM is computed, and
+// the reduce-scatter of that gradient, which runs while the weight gradient's GEMM is computed: only
+// what exceeds its GEMM shows. Without sequence parallelism: an all-reduce after each row-parallel
+// layer in forward, and each column group's input-gradient all-reduce behind its weight-gradient
+// GEMM. A recomputed block pays its forward's collectives again. A machine that does not hide
+// collectives (CPU processes) waits for all of them. On the last stage the vocabulary-
+// parallel head is one more column group, and the loss adds two small collectives (latency only).
+double tensor_parallel_seconds(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s,
+                               double recomputed) {
+  const ModelConfig& m = problem.base.model;
+  const LayoutMachine& hw = problem.machine;
+  const bool sp = problem.sequence_parallel;
+  const double t = static_cast<double>(l.tensor_parallel), c = static_cast<double>(m.n_embd);
+  const double tokens = static_cast<double>(l.micro_batch_size * m.block_size);
+  const double bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0);
+  const double half = hw.collective_latency_s + (t - 1.0) / t * bytes / bytes_per_second(hw.nvlink_gbs);
+  const double whole = hw.collective_latency_s + ring_all_reduce(t) * bytes / bytes_per_second(hw.nvlink_gbs);
+  const double rate = hw.peak_flops * kGemmEfficiency;
+  auto gemm = [&](double width) { return 2.0 * tokens * c * width / t / rate; };  // one backward GEMM, one rank
+  // One column group's backward collectives as they show, for its output width (whole, before the split).
+  auto column_backward = [&](double width) {
+    if (!hw.hides_collectives) return sp ? 2.0 * half : whole;
+    return sp ? hidden_behind(half, gemm(width)) + hidden_behind(half, gemm(width)) : hidden_behind(whole, gemm(width));
+  };
+  const double kv = static_cast<double>(m.kv_heads() * m.head_dim()), mlp = static_cast<double>(m.mlp_width());
+  const double attention_width = m.is_llama() ? c + 2.0 * kv : 3.0 * c, mlp_width = m.is_llama() ? 2.0 * mlp : mlp;
+  const double forward = sp ? 4.0 * half : 2.0 * whole;
+  const double backward = (sp ? 2.0 * half : 0.0) + column_backward(attention_width) + column_backward(mlp_width);
+  double seconds = static_cast<double>(s.blocks) * (forward + backward) + recomputed * forward;
+  if (s.head) {
+    seconds += 2.0 * hw.collective_latency_s + (sp ? half : 0.0) + column_backward(static_cast<double>(m.vocab_size));
+  }
+  return seconds;
+}
+
 // One micro-batch through one stage on one GPU: forward and backward, recomputation, its tensor-
-// parallel collectives (2 in forward, 2 in backward per block, 2 more per recomputed block) and its
-// sends to the neighbouring stages.
+// parallel collectives (above) and its sends to the neighbouring stages.
 LayoutTime stage_step(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
   const ModelConfig& m = problem.base.model;
   const LayoutMachine& hw = problem.machine;
@@ -144,11 +195,7 @@ LayoutTime stage_step(const LayoutProblem& problem, const ParallelLayout& l, con
   step.compute = 3.0 * (static_cast<double>(s.blocks) * block_forward + head_forward) * tokens / rate;
   step.recompute = static_cast<double>(recomputed) * block_forward * tokens / rate;
   const double activation_bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0);
-  const double collectives = 4.0 * static_cast<double>(s.blocks) + 2.0 * static_cast<double>(recomputed);
-  if (l.tensor_parallel > 1) {
-    const double per_collective = ring_all_reduce(t) * activation_bytes / bytes_per_second(hw.nvlink_gbs);
-    step.tensor_comm = collectives * (hw.collective_latency_s + per_collective);
-  }
+  if (l.tensor_parallel > 1) step.tensor_comm = tensor_parallel_seconds(problem, l, s, static_cast<double>(recomputed));
   if (l.pipeline_parallel > 1) {  // stages cross nodes once tensor x pipeline ranks exceed a node
     const bool across_nodes = l.tensor_parallel * l.pipeline_parallel > hw.gpus_per_node;
     const double link = bytes_per_second(across_nodes ? hw.inter_node_gbs : hw.nvlink_gbs);

@@ -6,10 +6,12 @@
 // bytes over the links at ring cost. Interleaved 1F1B (v chunks per stage, Narayanan et al. 2021
 // section 2.2): the bubble divided by v, v times the stage-to-stage messages, the first stage's
 // activations times 1 + (p - 1) / (p v) (Korthikanti et al. 2022, section 4.2.3) and the last's
-// ((v - 1) p + 1) / v micro-batches' worth (train/pipeline_step.cpp's warm-up). What it does not
-// model: overlap of communication with compute (none is assumed, as in Megatron-LM 2021), kernel
-// efficiency changing with the micro-batch or the TP-split GEMM width, the optimizer step, the data
-// loader, and chunks of uneven size (the stage's blocks are costed as one).
+// ((v - 1) p + 1) / v micro-batches' worth (train/pipeline_step.cpp's warm-up). Overlap: the
+// column-parallel backward's collectives are hidden behind its GEMMs up to their length, as the
+// runtime runs them (model/column_parallel.h), and ZeRO-3's gathers behind the step; the rest of
+// the communication is counted as exposed. What it does not model: kernel efficiency changing with
+// the micro-batch or the TP-split GEMM width, compute slowed by the collectives sharing the GPU,
+// the optimizer step, the data loader, and chunks of uneven size (the stage's blocks are costed as one).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -31,6 +33,11 @@ struct LayoutMachine {
   // DGX-class nodes is about 10-30 us (nccl-tests); assumed, not measured. It keeps tensor parallelism
   // (4 collectives a block) from winning on models too small to need it.
   double collective_latency_s = 20e-6;
+  // Whether a collective started before a GEMM runs while it computes: on GPUs NCCL has its own
+  // stream and SMs. CPU processes: no, Gloo's transport shares the cores with the GEMMs (on 2 cores
+  // the column-parallel overlap cut the time blocked in collectives by 28-35% and the step time by
+  // nothing measurable; docs/benchmarks.md, 2026-11-27).
+  bool hides_collectives = true;
 };
 
 // What the search is asked: the model and the plan's settings as a memory query (its micro-batch,
@@ -43,6 +50,9 @@ struct LayoutProblem {
   int64_t max_micro_batch = 64;  // optimization.max_batch_size
   std::optional<int64_t> tensor_parallel, pipeline_parallel, pipeline_chunks, micro_batch_size, checkpoint_every;
   std::optional<Sharding> sharding;
+  // dist.sequence_parallel (with TP): the norms' activations split too, and all-gather +
+  // reduce-scatter in place of the all-reduces (see layout_cost.cpp's tensor_parallel_seconds).
+  bool sequence_parallel = true;
   const char* devices = "GPUs";  // what the machine's ranks are, for the search's description
 };
 
@@ -51,7 +61,7 @@ struct LayoutTime {
   double compute = 0;        // forward + backward of every micro-batch
   double recompute = 0;      // the forward again where activations were not kept
   double bubble = 0;         // pipeline fill and drain: (p - 1) / v stage steps (v chunks per stage)
-  double tensor_comm = 0;    // TP all-reduces (or SP all-gather + reduce-scatter) over NVLink
+  double tensor_comm = 0;    // TP collectives over NVLink, as far as they are not hidden behind GEMMs
   double pipeline_comm = 0;  // activations and their gradients sent between stages
   double data_comm = 0;      // gradient reduce over the data-parallel ranks (and ZeRO-3 gathers not hidden)
   double total() const { return compute + recompute + bubble + tensor_comm + pipeline_comm + data_comm; }

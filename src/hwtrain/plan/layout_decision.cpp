@@ -67,6 +67,7 @@ LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assu
   m.nvlink_gbs = kLoopbackGbs;
   m.inter_node_gbs = kAssumedInterNodeGbs;
   m.collective_latency_s = kGlooCollectiveSeconds;
+  m.hides_collectives = false;  // Gloo's transport runs on the cores the GEMMs use (docs/benchmarks.md)
   m.memory_budget_bytes = p.memory_budget_bytes;
   assumed += "; CPU processes: " + format_number("%.1f", peak.flops / 1e9) + " GFLOP/s each (" + peak.reason +
              "), Gloo over the loopback at " + format_number("%.1f", kLoopbackGbs) + " GB/s and " +
@@ -91,6 +92,7 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   problem.tensor_parallel = in.want.tensor_parallel;  // set by the user: the search keeps them
   problem.pipeline_parallel = in.want.pipeline_parallel;
   problem.pipeline_chunks = in.want.pipeline_chunks;
+  problem.sequence_parallel = in.want.sequence_parallel;
   return problem;
 }
 

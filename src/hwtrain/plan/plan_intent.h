@@ -51,6 +51,7 @@ struct PlanIntent {
   std::optional<int64_t> tensor_parallel;    // dist.tensor_parallel when set: the layout search keeps it
   std::optional<int64_t> pipeline_parallel;  // dist.pipeline_parallel when set
   std::optional<int64_t> pipeline_chunks;    // dist.pipeline_chunks when set
+  bool sequence_parallel = true;             // dist.sequence_parallel: how the layout search costs TP
   // dist.tensor_parallel, pipeline_parallel or pipeline_chunks = auto: a run's mesh is the layout search's choice
   // (without it only `hwtrain plan --gpus` plans search layouts; a run's mesh is fixed before it).
   bool search_layout = false;

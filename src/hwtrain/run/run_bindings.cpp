@@ -65,6 +65,7 @@ PlanIntent plan_intent(const RunConfig& c) {
   if (w.search_layout || c.is_set("dist.tensor_parallel")) w.tensor_parallel = c.dist.tensor_parallel;
   if (w.search_layout || c.is_set("dist.pipeline_parallel")) w.pipeline_parallel = c.dist.pipeline_parallel;
   if (w.search_layout || c.is_set("dist.pipeline_chunks")) w.pipeline_chunks = c.dist.pipeline_chunks;
+  w.sequence_parallel = c.dist.sequence_parallel;
   if (o.num_workers >= 0) w.num_workers = o.num_workers;
   w.prefetch_factor = o.prefetch_factor;
   w.pin_memory = o.pin_memory;
