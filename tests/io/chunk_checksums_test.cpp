@@ -1,5 +1,6 @@
 // Chunk checksums: each chunk's CRC32C is that of its bytes; the COMPLETE marker records chunks for
-// files of more than one chunk only, and refuses malformed chunk entries; a RangeVerifier checks just
+// files of more than one chunk only, as a hex string (an older build's list of numbers still read),
+// with chunks grown only where a marker would hold too many, and refuses malformed chunk entries; a RangeVerifier checks just
 // the chunks a range touches (a damaged chunk fails only the ranges over it, naming the file and its
 // bytes), and a file recorded without chunks whole.
 #include "hwtrain/io/chunk_checksums.h"
@@ -72,8 +73,41 @@ TEST(ChunkChecksums, TheMarkerRecordsTheChunksOfFilesLargerThanOne) {
   EXPECT_EQ(listed(m, "small").chunk_bytes, 0u);
   EXPECT_TRUE(listed(m, "small").chunk_crc32c.empty());
   EXPECT_NO_THROW(verify_checkpoint(ckpt));
+  // As one hex string, 8 digits a chunk; an older build's list of numbers reads the same.
+  nlohmann::json j = nlohmann::json::parse(read_file(ckpt / kCheckpointMarker));
+  for (auto& f : j["files"]) {
+    if (f["path"] != "big") continue;
+    EXPECT_EQ(f["chunk_crc32c_hex"], chunk_checksums_hex(listed(m, "big").chunk_crc32c));
+    EXPECT_EQ(f["chunk_crc32c_hex"].get<std::string>().size(), 32u);
+    f.erase("chunk_crc32c_hex");
+    f["chunk_crc32c"] = listed(m, "big").chunk_crc32c;
+  }
+  write_file_atomic(ckpt / kCheckpointMarker, j.dump());
+  EXPECT_EQ(listed(read_checkpoint_manifest(ckpt), "big").chunk_crc32c, listed(m, "big").chunk_crc32c);
   EXPECT_THROW(CheckpointStore(tmp.path() / "x", 3, 1024), ConfigError);  // chunks of 4 KiB to 1 GiB
   EXPECT_THROW(CheckpointStore(tmp.path() / "x", 3, uint64_t{1} << 31), ConfigError);
+}
+
+TEST(ChunkChecksums, HexFormRoundTripsAndRefusesWhatIsNotHex) {
+  const std::vector<uint32_t> sums = {0, 0xdeadbeef, 1, 0xffffffff};
+  EXPECT_EQ(chunk_checksums_hex(sums), "00000000deadbeef00000001ffffffff");
+  EXPECT_EQ(parse_chunk_checksums_hex(chunk_checksums_hex(sums)), sums);
+  EXPECT_EQ(parse_chunk_checksums_hex("DEADBEEF"), std::vector<uint32_t>{0xdeadbeef});
+  EXPECT_FALSE(parse_chunk_checksums_hex("deadbee"));
+  EXPECT_FALSE(parse_chunk_checksums_hex("deadbeeg"));
+  EXPECT_FALSE(parse_chunk_checksums_hex("-eadbeef"));
+}
+
+// 1 MiB chunks, doubled until a checkpoint's files of more than one chunk have at most 2^20 of them
+// (a marker under 9 MiB of hex): 3 TiB in one file takes 4 MiB chunks (768 Ki of them).
+TEST(ChunkChecksums, ChunksGrowOnlyWhereTheMarkerWouldHoldTooMany) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20, kTiB = kMiB << 20;
+  EXPECT_EQ(marker_chunk_bytes({100, 5 * kMiB, 300 * kMiB}, kMiB), kMiB);
+  EXPECT_EQ(marker_chunk_bytes({kTiB}, kMiB), kMiB);          // exactly 2^20 chunks
+  EXPECT_EQ(marker_chunk_bytes({kTiB + 1}, kMiB), 2 * kMiB);  // one more
+  EXPECT_EQ(marker_chunk_bytes({3 * kTiB}, kMiB), 4 * kMiB);
+  EXPECT_EQ(marker_chunk_bytes({kTiB / 2, kTiB / 2, kMiB}, kMiB), kMiB);  // a one-chunk file has none
+  EXPECT_EQ(marker_chunk_bytes({uint64_t{1} << 62}, kMiB), kMaxChecksumChunkBytes);
 }
 
 TEST(ChunkChecksums, ARangeChecksOnlyTheChunksItTouches) {
@@ -116,9 +150,22 @@ TEST(ChunkChecksums, MalformedChunkEntriesAreRefusedNamingTheFile) {
   const std::vector<std::pair<std::string, nlohmann::json>> cases = {
       {"chunk_bytes", 0}, {"chunk_bytes", -1}, {"chunk_bytes", 1024}, {"chunk_bytes", 1ULL << 31},
       {"chunk_bytes", 8192},  // 8192: 2 chunks, 4 listed
-      {"chunk_crc32c", "none"}, {"chunk_crc32c", {1, 2, 3, 4294967296ULL}}};
+      {"chunk_crc32c_hex", 5}, {"chunk_crc32c_hex", "0000000100000002"},  // not a string; 2 of 4
+      {"chunk_crc32c_hex", std::string(31, '0')}, {"chunk_crc32c_hex", std::string(31, '0') + "x"},
+      {"chunk_crc32c", {1, 2, 3, 4}}};  // a list beside the hex string
+  const std::vector<std::pair<std::string, nlohmann::json>> old_form = {  // an older build's list
+      {"chunk_crc32c", "none"}, {"chunk_crc32c", {1, 2, 3}}, {"chunk_crc32c", {1, 2, 3, 4294967296ULL}}};
   for (const auto& [key, value] : cases) {
     nlohmann::json j = good;
+    j["files"][at][key] = value;
+    write_file_atomic(marker, j.dump());
+    const std::string what = testing::error_of<IoError>([&] { read_checkpoint_manifest(ckpt); });
+    EXPECT_NE(what.find("'big'"), std::string::npos) << key << " = " << value.dump() << ": " << what;
+    EXPECT_NE(what.find(marker.string()), std::string::npos) << what;
+  }
+  for (const auto& [key, value] : old_form) {
+    nlohmann::json j = good;
+    j["files"][at].erase("chunk_crc32c_hex");
     j["files"][at][key] = value;
     write_file_atomic(marker, j.dump());
     const std::string what = testing::error_of<IoError>([&] { read_checkpoint_manifest(ckpt); });

@@ -74,6 +74,11 @@ std::vector<CheckpointFile> seal_contents(const fs::path& staging, uint64_t chun
   std::vector<fs::path> entries;
   for (const auto& entry : fs::recursive_directory_iterator(staging)) entries.push_back(entry.path());
   std::sort(entries.begin(), entries.end());
+  std::vector<uint64_t> sizes;
+  for (const auto& p : entries) {
+    if (fs::is_regular_file(fs::symlink_status(p))) sizes.push_back(fs::file_size(p));
+  }
+  chunk_bytes = marker_chunk_bytes(sizes, chunk_bytes);
   for (const auto& p : entries) {
     const std::string rel = p.lexically_relative(staging).generic_string();
     const auto status = fs::symlink_status(p);
@@ -98,10 +103,7 @@ std::string manifest_json(int64_t step, const std::vector<CheckpointFile>& files
   json j = {{"format", kFormat}, {"version", kVersion}, {"step", step}, {"files", json::array()}};
   for (const auto& f : files) {
     json entry = {{"path", f.path}, {"size", f.size}, {"crc32c", f.crc32c}};
-    if (!f.chunk_crc32c.empty()) {
-      entry["chunk_bytes"] = f.chunk_bytes;
-      entry["chunk_crc32c"] = f.chunk_crc32c;
-    }
+    write_marker_chunk_checksums(f, entry);
     j["files"].push_back(std::move(entry));
   }
   return j.dump(2) + "\n";
@@ -266,33 +268,6 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
   throw IoError(p.string() + " is not a complete checkpoint (missing COMPLETE marker)");
 }
 
-namespace {
-
-// A file entry's chunk checksums: chunk_bytes in [4 KiB, 1 GiB] and one CRC32C per chunk of the file.
-template <class Bad>
-void read_chunk_checksums(const json& f, CheckpointFile& file, const Bad& bad) {
-  if (!f.contains("chunk_bytes") || !f["chunk_bytes"].is_number_unsigned() ||
-      f["chunk_bytes"].get<uint64_t>() < kMinChecksumChunkBytes || f["chunk_bytes"].get<uint64_t>() > kMaxChecksumChunkBytes ||
-      !f.contains("chunk_crc32c") || !f["chunk_crc32c"].is_array()) {
-    throw bad("file entry for '" + file.path + "' has chunk checksums without a chunk_bytes in [4 KiB, 1 GiB] and a list");
-  }
-  file.chunk_bytes = f["chunk_bytes"].get<uint64_t>();
-  const uint64_t want = file.size / file.chunk_bytes + (file.size % file.chunk_bytes != 0);
-  if (f["chunk_crc32c"].size() != want) {
-    throw bad("file entry for '" + file.path + "' lists " + std::to_string(f["chunk_crc32c"].size()) +
-              " chunk checksums; " + std::to_string(file.size) + " bytes in chunks of " +
-              std::to_string(file.chunk_bytes) + " need " + std::to_string(want));
-  }
-  for (const auto& c : f["chunk_crc32c"]) {
-    if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX) {
-      throw bad("file entry for '" + file.path + "' has a chunk checksum " + c.dump() + " that is not a CRC32C");
-    }
-    file.chunk_crc32c.push_back(c.get<uint32_t>());
-  }
-}
-
-}  // namespace
-
 CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   const fs::path marker = ckpt / kCheckpointMarker;
   if (!is_complete(ckpt)) {
@@ -327,7 +302,7 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
     const std::string path = f["path"].get<std::string>();
     if (!is_path_inside_dir(path)) throw bad("file path '" + path + "' is not inside the checkpoint");
     m.files.push_back({path, f["size"].get<uint64_t>(), f["crc32c"].get<uint32_t>()});
-    if (f.contains("chunk_bytes") || f.contains("chunk_crc32c")) read_chunk_checksums(f, m.files.back(), bad);
+    read_marker_chunk_checksums(f, m.files.back(), bad);
   }
   return m;
 }

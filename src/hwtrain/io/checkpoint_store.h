@@ -20,16 +20,21 @@ namespace fs = std::filesystem;
 // The name of the marker file that makes a checkpoint directory complete.
 inline constexpr const char* kCheckpointMarker = "COMPLETE";
 // The chunk size of the per-chunk checksums new checkpoints record (io/chunk_checksums.h): a reader
-// of a range reads at most 2 x 16 MiB more than it needs, and a 1 TB checkpoint's marker holds
-// ~60,000 chunk checksums.
-inline constexpr uint64_t kChecksumChunkBytes = uint64_t{16} << 20;
+// of a range checks at most 2 x 1 MiB more than it needs. The marker holds each file's chunk
+// checksums as one hex string (8 characters a chunk) and at most kMaxMarkerChunks of them: a
+// checkpoint larger than 1 TiB gets chunks of 2 MiB, 4 MiB, ... (the marker stays under 9 MiB of
+// its 16 MiB bound). Markers of older builds (16 MiB chunks, a JSON list of numbers) are still read.
+inline constexpr uint64_t kChecksumChunkBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxMarkerChunks = uint64_t{1} << 20;
 // The chunk sizes a marker may record (and a store may be given): 4 KiB to 1 GiB.
 inline constexpr uint64_t kMinChecksumChunkBytes = uint64_t{4} << 10, kMaxChecksumChunkBytes = uint64_t{1} << 30;
 
 class CheckpointStore {
  public:
   // `dir` need not exist until the first save(). keep_last >= 1 (ConfigError otherwise). Files of
-  // more than checksum_chunk_bytes (4 KiB to 1 GiB; ConfigError otherwise) get a checksum per chunk too.
+  // more than checksum_chunk_bytes (4 KiB to 1 GiB; ConfigError otherwise) get a checksum per chunk too
+  // (per chunk of twice, four times, ... that size where a checkpoint would need more than
+  // kMaxMarkerChunks).
   CheckpointStore(fs::path dir, int64_t keep_last, uint64_t checksum_chunk_bytes = kChecksumChunkBytes);
 
   // Writes checkpoint `step` (>= 0): calls write_contents(staging_dir), which writes files (and

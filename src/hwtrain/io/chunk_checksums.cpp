@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,83 @@
 #include "hwtrain/core/error.h"
 
 namespace hwt {
+
+std::string chunk_checksums_hex(const std::vector<uint32_t>& sums) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(sums.size() * 8, '0');
+  for (size_t i = 0; i < sums.size(); ++i) {
+    for (int d = 0; d < 8; ++d) out[i * 8 + static_cast<size_t>(d)] = kDigits[(sums[i] >> (28 - 4 * d)) & 0xf];
+  }
+  return out;
+}
+
+std::optional<std::vector<uint32_t>> parse_chunk_checksums_hex(const std::string& hex) {
+  if (hex.size() % 8 != 0) return std::nullopt;
+  std::vector<uint32_t> sums(hex.size() / 8, 0);
+  for (size_t i = 0; i < hex.size(); ++i) {
+    const char c = hex[i];
+    uint32_t v = 0;
+    if (c >= '0' && c <= '9') {
+      v = static_cast<uint32_t>(c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      v = static_cast<uint32_t>(c - 'a' + 10);
+    } else if (c >= 'A' && c <= 'F') {
+      v = static_cast<uint32_t>(c - 'A' + 10);
+    } else {
+      return std::nullopt;
+    }
+    sums[i / 8] = (sums[i / 8] << 4) | v;
+  }
+  return sums;
+}
+
+uint64_t marker_chunk_bytes(const std::vector<uint64_t>& sizes, uint64_t chunk_bytes) {
+  auto chunks = [&](uint64_t bytes) {
+    uint64_t n = 0;
+    for (uint64_t size : sizes) n += size > bytes ? size / bytes + (size % bytes != 0) : 0;
+    return n;
+  };
+  while (chunk_bytes < kMaxChecksumChunkBytes && chunks(chunk_bytes) > kMaxMarkerChunks) chunk_bytes *= 2;
+  return chunk_bytes;
+}
+
+void write_marker_chunk_checksums(const CheckpointFile& file, nlohmann::json& entry) {
+  if (file.chunk_crc32c.empty()) return;
+  entry["chunk_bytes"] = file.chunk_bytes;
+  entry["chunk_crc32c_hex"] = chunk_checksums_hex(file.chunk_crc32c);
+}
+
+void read_marker_chunk_checksums(const nlohmann::json& f, CheckpointFile& file,
+                                 const std::function<IoError(const std::string&)>& bad) {
+  if (!f.contains("chunk_bytes") && !f.contains("chunk_crc32c") && !f.contains("chunk_crc32c_hex")) return;
+  const bool hex = f.contains("chunk_crc32c_hex"), list = f.contains("chunk_crc32c");
+  if (!f.contains("chunk_bytes") || !f["chunk_bytes"].is_number_unsigned() ||
+      f["chunk_bytes"].get<uint64_t>() < kMinChecksumChunkBytes || f["chunk_bytes"].get<uint64_t>() > kMaxChecksumChunkBytes ||
+      hex == list || (hex && !f["chunk_crc32c_hex"].is_string()) || (list && !f["chunk_crc32c"].is_array())) {
+    throw bad("file entry for '" + file.path + "' has chunk checksums without a chunk_bytes in [4 KiB, 1 GiB] and "
+              "one chunk_crc32c_hex string");
+  }
+  file.chunk_bytes = f["chunk_bytes"].get<uint64_t>();
+  const uint64_t want = file.size / file.chunk_bytes + (file.size % file.chunk_bytes != 0);
+  const uint64_t listed = hex ? f["chunk_crc32c_hex"].get_ref<const std::string&>().size() / 8 : f["chunk_crc32c"].size();
+  if (listed != want || (hex && f["chunk_crc32c_hex"].get_ref<const std::string&>().size() % 8 != 0)) {
+    throw bad("file entry for '" + file.path + "' lists " + std::to_string(listed) + " chunk checksums; " +
+              std::to_string(file.size) + " bytes in chunks of " + std::to_string(file.chunk_bytes) + " need " +
+              std::to_string(want));
+  }
+  if (hex) {
+    const std::optional<std::vector<uint32_t>> sums = parse_chunk_checksums_hex(f["chunk_crc32c_hex"].get<std::string>());
+    if (!sums) throw bad("file entry for '" + file.path + "' has a chunk_crc32c_hex that is not hex digits");
+    file.chunk_crc32c = *sums;
+    return;
+  }
+  for (const auto& c : f["chunk_crc32c"]) {
+    if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX) {
+      throw bad("file entry for '" + file.path + "' has a chunk checksum " + c.dump() + " that is not a CRC32C");
+    }
+    file.chunk_crc32c.push_back(c.get<uint32_t>());
+  }
+}
 
 FileChecksums file_checksums(const fs::path& path, uint64_t chunk_bytes) {
   std::ifstream in(path, std::ios::binary);
