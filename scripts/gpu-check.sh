@@ -258,12 +258,16 @@ prebuilt_tables() {
   tee -a "$SUMMARY" < "$OUTDIR/offload.log"
 }
 
-# The model's CUDA kernel choices (the loss reading 16-bit logits, the fused RMSNorm): the loss alone
-# both ways (bench/ce_memory.py), the GPU tests, the GPT-2 124M and Llama tables beside PyTorch eager
-# bf16 and torch.compile, then the whole suite until GPU_CHECK_DEADLINE seconds after the start.
+# The model's CUDA kernel choices (the loss reading 16-bit logits, the fused RMSNorm): hwtrain's loss
+# alone beside the cast-first reference, bf16 and fp16 (bench/token_loss_bench.cpp), the GPU tests,
+# the GPT-2 124M and Llama tables beside PyTorch eager bf16 and torch.compile, then the whole suite
+# until GPU_CHECK_DEADLINE seconds after the start.
 prebuilt_fusion() {
   unpack; use_prebuilt
-  python3 "$ROOT/bench/ce_memory.py" 16384 50304 fp16 2>&1 | tail -2 | tee -a "$SUMMARY"
+  local dtype
+  for dtype in bf16 fp16; do
+    "$BUILD/bench/bench_token_loss_bench" 16384 50304 $dtype 10 2>&1 | tail -4 | tee -a "$SUMMARY"
+  done
   run_gpu_tests
   GPU_BENCH_GRAPHS=${GPU_BENCH_GRAPHS:-0} bench_tables "gpt2 llama-150m"
   local left=$(( ${GPU_CHECK_DEADLINE:-600} - ($(stamp) - T0) - 20 ))

@@ -159,6 +159,9 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
   // with the micro-batch; the half copy beyond the loss's own is not attributed). fp16 logits, read
   // directly by the loss (model/token_loss.h), peaked at 2.5 where casting them first peaked at 3.0
   // in the script's later form (2026-11-27); whole fp16 steps were not measured, so both keep 3.
+  // bf16 logits on CUDA go through the chunked loss since 2026-11-28 (model/token_loss.h): on CPU
+  // tensors its loss peaks at 0.66 copies where the cast-first one peaks at 3.0
+  // (bench/token_loss_bench.cpp); it has not run on a GPU, so the model keeps 3 until it is measured.
   // Fused head: one chunk's fp32 probabilities and their 16/32-bit copy; the head's weight
   // gradient is made in the forward pass and held until backward, beside the activations.
   const double vocab = static_cast<double>(q.model.vocab_size);
