@@ -2,7 +2,8 @@
 // tiny models): the sample a tensor- or pipeline-parallel run prints at its end is decoded on its
 // ranks, never joined, and is the text one process generates from its checkpoint; `generate` and
 // `eval` launched on several ranks split the checkpoint (tensor parallel, or --pipeline stages of
-// tensor-parallel ranks) and print one process's text and validation loss, once.
+// tensor-parallel ranks) and print one process's text and validation loss, once; several samples
+// decode as micro-batches in flight over the stages.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,6 +75,43 @@ TEST(ModelParallelRun, ASplitRunSamplesWithTheModelSplit) {
   EXPECT_EQ(split.find("[rank 1] " + text), std::string::npos) << split;
 }
 
+// `generate --samples 3 --pipeline 2` on 2 ranks decodes the 3 continuations as 2 micro-batches in
+// flight (one per stage, the default) and prints, on rank 0 alone, what one process prints with
+// --micro-batches 2; --micro-batches beyond the samples and --samples 0 are refused naming them.
+void expect_micro_batched_samples(const testing::TempDir& dir) {
+  const std::string args = " --prompt the --tokens 12 --temperature 0.8 --top-k 40 --seed 7 --samples 3";
+  ASSERT_EQ(testing::run_shell("cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " generate pp" + args +
+                               " --micro-batches 2 > samples.txt 2> samples.err"),
+            0)
+      << testing::read_text(dir / "samples.err");
+  ASSERT_EQ(hwtrain("launch --nproc-per-node 2 --master-port 29841 -- generate pp --pipeline 2" + args, dir.path(),
+                    "samples-split.txt"),
+            0)
+      << testing::read_text(dir / "samples-split.txt");
+  const std::string one = testing::read_text(dir / "samples.txt"), split = testing::read_text(dir / "samples-split.txt");
+  EXPECT_NE(one.find("=== sample 3 of 3 ==="), std::string::npos) << one;
+  size_t lines = 0;
+  for (size_t at = 0, end; at < one.size(); at = end + 1) {
+    end = one.find('\n', at);
+    if (end == std::string::npos) end = one.size();
+    const std::string line = one.substr(at, end - at);
+    if (line.empty()) continue;
+    ++lines;
+    EXPECT_NE(split.find("[rank 0] " + line), std::string::npos) << "missing: " << line << "\n" << split;
+  }
+  EXPECT_GE(lines, 6u) << one;
+  EXPECT_NE(split.find("2 micro-batches"), std::string::npos) << split;
+  EXPECT_EQ(split.find("[rank 1] === sample"), std::string::npos) << split;
+  const std::string bad = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY + " generate pp --samples ";
+  EXPECT_NE(testing::run_shell(bad + "3 --micro-batches 4 > bad-mb.txt 2>&1"), 0);
+  EXPECT_NE(testing::read_text(dir / "bad-mb.txt").find("--micro-batches 4 is out of range for --samples 3"),
+            std::string::npos)
+      << testing::read_text(dir / "bad-mb.txt");
+  EXPECT_NE(testing::run_shell(bad + "0 > bad-s.txt 2>&1"), 0);
+  EXPECT_NE(testing::read_text(dir / "bad-s.txt").find("--samples 0 is out of range"), std::string::npos)
+      << testing::read_text(dir / "bad-s.txt");
+}
+
 // The same over pipeline stages: 2 replicas of 2 GPT-2 stages under ZeRO-3 (the tied embedding on
 // the first and last stage) sample what one process generates from their checkpoint, and so does
 // `generate --pipeline 2` on 4 ranks (2 stages of 2 tensor ranks); `eval` split over 4 ranks in 2
@@ -105,6 +143,7 @@ TEST(ModelParallelRun, APipelineRunSamplesAcrossItsStages) {
   const std::string split = testing::read_text(dir / "split.txt");
   EXPECT_NE(split.find("[rank 0] " + text), std::string::npos) << split;
   EXPECT_NE(split.find("split over 4 ranks in 2 pipeline stages"), std::string::npos) << split;
+  expect_micro_batched_samples(dir);
 
   // eval split the same ways gives one process's validation loss, printed once (to 6 significant
   // digits: one unit of the last is 1e-5 here, so 2e-5 allows the rounding of both prints).

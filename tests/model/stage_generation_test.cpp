@@ -2,7 +2,9 @@
 // play the ranks (support/thread_comm.h), and every rank must get the whole model's tokens, greedy
 // and sampled, with the KV cache (5 + 20 tokens past block_size 16: the window slides) and without,
 // for GPT-2 (the tied head on the first and last stage) and Llama (GQA), on 2 and 3 stages,
-// interleaved (2 stages of 2 chunks), and with each stage's layers split over 2 tensor ranks.
+// interleaved (2 stages of 2 chunks), and with each stage's layers split over 2 tensor ranks; and 5
+// rows decoded as 2 or 3 micro-batches in flight (4 + 15 tokens, past block_size too) against the
+// whole model with the same micro-batches (the same draws in the same order).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -54,12 +56,16 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
   const ModelConfig cfg = config_for(family);
   torch::manual_seed(3);
   const torch::Tensor prompt = torch::randint(kVocab, {2, 5}, torch::kLong);
+  const torch::Tensor rows5 = torch::randint(kVocab, {5, 4}, torch::kLong);  // micro-batches of 3 + 2, 2 + 2 + 1
   auto gen = [] { return at::make_generator<at::CPUGeneratorImpl>(11); };
   torch::manual_seed(7);
   GPT whole(cfg, kVocab);
   const std::vector<torch::Tensor> want{whole->generate(prompt, 20, 0.0, 0, gen(), 1.0, true),
                                         whole->generate(prompt, 20, 1.0, 5, gen(), 0.9, true),
-                                        whole->generate(prompt, 20, 0.0, 0, gen(), 1.0, false)};
+                                        whole->generate(prompt, 20, 0.0, 0, gen(), 1.0, false),
+                                        whole->generate(rows5, 15, 1.0, 5, gen(), 0.9, true, 2),
+                                        whole->generate(rows5, 15, 0.0, 0, gen(), 1.0, true, 3),
+                                        whole->generate(rows5, 15, 1.0, 0, gen(), 1.0, false, 3)};
 
   // Rank s t + k: stage s, tensor rank k. Groups: each stage's tensor ranks, each tensor rank's
   // stages (its pipeline), and the first and last stage of a pipeline (the tied embedding).
@@ -89,11 +95,16 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
   const auto errors = testing::run_ranks(world, [&](int r) {
     GptStage& stage = *stages[static_cast<size_t>(r)];
     got[r] = {stage.generate(prompt, 20, 0.0, 0, gen(), 1.0, true), stage.generate(prompt, 20, 1.0, 5, gen(), 0.9, true),
-              stage.generate(prompt, 20, 0.0, 0, gen(), 1.0, false)};
+              stage.generate(prompt, 20, 0.0, 0, gen(), 1.0, false),
+              stage.generate(rows5, 15, 1.0, 5, gen(), 0.9, true, 2),
+              stage.generate(rows5, 15, 0.0, 0, gen(), 1.0, true, 3),
+              stage.generate(rows5, 15, 1.0, 0, gen(), 1.0, false, 3)};
   }, subgroups);
   for (const auto& e : errors) ASSERT_EQ(e, "");
   for (int r = 0; r < n; ++r) {
-    const char* what[] = {"greedy", "sampled (top-k 5, top-p 0.9)", "greedy without the cache"};
+    const char* what[] = {"greedy", "sampled (top-k 5, top-p 0.9)", "greedy without the cache",
+                          "5 rows in 2 micro-batches, sampled", "5 rows in 3 micro-batches, greedy",
+                          "5 rows in 3 micro-batches, sampled without the cache"};
     for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(torch::equal(got[r][i], want[i])) << what[i] << ", rank " << r;
     if (t > 1) {
       EXPECT_TRUE(stages[r]->gpt()->tensor_parallel()->sequence_parallel) << "restored after decoding";

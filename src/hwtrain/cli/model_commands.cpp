@@ -94,9 +94,26 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
 struct GenerateArgs {
   std::string checkpoint = "latest", out, prompt;
   int64_t tokens = 300, top_k = 40, seed = 1, pipeline = 1;
+  int64_t samples = 1, micro_batches = 0;  // 0: min(samples, pipeline)
   double temperature = 0.8, top_p = 1.0;
   bool no_kv_cache = false;
 };
+
+// --samples and --micro-batches checked; the micro-batches to decode in (by default one per
+// pipeline stage, as many as there are samples: enough to keep every stage busy).
+int64_t generate_micro_batches(const GenerateArgs& a) {
+  constexpr int64_t kMaxSamples = 1024;
+  if (a.samples < 1 || a.samples > kMaxSamples) {
+    throw ConfigError("generate --samples " + std::to_string(a.samples) + " is out of range; valid: 1 to " +
+                      std::to_string(kMaxSamples));
+  }
+  if (a.micro_batches == 0) return std::min(a.samples, a.pipeline);
+  if (a.micro_batches < 0 || a.micro_batches > a.samples) {
+    throw ConfigError("generate --micro-batches " + std::to_string(a.micro_batches) + " is out of range for --samples " +
+                      std::to_string(a.samples) + "; valid: 1 to " + std::to_string(a.samples) + " (0: one per pipeline stage)");
+  }
+  return a.micro_batches;
+}
 
 // Launched on several ranks: the checkpoint `spec` names split over all of them, in `pipeline`
 // stages of tensor-parallel ranks (cli/split_model.h). `command`: "generate" or "eval".
@@ -132,6 +149,7 @@ int run_generate(const GenerateArgs& a) {
   const DistEnv env = read_dist_env();
   std::shared_ptr<ProcessGroup> group;  // launched on several ranks: every rank decodes, rank 0 prints
   check_pipeline_launched("generate", a.pipeline, env);
+  const int64_t micro_batches = generate_micro_batches(a);
   LoadedModel m = env.distributed() ? load_split("generate", a.checkpoint, a.out, a.pipeline, {}, env, group)
                                     : load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
@@ -141,24 +159,30 @@ int run_generate(const GenerateArgs& a) {
   auto tokenizer = has_own_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
-  auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).to(m.plan.device);
+  auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).repeat({a.samples, 1});
+  idx = idx.to(m.plan.device);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(a.seed));
   const auto start = std::chrono::steady_clock::now();
   const bool cache = !a.no_kv_cache;
-  auto out = (m.stage ? m.stage->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache)
-                      : m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache))[0]
+  auto out = (m.stage ? m.stage->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache, micro_batches)
+                      : m.model->generate(idx, a.tokens, a.temperature, a.top_k, gen, a.top_p, cache, micro_batches))
                  .to(torch::kCPU)
-                 .to(torch::kInt32);
+                 .to(torch::kInt32)
+                 .contiguous();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<int32_t> ids(out.data_ptr<int32_t>(), out.data_ptr<int32_t>() + out.numel());
   if (group) group->shutdown();
   if (env.rank != 0) return 0;
-  std::cout << tokenizer->decode(ids) << "\n";
-  std::cerr << "generated " << a.tokens << " tokens in " << format_number("%.3f", seconds) << " s ("
-            << format_number("%.1f", static_cast<double>(a.tokens) / seconds) << " tokens/s, "
-            << (a.no_kv_cache ? "no KV cache" : "KV cache") << ", " << m.plan.device.str()
-            << (group ? ", split over " + std::to_string(env.world_size) + " ranks" : std::string())
-            << (m.stage ? " in " + std::to_string(a.pipeline) + " pipeline stages" : std::string()) << ")\n";
+  for (int64_t j = 0; j < a.samples; ++j) {
+    const int32_t* row = out[j].data_ptr<int32_t>();
+    if (a.samples > 1) std::cout << "=== sample " << j + 1 << " of " << a.samples << " ===\n";
+    std::cout << tokenizer->decode(std::vector<int32_t>(row, row + out.size(1))) << "\n";
+  }
+  const double tokens = static_cast<double>(a.tokens * a.samples);
+  std::cerr << "generated " << a.tokens * a.samples << " tokens in " << format_number("%.3f", seconds) << " s ("
+            << format_number("%.1f", tokens / seconds) << " tokens/s, " << (a.no_kv_cache ? "no KV cache" : "KV cache")
+            << ", " << m.plan.device.str() << (group ? ", split over " + std::to_string(env.world_size) + " ranks" : std::string())
+            << (m.stage ? " in " + std::to_string(a.pipeline) + " pipeline stages" : std::string())
+            << (micro_batches > 1 ? ", " + std::to_string(micro_batches) + " micro-batches" : std::string()) << ")\n";
   return 0;
 }
 
@@ -243,10 +267,17 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");
   cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--samples", a->samples, "continuations of the prompt to generate, decoded together")
+      ->capture_default_str();
+  cmd->add_option("--micro-batches", a->micro_batches,
+                  "decode the samples in this many groups, each step in turn (0: one per --pipeline stage, so "
+                  "that every stage works at once); the sampled text depends on it")
+      ->capture_default_str();
   add_pipeline_option(cmd, a->pipeline);
   cmd->footer("Example:\n  hwtrain generate latest --prompt \"The meaning of life\" -n 200\n"
               "  hwtrain launch --nproc-per-node 2 -- generate latest  # the model split over 2 ranks\n"
-              "  hwtrain launch --nproc-per-node 4 -- generate latest --pipeline 2  # 2 stages of 2 ranks");
+              "  hwtrain launch --nproc-per-node 4 -- generate latest --pipeline 2  # 2 stages of 2 ranks\n"
+              "  hwtrain launch --nproc-per-node 2 -- generate latest --pipeline 2 --samples 8  # 2 micro-batches in flight");
   return {cmd, [a] { return run_generate(*a); }};
 }
 

@@ -1,10 +1,13 @@
 #include "hwtrain/model/decoding.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace hwt {
 
-void check_decode_arguments(const torch::Tensor& idx_BT, int64_t max_new_tokens, double temperature, double top_p) {
+void check_decode_arguments(const torch::Tensor& idx_BT, int64_t max_new_tokens, double temperature, double top_p,
+                            int64_t micro_batches) {
+  TORCH_CHECK(micro_batches >= 1, "GPT::generate: micro_batches must be >= 1, got ", micro_batches);
   TORCH_CHECK(idx_BT.dim() == 2 && idx_BT.size(1) > 0, "GPT::generate expects a non-empty prompt (B, T), got ",
               idx_BT.sizes());
   TORCH_CHECK(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, got ", max_new_tokens);
@@ -12,23 +15,37 @@ void check_decode_arguments(const torch::Tensor& idx_BT, int64_t max_new_tokens,
   TORCH_CHECK(top_p > 0.0 && top_p <= 1.0, "GPT::generate: top_p must be in (0, 1], got ", top_p);
 }
 
+std::vector<std::pair<int64_t, int64_t>> micro_batch_rows(int64_t rows, int64_t micro_batches) {
+  const int64_t m = std::max<int64_t>(1, std::min(rows, micro_batches));
+  std::vector<std::pair<int64_t, int64_t>> parts;
+  for (int64_t j = 0, first = 0; j < m; ++j) {
+    const int64_t count = rows / m + (j < rows % m ? 1 : 0);
+    parts.emplace_back(first, count);
+    first += count;
+  }
+  return parts;
+}
+
+DecodeStep next_decode_step(const torch::Tensor& idx_BT, const KVCache* cache, const DecodeOptions& options) {
+  const int64_t T = idx_BT.size(1);
+  const torch::Tensor window = T <= options.block_size ? idx_BT : idx_BT.slice(1, T - options.block_size);
+  if (!cache) return {window, false};
+  if (cache->length == 0 || cache->length + 1 > options.block_size) return {window, true};  // the window slid
+  return {idx_BT.slice(1, -1), false};
+}
+
 torch::Tensor decode_tokens(torch::Tensor idx_BT, const DecodeOptions& options, const NextToken& next) {
-  auto window = [&] {
-    const int64_t T = idx_BT.size(1);
-    return T <= options.block_size ? idx_BT : idx_BT.slice(1, T - options.block_size);
-  };
-  KVCache cache(options.n_layer);
+  const auto parts = micro_batch_rows(idx_BT.size(0), options.micro_batches);
+  std::vector<KVCache> caches(parts.size(), KVCache(options.n_layer));
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    torch::Tensor next_B1;
-    if (!options.use_cache) {
-      next_B1 = next(window(), nullptr);
-    } else if (cache.length == 0 || cache.length + 1 > options.block_size) {
-      cache.clear();  // the first window, or the window slid: positions start again at 0
-      next_B1 = next(window(), &cache);
-    } else {
-      next_B1 = next(idx_BT.slice(1, -1), &cache);
+    std::vector<torch::Tensor> tokens;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      KVCache* cache = options.use_cache ? &caches[j] : nullptr;
+      const DecodeStep step = next_decode_step(idx_BT.narrow(0, parts[j].first, parts[j].second), cache, options);
+      if (step.restart) cache->clear();  // positions start again at 0
+      tokens.push_back(next(step.ids_BT, cache));
     }
-    idx_BT = torch::cat({idx_BT, next_B1}, 1);
+    idx_BT = torch::cat({idx_BT, torch::cat(tokens, 0)}, 1);
   }
   return idx_BT;
 }

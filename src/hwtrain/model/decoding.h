@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "hwtrain/model/kv_cache.h"
 #include "hwtrain/model/tensor_parallel.h"
@@ -18,17 +20,34 @@ struct DecodeOptions {
   int64_t block_size = 0;  // the model's context
   int64_t n_layer = 0;     // the cache's layers
   bool use_cache = true;
+  // The batch's rows decoded as this many micro-batches, each with its own cache, step by step in
+  // turn (micro_batch_rows): what a pipeline decodes in flight (GptStage::generate). One process
+  // draws the same tokens with the same split, since each micro-batch's draw comes in the same order.
+  int64_t micro_batches = 1;
 };
+
+// The rows [first, first + count) of each of `micro_batches` micro-batches of `rows` rows: as even as
+// can be, the first rows % micro_batches one row longer; never more micro-batches than rows.
+std::vector<std::pair<int64_t, int64_t>> micro_batch_rows(int64_t rows, int64_t micro_batches);
+
+// What one micro-batch runs at its next step: its new positions (the window again, from position 0,
+// after `restart` clears the cache), or the last token alone on its cache.
+struct DecodeStep {
+  torch::Tensor ids_BT;
+  bool restart = false;
+};
+DecodeStep next_decode_step(const torch::Tensor& idx_BT, const KVCache* cache, const DecodeOptions& options);
 
 // The next token (B, 1) after `ids_BT`: with `cache` (holding the positions before ids_BT, which
 // it must append), or without (null: ids_BT is the whole window).
 using NextToken = std::function<torch::Tensor(const torch::Tensor& ids_BT, KVCache* cache)>;
 
 // Throws c10::Error naming the argument (as GPT::generate did) for an empty prompt, a negative
-// token count or temperature, or top_p outside (0, 1].
-void check_decode_arguments(const torch::Tensor& idx_BT, int64_t max_new_tokens, double temperature, double top_p);
+// token count or temperature, top_p outside (0, 1], or fewer than one micro-batch.
+void check_decode_arguments(const torch::Tensor& idx_BT, int64_t max_new_tokens, double temperature, double top_p,
+                            int64_t micro_batches = 1);
 
-// idx_BT with options.max_new_tokens tokens appended, each from `next`.
+// idx_BT with options.max_new_tokens tokens appended, each from `next` (per micro-batch, in turn).
 torch::Tensor decode_tokens(torch::Tensor idx_BT, const DecodeOptions& options, const NextToken& next);
 
 // The next token (B, 1) from the last position's logits (B, V): argmax at temperature 0, else

@@ -38,8 +38,8 @@ torch::Tensor GPTImpl::blocks_cached(torch::Tensor x_BTC, KVCache& cache, int64_
 torch::Tensor GPTImpl::norm_of(const torch::Tensor& x_BTC) { return norm ? norm(x_BTC) : ln_f(x_BTC); }
 
 torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature, int64_t top_k,
-                                std::optional<at::Generator> gen, double top_p, bool use_cache) {
-  check_decode_arguments(idx_BT, max_new_tokens, temperature, top_p);
+                                std::optional<at::Generator> gen, double top_p, bool use_cache, int64_t micro_batches) {
+  check_decode_arguments(idx_BT, max_new_tokens, temperature, top_p, micro_batches);
   TrainingModeGuard mode(*this);
   WholeSequenceGuard whole_sequence(tp_.get());  // tensor parallel: every rank runs this, collectively
   eval();
@@ -51,7 +51,8 @@ torch::Tensor GPTImpl::generate(torch::Tensor idx_BT, int64_t max_new_tokens, do
     // that they cannot part ways even if their generators were seeded apart.
     return tp_ ? tp_->all_gather(next_B1).select(0, 0) : next_B1;
   };
-  return decode_tokens(std::move(idx_BT), {max_new_tokens, cfg_.block_size, cfg_.n_layer, use_cache}, next);
+  return decode_tokens(std::move(idx_BT), {max_new_tokens, cfg_.block_size, cfg_.n_layer, use_cache, micro_batches},
+                       next);
 }
 
 }  // namespace hwt

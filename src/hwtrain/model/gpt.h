@@ -89,10 +89,11 @@ class GPTImpl : public torch::nn::Module {
   // global one; a CPU generator samples on the CPU, the same draws on every device). A tensor-
   // parallel model decodes split: every rank of its group calls this with the same arguments and
   // generator seed, holds its heads' keys and values, gets the whole logits and draws the same
-  // tokens (sequence parallelism is off meanwhile).
+  // tokens (sequence parallelism is off meanwhile). micro_batches: the rows decoded in that many
+  // groups, each step in turn (decoding.h): the draws a pipeline's micro-batched decoding makes.
   torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0,
                          int64_t top_k = 0, std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0,
-                         bool use_cache = true);
+                         bool use_cache = true, int64_t micro_batches = 1);
   // Logits (B, T, V) of the T positions that follow those in `cache` (eval, no grad); appends
   // their keys and values. cache.length + T <= block_size. Tensor parallel: collective, the whole
   // logits on every rank, sequence parallelism off.

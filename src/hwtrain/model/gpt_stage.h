@@ -76,11 +76,16 @@ class GptStage : public TrainableModel, public PipelineStage {
 
   // Decoding over the stages, with GPT::generate's arguments and result: every rank of the pipeline
   // (and of each stage's tensor group) calls it with the same ones. Each stage runs its blocks on the
-  // new positions with a KV cache of its own and passes the activations on (each chunk in turn,
-  // tagged by virtual stage as evaluation's are); the last stage samples and every stage gets its
-  // token. The stages run one after another: it is for a model too large for one rank, not speed.
+  // new positions with a KV cache of its own and passes the activations on (tagged by virtual stage
+  // as evaluation's are); the last stage samples and sends each token back to the first, which
+  // embeds it at its micro-batch's next step; every rank returns the last stage's tokens. With
+  // micro_batches = m > 1 the rows go as m micro-batches with a cache each, so that while one is on
+  // a stage the others fill the rest: at m >= p every stage works at once (one micro-batch, or
+  // one sequence, leaves p - 1 stages waiting). The tokens are GPT::generate's with the same
+  // micro_batches (the same draws in the same order).
   torch::Tensor generate(torch::Tensor idx_BT, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
-                         std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0, bool use_cache = true);
+                         std::optional<at::Generator> gen = std::nullopt, double top_p = 1.0, bool use_cache = true,
+                         int64_t micro_batches = 1);
 
   GPT& gpt() { return gpt_; }
 
