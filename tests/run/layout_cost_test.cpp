@@ -5,6 +5,7 @@
 // dist.sequence_parallel reaching the search.
 #include <gtest/gtest.h>
 
+#include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/plan/layout_cost.h"
 #include "hwtrain/run/run_bindings.h"
 
@@ -54,19 +55,20 @@ double tensor_seconds(int64_t layers, bool sequence_parallel, double peak_flops,
 // column-parallel backward's collectives are hidden whole. Counted per block (n blocks) and head:
 //  - sequence parallel: forward 4 (all-gather, reduce-scatter per sublayer), backward 2 waited for
 //    (the row-parallel output gradients' all-gathers) + 4 hidden (each column group's input
-//    all-gather and gradient reduce-scatter); the head 1 in forward + 2 hidden: 10n + 3 -> 6n + 1.
+//    all-gather and gradient reduce-scatter); the head 1 in forward + 2 hidden; the embedding's
+//    reduce-scatter and its gradient's all-gather: 10n + 5 -> 6n + 3.
 //  - without: forward 2 all-reduces (2H each), backward 2 all-reduces hidden; the head's one
-//    all-reduce hidden: 8n + 2 -> 4n, in H.
+//    all-reduce hidden; the embedding's all-reduce: 8n + 4 -> 4n + 2, in H.
 TEST(LayoutCostTensorComm, TheColumnParallelBackwardHidesItsCollectivesBehindItsGemms) {
   const double instant = 1e30, slow = 1e6;
   for (int64_t n : {2, 6}) {
     const double sp_exposed = tensor_seconds(n, true, instant), sp_hidden = tensor_seconds(n, true, slow);
-    EXPECT_NEAR(sp_hidden / sp_exposed, (6.0 * n + 1.0) / (10.0 * n + 3.0), 1e-9) << n;
+    EXPECT_NEAR(sp_hidden / sp_exposed, (6.0 * n + 3.0) / (10.0 * n + 5.0), 1e-9) << n;
     const double ar_exposed = tensor_seconds(n, false, instant), ar_hidden = tensor_seconds(n, false, slow);
-    EXPECT_NEAR(ar_hidden / ar_exposed, (4.0 * n) / (8.0 * n + 2.0), 1e-9) << n;
-    // The same bytes either way when nothing is hidden: an all-reduce is an all-gather and a
-    // reduce-scatter; sequence parallelism adds the backward's re-gather of the saved input slice.
-    EXPECT_NEAR(sp_exposed / ar_exposed, (10.0 * n + 3.0) / (8.0 * n + 2.0), 1e-9) << n;
+    EXPECT_NEAR(ar_hidden / ar_exposed, (4.0 * n + 2.0) / (8.0 * n + 4.0), 1e-9) << n;
+    // An all-reduce is an all-gather and a reduce-scatter; sequence parallelism adds the backward's
+    // re-gather of the saved input slice, and its embedding's gradient all-gather.
+    EXPECT_NEAR(sp_exposed / ar_exposed, (10.0 * n + 5.0) / (8.0 * n + 4.0), 1e-9) << n;
   }
   // CPU processes (Gloo shares the cores with the GEMMs) hide nothing.
   LayoutProblem cpu = problem(4, true, 1e6);
@@ -86,25 +88,49 @@ TEST(LayoutCostTensorComm, RecomputedBlocksRepeatTheirForwardCollectives) {
   ParallelLayout l = layout(2), recomputed = l;
   recomputed.checkpoint_every = 1;
   const double plain = predict_layout(p, l).time.tensor_comm, again = predict_layout(p, recomputed).time.tensor_comm;
-  EXPECT_NEAR(again / plain, (10.0 * 4 + 3.0 + 4.0 * 4) / (10.0 * 4 + 3.0), 1e-9);
+  EXPECT_NEAR(again / plain, (10.0 * 4 + 5.0 + 4.0 * 4) / (10.0 * 4 + 5.0), 1e-9);
 }
 
-// Without sequence parallelism a tensor rank keeps (10 + 24 / t) / 34 of a block's activations
-// (attention's aside) where with it it keeps 1 / t.
-TEST(LayoutCostMemory, WithoutSequenceParallelismTheNormsActivationsStayWhole) {
-  for (int64_t t : {2, 8}) {
-    const ParallelLayout l = layout(t);
-    const double with = predict_layout(problem(4, true, 1e15), l).memory.activations;
-    const double without = predict_layout(problem(4, false, 1e15), l).memory.activations;
-    EXPECT_NEAR(without / with, (10.0 + 24.0 / static_cast<double>(t)) / 34.0 * static_cast<double>(t), 1e-9) << t;
+// A tensor rank keeps 1 / t of the activations (attention's aside) with sequence parallelism; without
+// it, (10 + 24 / t) / 34 of the blocks' saved activations and the whole residual stream (the
+// recomputed blocks' inputs, backward's transients), with and without recomputation.
+TEST(LayoutCostMemory, WithoutSequenceParallelismTheNormsAndTheResidualStreamStayWhole) {
+  for (int64_t every : {0, 1}) {
+    for (int64_t t : {2, 8}) {
+      ParallelLayout l = layout(t);
+      l.checkpoint_every = every;
+      MemoryQuery q = problem(4, true, 1e15).base;  // the memory model's query for the layout (p = 1)
+      q.micro_batch_size = 1;
+      q.checkpoint_every = every;
+      q.world_size = l.data_parallel;
+      const double all = estimate_memory(q).activations, stream = residual_stream_activation_bytes(q);
+      const double with = predict_layout(problem(4, true, 1e15), l).memory.activations;
+      const double without = predict_layout(problem(4, false, 1e15), l).memory.activations;
+      const double n = static_cast<double>(t);
+      EXPECT_NEAR(with, all / n, 1e-6 * with) << t << ", every " << every;
+      EXPECT_NEAR(without, (all - stream) * (10.0 + 24.0 / n) / 34.0 + stream, 1e-6 * without) << t << ", every " << every;
+      EXPECT_GT(stream, 0.0);
+    }
   }
 }
 
+// dist.sequence_parallel reaches the plan's layout: a TP 8 plan predicts more memory per GPU without it.
 TEST(LayoutCostMemory, DistSequenceParallelReachesTheSearch) {
   RunConfig c;
   EXPECT_TRUE(plan_intent(c).sequence_parallel);
+  c.apply_override("model.preset=llama-2-7b");
+  c.apply_override("dist.tensor_parallel=8");
+  PlanContext ctx;
+  ctx.world_size = 8;
+  ctx.paper = true;
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 8);
+  const Plan with = make_plan(hw, c, ctx);
   c.apply_override("dist.sequence_parallel=false");
   EXPECT_FALSE(plan_intent(c).sequence_parallel);
+  const Plan without = make_plan(hw, c, ctx);
+  ASSERT_TRUE(with.layout && without.layout);
+  EXPECT_EQ(with.layout->tensor_parallel, 8);
+  EXPECT_GT(without.layout->predicted_peak_bytes, with.layout->predicted_peak_bytes);
 }
 
 }  // namespace

@@ -260,6 +260,7 @@ TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   EXPECT_EQ(seven.chosen->layout.pipeline_chunks, 1) << seven.chosen->layout.summary();
   std::cout << "7B on 8 H100s: " << seven.chosen->layout.summary() << "; " << seven.searched << "\n";
 
+  problem.sequence_parallel = true;  // as hwtrain runs it: pp 64 x 2 chunks does not fit without it
   problem.pipeline_parallel = 64;
   problem.pipeline_chunks = 2;
   const LayoutSearch fixed = search_parallel_layouts(problem);

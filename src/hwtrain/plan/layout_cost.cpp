@@ -31,6 +31,7 @@ constexpr double kGradientBytes = 4.0;
 // micro-batches' activations it holds at once under 1F1B (stage s of p: min(p - s, m)).
 struct Stage {
   int64_t blocks = 0;
+  bool embedding = false;  // the first stage's (vocabulary-parallel under TP)
   bool head = false;
   int64_t in_flight = 1;
   double parameters = 0;  // whole, before the tensor split
@@ -67,6 +68,7 @@ std::vector<Stage> stages(const ModelConfig& m, const ParallelLayout& l) {
   Stage first;
   first.blocks = (layers + p - 1) / p;  // the first L mod p stages take one block more
   first.in_flight = std::min(p, l.num_micro_batches);
+  first.embedding = true;
   first.head = p == 1;
   first.parameters = static_cast<double>(first.blocks) * c.block + c.embedding + (p == 1 ? c.head_own + c.rest : 0.0);
   if (p == 1) return {first};
@@ -86,18 +88,22 @@ double weight_copy_bytes(const MemoryQuery& q, double parameters) {
   return low_precision(q) && !sixteen_bit_weights ? 2.0 * parameters : 0.0;
 }
 
-// The share of a block's activations (attention's aside) one tensor rank keeps, from Korthikanti et
-// al. 2022, Table 2: of the 34 s b h bytes per block, sequence parallelism splits all (1/t); without
-// it the norms', dropouts' and residual's 10 s b h stay whole on every rank: (10 + 24/t) / 34. Those
-// figures are GPT's; a Llama block (no dropout, RMSNorm) keeps somewhat less whole.
-double activation_share(const LayoutProblem& problem, double t) {
-  return problem.sequence_parallel ? 1.0 / t : (10.0 + 24.0 / t) / 34.0;
+// What one tensor rank keeps of `held` (the activations, autocast's weight copies taken out), from
+// Korthikanti et al. 2022, Table 2: sequence parallelism splits everything by t; without it, of a
+// block's 34 s b h saved bytes the 10 s b h of the norms' inputs and outputs and the dropout masks
+// stay whole on every rank ((10 + 24/t) / 34 of them per rank), and so does the residual stream
+// (the recomputed blocks' inputs, backward's transients). Those figures are GPT's; a Llama block
+// (no dropout, RMSNorm) keeps somewhat less whole.
+double rank_activations(const LayoutProblem& problem, const MemoryQuery& q, double held, double t) {
+  if (problem.sequence_parallel) return held / t;
+  const double stream = residual_stream_activation_bytes(q);
+  return (held - stream) * (10.0 + 24.0 / t) / 34.0 + stream;
 }
 
 // The memory model's terms for the stage's blocks (the model states) and for its blocks times the
 // micro-batches in flight (the activations), scaled to one tensor-parallel rank: model states by its
 // share of the parameters, attention and logits by 1/t (the head and cross-entropy are vocabulary-
-// parallel), the other activations by activation_share.
+// parallel), the other activations as rank_activations says.
 MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
   MemoryQuery q = problem.base;
   q.micro_batch_size = l.micro_batch_size;
@@ -123,7 +129,7 @@ MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& 
   const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
   double interleaved = 1.0;
   if (l.pipeline_chunks > 1) interleaved = s.in_flight > 1 ? 1.0 + (p - 1.0) / (p * v) : ((v - 1.0) * p + 1.0) / v;
-  e.activations = interleaved * (held.activations - copies) * activation_share(problem, t) + weight_copy_bytes(q, rank_params);
+  e.activations = interleaved * rank_activations(problem, q, held.activations - copies, t) + weight_copy_bytes(q, rank_params);
   e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;
   e.overhead = held.overhead;
@@ -150,7 +156,8 @@ double hidden_behind(double comm, double gemm) { return std::max(0.0, comm - gem
 // layer in forward, and each column group's input-gradient all-reduce behind its weight-gradient
 // GEMM. A recomputed block pays its forward's collectives again. A machine that does not hide
 // collectives (CPU processes) waits for all of them. On the last stage the vocabulary-
-// parallel head is one more column group, and the loss adds two small collectives (latency only).
+// parallel head is one more column group, and the loss adds two small collectives (latency only);
+// on the first, the vocabulary-parallel embedding sums its rows over the group.
 double tensor_parallel_seconds(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s,
                                double recomputed) {
   const ModelConfig& m = problem.base.model;
@@ -158,24 +165,28 @@ double tensor_parallel_seconds(const LayoutProblem& problem, const ParallelLayou
   const bool sp = problem.sequence_parallel;
   const double t = static_cast<double>(l.tensor_parallel), c = static_cast<double>(m.n_embd);
   const double tokens = static_cast<double>(l.micro_batch_size * m.block_size);
-  const double bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0);
-  const double half = hw.collective_latency_s + (t - 1.0) / t * bytes / bytes_per_second(hw.nvlink_gbs);
-  const double whole = hw.collective_latency_s + ring_all_reduce(t) * bytes / bytes_per_second(hw.nvlink_gbs);
+  const double link = bytes_per_second(hw.nvlink_gbs), lat = hw.collective_latency_s;
+  // Activations travel in the compute dtype; the column groups' input gradients and the embedding's
+  // output in fp32 (the norms' outputs and the embedding stay fp32 under autocast).
+  const double bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0), bytes32 = tokens * c * 4.0;
+  const double half = lat + (t - 1.0) / t * bytes / link, half32 = lat + (t - 1.0) / t * bytes32 / link;
+  const double whole = lat + ring_all_reduce(t) * bytes / link, whole32 = lat + ring_all_reduce(t) * bytes32 / link;
   const double rate = hw.peak_flops * kGemmEfficiency;
   auto gemm = [&](double width) { return 2.0 * tokens * c * width / t / rate; };  // one backward GEMM, one rank
   // One column group's backward collectives as they show, for its output width (whole, before the split).
   auto column_backward = [&](double width) {
-    if (!hw.hides_collectives) return sp ? 2.0 * half : whole;
-    return sp ? hidden_behind(half, gemm(width)) + hidden_behind(half, gemm(width)) : hidden_behind(whole, gemm(width));
+    if (!hw.hides_collectives) return sp ? half + half32 : whole32;
+    return sp ? hidden_behind(half, gemm(width)) + hidden_behind(half32, gemm(width)) : hidden_behind(whole32, gemm(width));
   };
   const double kv = static_cast<double>(m.kv_heads() * m.head_dim()), mlp = static_cast<double>(m.mlp_width());
   const double attention_width = m.is_llama() ? c + 2.0 * kv : 3.0 * c, mlp_width = m.is_llama() ? 2.0 * mlp : mlp;
   const double forward = sp ? 4.0 * half : 2.0 * whole;
   const double backward = (sp ? 2.0 * half : 0.0) + column_backward(attention_width) + column_backward(mlp_width);
   double seconds = static_cast<double>(s.blocks) * (forward + backward) + recomputed * forward;
-  if (s.head) {
-    seconds += 2.0 * hw.collective_latency_s + (sp ? half : 0.0) + column_backward(static_cast<double>(m.vocab_size));
-  }
+  if (s.head) seconds += 2.0 * lat + (sp ? half : 0.0) + column_backward(static_cast<double>(m.vocab_size));
+  // The vocabulary-parallel embedding's partial rows summed: a reduce-scatter and, in backward, an
+  // all-gather of its gradient; without sequence parallelism an all-reduce in forward alone.
+  if (s.embedding) seconds += sp ? 2.0 * half32 : whole32;
   return seconds;
 }
 

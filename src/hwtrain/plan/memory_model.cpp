@@ -35,6 +35,13 @@ constexpr double kGpuOverheadBytes = 512.0 * 1024 * 1024;  // CUDA context and c
 
 }  // namespace
 
+double residual_stream_activation_bytes(const MemoryQuery& q) {
+  const double tokens = static_cast<double>(q.micro_batch_size * q.model.block_size);
+  const int64_t every = q.checkpoint_every, l = q.model.n_layer;
+  const double checkpointed = every > 0 ? static_cast<double>((l + every - 1) / every) : 0.0;
+  return tokens * static_cast<double>(q.model.n_embd) * (checkpointed + kBackwardTransientPerToken) * kBytesFp32;
+}
+
 int64_t gpt_num_parameters(const ModelConfig& m) { return count_model_parameters(m, m.vocab_size); }
 
 namespace {
@@ -132,7 +139,7 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
     e.activations = static_cast<double>(l - checkpointed) * per_block +
                     static_cast<double>(checkpointed) * block_input + per_block;
   }
-  e.activations += tokens * c * kBackwardTransientPerToken * kBytesFp32;
+  e.activations += tokens * c * kBackwardTransientPerToken * kBytesFp32;  // in residual_stream_activation_bytes too
   // Autocast's 16-bit weight copies live from the forward until backward has used them.
   const bool weights_in_compute_dtype = q.sharding == Sharding::Zero2 || q.sharding == Sharding::Zero3;
   if (low && !weights_in_compute_dtype) e.activations += params * 2.0;

@@ -52,6 +52,11 @@ struct MemoryEstimate {
   std::string breakdown() const;  // "params 12 MiB, grads ..., total ..."
 };
 
+// The part of estimate_memory(q).activations that is the residual stream (the inputs the recomputed
+// blocks keep and the backward's transients, fp32 per token and channel): what every tensor rank
+// holds whole without sequence parallelism (plan/layout_cost.cpp).
+double residual_stream_activation_bytes(const MemoryQuery& q);
+
 // Number of parameters of the GPT of `m` (tied head, learned positions), embeddings included.
 int64_t gpt_num_parameters(const ModelConfig& m);
 
