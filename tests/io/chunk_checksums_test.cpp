@@ -82,6 +82,8 @@ TEST(ChunkChecksums, TheMarkerRecordsTheChunksOfFilesLargerThanOne) {
     f.erase("chunk_crc32c_hex");
     f["chunk_crc32c"] = listed(m, "big").chunk_crc32c;
   }
+  EXPECT_EQ(j["version"], 2);
+  j["version"] = 1;  // as an older build wrote it whole
   write_file_atomic(ckpt / kCheckpointMarker, j.dump());
   EXPECT_EQ(listed(read_checkpoint_manifest(ckpt), "big").chunk_crc32c, listed(m, "big").chunk_crc32c);
   EXPECT_THROW(CheckpointStore(tmp.path() / "x", 3, 1024), ConfigError);  // chunks of 4 KiB to 1 GiB
@@ -107,7 +109,9 @@ TEST(ChunkChecksums, ChunksGrowOnlyWhereTheMarkerWouldHoldTooMany) {
   EXPECT_EQ(marker_chunk_bytes({kTiB + 1}, kMiB), 2 * kMiB);  // one more
   EXPECT_EQ(marker_chunk_bytes({3 * kTiB}, kMiB), 4 * kMiB);
   EXPECT_EQ(marker_chunk_bytes({kTiB / 2, kTiB / 2, kMiB}, kMiB), kMiB);  // a one-chunk file has none
-  EXPECT_EQ(marker_chunk_bytes({uint64_t{1} << 62}, kMiB), kMaxChecksumChunkBytes);
+  EXPECT_EQ(marker_chunk_bytes({4 * kTiB}, 3 * kMiB), 6 * kMiB);  // any start, doubled
+  EXPECT_EQ(marker_chunk_bytes({uint64_t{1} << 50}, 3 * kMiB), kMaxChecksumChunkBytes);  // 1 PiB: capped at 1 GiB
+  EXPECT_THROW(marker_chunk_bytes({uint64_t{1} << 51}, kMiB), IoError);  // 2 PiB: 2^21 chunks even then
 }
 
 TEST(ChunkChecksums, ARangeChecksOnlyTheChunksItTouches) {
@@ -152,6 +156,7 @@ TEST(ChunkChecksums, MalformedChunkEntriesAreRefusedNamingTheFile) {
       {"chunk_bytes", 8192},  // 8192: 2 chunks, 4 listed
       {"chunk_crc32c_hex", 5}, {"chunk_crc32c_hex", "0000000100000002"},  // not a string; 2 of 4
       {"chunk_crc32c_hex", std::string(31, '0')}, {"chunk_crc32c_hex", std::string(31, '0') + "x"},
+      {"chunk_crc32c_hex", std::string(33, '0')},  // not 8 characters a chunk
       {"chunk_crc32c", {1, 2, 3, 4}}};  // a list beside the hex string
   const std::vector<std::pair<std::string, nlohmann::json>> old_form = {  // an older build's list
       {"chunk_crc32c", "none"}, {"chunk_crc32c", {1, 2, 3}}, {"chunk_crc32c", {1, 2, 3, 4294967296ULL}}};

@@ -23,7 +23,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kFormat = "hwtrain-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 (2026-11-28): chunk checksums as one hex string (io/chunk_checksums.h). Version 1
+// markers (a list of numbers) are still read; a version 1 build refuses a version 2 marker by its
+// version, not as a damaged one.
+constexpr int kVersion = 2;
 // Hidden prefixes: staging (being written), set aside (being replaced), being deleted.
 constexpr const char* kStaging = ".tmp-";
 constexpr const char* kAside = ".old-";
@@ -285,9 +288,9 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   }
   // Compared as JSON: value("format", "") would throw nlohmann's own error for a non-string.
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat) throw bad("no \"format\": \"" + std::string(kFormat) + "\"");
-  if (!j.contains("version") || j["version"] != kVersion) {
+  if (!j.contains("version") || (j["version"] != 1 && j["version"] != kVersion)) {
     throw bad("unsupported version " + (j.contains("version") ? j["version"].dump() : "(none)") +
-              " (this build reads version " + std::to_string(kVersion) + ")");
+              " (this build reads versions 1 to " + std::to_string(kVersion) + "; a newer build wrote it?)");
   }
   if (!j.contains("step") || !j["step"].is_number_integer()) throw bad("no integer \"step\"");
   if (!j.contains("files") || !j["files"].is_array()) throw bad("no \"files\" list");

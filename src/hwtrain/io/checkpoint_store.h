@@ -22,8 +22,9 @@ inline constexpr const char* kCheckpointMarker = "COMPLETE";
 // The chunk size of the per-chunk checksums new checkpoints record (io/chunk_checksums.h): a reader
 // of a range checks at most 2 x 1 MiB more than it needs. The marker holds each file's chunk
 // checksums as one hex string (8 characters a chunk) and at most kMaxMarkerChunks of them: a
-// checkpoint larger than 1 TiB gets chunks of 2 MiB, 4 MiB, ... (the marker stays under 9 MiB of
-// its 16 MiB bound). Markers of older builds (16 MiB chunks, a JSON list of numbers) are still read.
+// checkpoint larger than 1 TiB gets chunks of 2 MiB, 4 MiB, ... up to 1 GiB (the marker stays under
+// 9 MiB of its 16 MiB bound; past about 1 PiB the save is refused). Markers of older builds (16 MiB
+// chunks, a JSON list of numbers, version 1) are still read.
 inline constexpr uint64_t kChecksumChunkBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxMarkerChunks = uint64_t{1} << 20;
 // The chunk sizes a marker may record (and a store may be given): 4 KiB to 1 GiB.

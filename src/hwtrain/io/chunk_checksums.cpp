@@ -46,7 +46,13 @@ uint64_t marker_chunk_bytes(const std::vector<uint64_t>& sizes, uint64_t chunk_b
     for (uint64_t size : sizes) n += size > bytes ? size / bytes + (size % bytes != 0) : 0;
     return n;
   };
-  while (chunk_bytes < kMaxChecksumChunkBytes && chunks(chunk_bytes) > kMaxMarkerChunks) chunk_bytes *= 2;
+  while (chunk_bytes < kMaxChecksumChunkBytes && chunks(chunk_bytes) > kMaxMarkerChunks) {
+    chunk_bytes = std::min(2 * chunk_bytes, kMaxChecksumChunkBytes);
+  }
+  if (chunks(chunk_bytes) > kMaxMarkerChunks) {  // past about 1 PiB
+    throw IoError("a checkpoint this large needs more than " + std::to_string(kMaxMarkerChunks) +
+                  " chunk checksums even in chunks of " + std::to_string(chunk_bytes) + " bytes");
+  }
   return chunk_bytes;
 }
 
@@ -64,12 +70,17 @@ void read_marker_chunk_checksums(const nlohmann::json& f, CheckpointFile& file,
       f["chunk_bytes"].get<uint64_t>() < kMinChecksumChunkBytes || f["chunk_bytes"].get<uint64_t>() > kMaxChecksumChunkBytes ||
       hex == list || (hex && !f["chunk_crc32c_hex"].is_string()) || (list && !f["chunk_crc32c"].is_array())) {
     throw bad("file entry for '" + file.path + "' has chunk checksums without a chunk_bytes in [4 KiB, 1 GiB] and "
-              "one chunk_crc32c_hex string");
+              "one chunk_crc32c_hex string (or an older build's chunk_crc32c list)");
   }
   file.chunk_bytes = f["chunk_bytes"].get<uint64_t>();
   const uint64_t want = file.size / file.chunk_bytes + (file.size % file.chunk_bytes != 0);
+  if (hex && f["chunk_crc32c_hex"].get_ref<const std::string&>().size() % 8 != 0) {
+    throw bad("file entry for '" + file.path + "' has a chunk_crc32c_hex of " +
+              std::to_string(f["chunk_crc32c_hex"].get_ref<const std::string&>().size()) +
+              " characters, not 8 per chunk");
+  }
   const uint64_t listed = hex ? f["chunk_crc32c_hex"].get_ref<const std::string&>().size() / 8 : f["chunk_crc32c"].size();
-  if (listed != want || (hex && f["chunk_crc32c_hex"].get_ref<const std::string&>().size() % 8 != 0)) {
+  if (listed != want) {
     throw bad("file entry for '" + file.path + "' lists " + std::to_string(listed) + " chunk checksums; " +
               std::to_string(file.size) + " bytes in chunks of " + std::to_string(file.chunk_bytes) + " need " +
               std::to_string(want));
