@@ -15,11 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 HW=$(realpath "$BUILD/hwtrain")
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-DATA=$("$HERE/default_data.sh" "$BUILD")
-"$HW" train --data "$DATA" --out "$OUT/run" --set model.preset="$PRESET" --set model.block_size=256 \
-  --set train.max_steps=1 --set train.eval_interval=0 --set train.sample_tokens=0 --set log.report=false \
-  --set optimization.mixed_precision_dtype=fp32 --set train.micro_batch_size=1 > "$OUT/train.log" 2>&1 ||
-  { tail -5 "$OUT/train.log"; exit 1; }
+"$HERE/one_step_run.sh" "$BUILD" "$PRESET" "$OUT/run"
 ARGS=(generate "$OUT/run" --prompt "The meaning of life" -n "$N" --temperature 0)
 /usr/bin/time -f "%M" -o "$OUT/rss1" "$HW" "${ARGS[@]}" > "$OUT/one.txt" 2> "$OUT/one.err"
 /usr/bin/time -f "%M" -o "$OUT/rss2" "$HW" launch --nproc-per-node "$R" --master-port 29842 -- "${ARGS[@]}" --pipeline "$P" \
