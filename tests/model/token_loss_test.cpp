@@ -26,9 +26,16 @@ LossAndGrad run(const torch::Tensor& logits, const torch::Tensor& targets, int64
   return r;
 }
 
-// The exact loss and gradient of the 16-bit logits, in fp64.
+// The exact loss and gradient of the 16-bit logits, in fp64 (cross_entropy itself, not the
+// reference, which casts to fp32).
 LossAndGrad exact(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return run(logits.to(torch::kDouble), targets, 0, /*reference=*/true);
+  auto x = logits.to(torch::kDouble).detach().requires_grad_(true);
+  LossAndGrad r;
+  r.loss = torch::nn::functional::cross_entropy(x, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1));
+  r.loss.backward();
+  r.grad = x.grad();
+  EXPECT_EQ(r.grad.scalar_type(), torch::kDouble);
+  return r;
 }
 
 struct Case {
@@ -79,11 +86,22 @@ TEST(ChunkedCrossEntropy, ChunkingChangesNoBit) {
   }
 }
 
-TEST(ChunkedCrossEntropy, IsNanWhenEveryTargetIsIgnored) {
+// The loss is NaN, as the reference's, and the gradient zero, as the reference's (one such
+// micro-batch must not put NaN into a step's accumulated gradients).
+TEST(ChunkedCrossEntropy, IsNanWithAZeroGradientWhenEveryTargetIsIgnored) {
   auto logits = torch::randn({8, 50}).to(torch::kBFloat16);
   auto targets = torch::full({8}, -1, torch::kLong);
-  EXPECT_TRUE(std::isnan(chunked_cross_entropy(logits, targets).item<double>()));
-  EXPECT_TRUE(std::isnan(token_cross_entropy_reference(logits, targets).item<double>()));
+  const LossAndGrad got = run(logits, targets, 3), ref = run(logits, targets, 0, /*reference=*/true);
+  EXPECT_TRUE(std::isnan(got.loss.item<double>()));
+  EXPECT_TRUE(std::isnan(ref.loss.item<double>()));
+  EXPECT_TRUE(got.grad.eq(0).all().item<bool>()) << got.grad.abs().max();
+  EXPECT_TRUE(torch::equal(got.grad.to(torch::kFloat), ref.grad.to(torch::kFloat)));
+}
+
+TEST(ChunkedCrossEntropy, RefusesADoubleBackward) {
+  auto x = torch::randn({4, 10}).to(torch::kBFloat16).requires_grad_(true);
+  auto loss = chunked_cross_entropy(x, torch::randint(10, {4}, torch::kLong));
+  EXPECT_THROW(torch::autograd::grad({loss}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true), c10::Error);
 }
 
 }  // namespace token_loss_test

@@ -8,8 +8,9 @@ namespace hwt {
 
 namespace {
 constexpr int64_t kIgnoredTarget = -1;
-// Elements of fp32 scratch per chunk of rows: 256 MiB, a few dozen chunks for a GPU's micro-batch
-// of a 50k-128k vocabulary (each chunk a handful of kernels).
+// Elements per chunk of rows: 256 MiB of fp32 scratch, a few dozen chunks for a GPU's micro-batch of
+// a 50k-128k vocabulary (each chunk a handful of kernels). The forward holds two such buffers at
+// once (the chunk in fp32 and logsumexp's temporary), the backward one.
 constexpr int64_t kChunkElements = int64_t{1} << 26;
 
 using torch::autograd::AutogradContext;
@@ -41,8 +42,11 @@ struct ChunkedCrossEntropy : public torch::autograd::Function<ChunkedCrossEntrop
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &logits_NV = saved[0], &targets_N = saved[1], &lse_N = saved[2], &count = saved[3];
+    TORCH_CHECK(!torch::GradMode::is_enabled(), "chunked_cross_entropy: double backward is not supported");
     const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt(), n = logits_NV.size(0);
-    const torch::Tensor scale_N = (grads[0] / count) * targets_N.ne(kIgnoredTarget).to(torch::kFloat);
+    // Rows without a target get no gradient (also when none has one: 0, not g / 0 * 0, as nll_loss).
+    const torch::Tensor valid_N = targets_N.ne(kIgnoredTarget);
+    const torch::Tensor scale_N = torch::where(valid_N, grads[0] / count, torch::zeros_like(grads[0]));
     const torch::Tensor safe_N = targets_N.clamp_min(0).unsqueeze(1);
     torch::Tensor grad_NV = torch::empty_like(logits_NV);
     for (int64_t r = 0; r < n; r += chunk_rows) {

@@ -15,7 +15,7 @@
 // writes the bf16 gradient a chunk of rows at a time. The cast path holds an fp32 copy of the logits
 // (the saved log-softmax), writes an fp32 gradient and then its bf16 copy: 2.5-3 fp32 copies at the
 // backward's peak on an H100; this one holds 1 (the bf16 logits and their bf16 gradient) and one
-// chunk's fp32 scratch. Same formula, other roundings: the loss within fp32 rounding, the gradient
+// chunk's fp32 scratch (two in its forward, before the gradient exists). Same formula, other roundings: the loss within fp32 rounding, the gradient
 // within a bf16 rounding (tests/model/token_loss_test.cpp, on CPU tensors). Its speed and memory on
 // a GPU are not measured yet (no GPU this session); the memory model keeps 3 copies until they are.
 // Every CPU tensor is cast to fp32 first (the path CPU training losses are recorded with).
@@ -28,7 +28,9 @@ namespace hwt {
 torch::Tensor token_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N);
 
 // The 16-bit loss without an fp32 copy of the logits (see above), on any device; chunk_rows <= 0:
-// rows of 2^26 fp32 elements (256 MiB of scratch).
+// rows of 2^26 fp32 elements (256 MiB of scratch). Targets must be -1 (ignored) or in [0, V): they are
+// not checked (that would synchronize with the device); the data pipeline makes no others.
+// First-order only (a double backward is refused).
 torch::Tensor chunked_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N, int64_t chunk_rows = 0);
 
 // The reference: cast to fp32, then cross_entropy (what every device computed before).
