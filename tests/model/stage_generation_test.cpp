@@ -4,7 +4,8 @@
 // for GPT-2 (the tied head on the first and last stage) and Llama (GQA), on 2 and 3 stages,
 // interleaved (2 stages of 2 chunks), and with each stage's layers split over 2 tensor ranks; and 5
 // rows decoded as 2 or 3 micro-batches in flight (4 + 15 tokens, past block_size too) against the
-// whole model with the same micro-batches (the same draws in the same order).
+// whole model with the same micro-batches (the same draws in the same order), also in the schedule
+// for sends that wait for their receives (NCCL's: one micro-batch at a time).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -80,6 +81,7 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
     for (auto& g : *list) subgroups.push_back(g.get());
   }
   std::vector<std::shared_ptr<GptStage>> stages;
+  std::vector<std::shared_ptr<ThreadComm>> pipelines;  // each rank's view of its pipeline
   for (int r = 0; r < n; ++r) {
     const int64_t s = r / t;
     const int k = r % t;
@@ -88,8 +90,8 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
     if (t > 1) gpt->set_tensor_parallel(std::make_shared<ThreadComm>(*tensor[s], k), /*sequence_parallel=*/true);
     std::shared_ptr<TensorParallelComm> shared;
     if (cfg.tied_head() && (s == 0 || s == p - 1)) shared = std::make_shared<ThreadComm>(*ends[k], s == 0 ? 0 : 1);
-    stages.push_back(std::make_shared<GptStage>(gpt, place_of(s, p, v, cfg.n_layer),
-                                                std::make_shared<ThreadComm>(*line[k], static_cast<int>(s)), shared));
+    pipelines.push_back(std::make_shared<ThreadComm>(*line[k], static_cast<int>(s)));
+    stages.push_back(std::make_shared<GptStage>(gpt, place_of(s, p, v, cfg.n_layer), pipelines.back(), shared));
   }
   std::vector<std::vector<torch::Tensor>> got(static_cast<size_t>(n));
   const auto errors = testing::run_ranks(world, [&](int r) {
@@ -99,13 +101,24 @@ TEST_P(StageDecoding, EveryRankDrawsTheWholeModelsTokens) {
               stage.generate(rows5, 15, 1.0, 5, gen(), 0.9, true, 2),
               stage.generate(rows5, 15, 0.0, 0, gen(), 1.0, true, 3),
               stage.generate(rows5, 15, 1.0, 0, gen(), 1.0, false, 3)};
+    // The schedule for sends that wait for their receives (NCCL): one micro-batch at a time.
+    pipelines[static_cast<size_t>(r)]->blocking_sends = true;
+    got[r].push_back(stage.generate(rows5, 15, 1.0, 5, gen(), 0.9, true, 2));
+    got[r].push_back(stage.generate(rows5, 15, 0.0, 0, gen(), 1.0, false, 3));
+    pipelines[static_cast<size_t>(r)]->blocking_sends = false;
   }, subgroups);
   for (const auto& e : errors) ASSERT_EQ(e, "");
   for (int r = 0; r < n; ++r) {
     const char* what[] = {"greedy", "sampled (top-k 5, top-p 0.9)", "greedy without the cache",
                           "5 rows in 2 micro-batches, sampled", "5 rows in 3 micro-batches, greedy",
-                          "5 rows in 3 micro-batches, sampled without the cache"};
+                          "5 rows in 3 micro-batches, sampled without the cache",
+                          "in turn (NCCL's schedule): 5 rows in 2 micro-batches, sampled",
+                          "in turn: 5 rows in 3 micro-batches, greedy without the cache"};
+    ASSERT_EQ(got[r].size(), want.size() + 2);
     for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(torch::equal(got[r][i], want[i])) << what[i] << ", rank " << r;
+    EXPECT_TRUE(torch::equal(got[r][6], want[3])) << what[6] << ", rank " << r;
+    const torch::Tensor greedy_no_cache = whole->generate(rows5, 15, 0.0, 0, gen(), 1.0, false, 3);
+    EXPECT_TRUE(torch::equal(got[r][7], greedy_no_cache)) << what[7] << ", rank " << r;
     if (t > 1) {
       EXPECT_TRUE(stages[r]->gpt()->tensor_parallel()->sequence_parallel) << "restored after decoding";
     }

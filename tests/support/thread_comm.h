@@ -93,6 +93,9 @@ class ThreadComm : public TensorParallelComm {
     return [] {};
   }
   void recv(torch::Tensor& t, int peer, int tag) override { t.copy_(group_.take(peer, rank_, tag)); }
+  // Tests set it to take the path NCCL's blocking sends need (the sends here never block).
+  bool sends_wait_for_receives() const override { return blocking_sends; }
+  bool blocking_sends = false;
 
  private:
   ThreadGroup& group_;

@@ -21,6 +21,7 @@ class ProcessGroupComm : public TensorParallelComm {
   torch::Tensor reduce_scatter(const torch::Tensor& t) override;
   std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override;
   void recv(torch::Tensor& t, int peer, int tag) override;
+  bool sends_wait_for_receives() const override { return group_->backend_name() == "nccl"; }
   // In the background (c10d's own threads); their waits count as blocked time, the rest is hidden.
   std::function<void()> all_reduce_sum_async(torch::Tensor& t) override;
   std::function<torch::Tensor()> all_gather_async(const torch::Tensor& t) override;

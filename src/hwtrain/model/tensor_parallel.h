@@ -44,6 +44,10 @@ class TensorParallelComm {
   // sent (an interleaved pipeline's activations and gradients on two stages); one tag is in order.
   virtual std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) = 0;
   virtual void recv(torch::Tensor& t, int peer, int tag) = 0;
+  // Whether a send can wait for its receive in the order the pair's operations were issued (NCCL:
+  // one stream per pair, both directions). Then two ranks must not each send before receiving what
+  // the other sends (GptStage::generate decodes one micro-batch at a time there).
+  virtual bool sends_wait_for_receives() const { return false; }
 
   // The collectives started and finished later: the returned function waits (once) and gives the
   // result; the tensors must live until then (all_reduce_sum_async: t contiguous, reduced in place).
