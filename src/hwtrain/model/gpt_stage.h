@@ -90,6 +90,11 @@ class GptStage : public TrainableModel, public PipelineStage {
   GPT& gpt() { return gpt_; }
 
  private:
+  struct Decoding;  // generate's state (model/stage_generation.cpp)
+  // Chunk `chunk` of micro-batch j's decoding step: its token on the last virtual stage, else undefined.
+  torch::Tensor decode_chunk(Decoding& d, size_t j, int64_t chunk);
+  void decode_step_overlapped(Decoding& d);  // every chunk over every micro-batch, tokens sent back
+  void decode_step_in_turn(Decoding& d);     // one micro-batch through all chunks at a time, tokens gathered
   bool holds_tied_copy() const;  // the last stage's copy of a tied embedding (the first holds the original)
   bool shares_embedding() const { return shared_ && (is_first() || is_last()); }
   std::string embedding_name() const;
