@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/dist_test_util.h"
+#include "hwtrain/dist/gradient_tap.h"
 #include "hwtrain/model/gpt_model.h"
 #include "hwtrain/train/sharded_training.h"
 
@@ -77,18 +78,23 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
     EXPECT_NEAR(loss, a, 1e-6) << "step " << step;
     if (stage == ShardStage::Zero3) {  // each block freed after forward is gathered again for backward
       // Llama: the embeddings once (their backward reads no weights), the blocks twice, the head once.
-      // GPT-2: the tied rest once (kept through the step), the blocks twice.
-      const int64_t want = llama ? 1 + 2 * 4 + 1 : 1 + 2 * 4;
+      // GPT-2: the tied rest for the embeddings and again for the final norm and head, the blocks twice.
+      const int64_t want = llama ? 1 + 2 * 4 + 1 : 2 + 2 * 4;
       EXPECT_EQ(st.engine->stats().all_gathers - before, want) << "step " << step;
     }
   }
+  std::vector<ParameterUnit> parts = plain->parameter_units();
+  int64_t edge = 0, one_block = 0;
+  for (const auto& [n, p] : parts.front().params) edge += p.numel() * 4;  // tied: also the final norm
+  for (const auto& [n, p] : parts[1].params) one_block += p.numel() * 4;
   if (stage == ShardStage::Zero3) {
-    std::vector<ParameterUnit> parts = plain->parameter_units();
-    int64_t edge = 0, one_block = 0;
-    for (const auto& [n, p] : parts.front().params) edge += p.numel() * 4;  // tied: also the final norm
-    for (const auto& [n, p] : parts[1].params) one_block += p.numel() * 4;
-    EXPECT_LE(st.engine->stats().peak_gathered_bytes, edge + 2 * one_block + 64);  // + padding
+    // The embeddings' unit with the first block (prefetched) at the start, two blocks while they run,
+    // the tied rest alone at the head: never the rest beside two blocks.
+    EXPECT_LE(st.engine->stats().peak_gathered_bytes, std::max(edge + one_block, 2 * one_block) + 64);  // + padding
   }
+  // At most two units' gradients being reduced at once (whole input and shard: twice over one rank),
+  // not every unit's until the end of backward.
+  EXPECT_LE(st.engine->stats().peak_reducing_bytes, 2 * 2 * std::max(edge, one_block) + 256);
   const auto plain_params = plain->named_parameters();  // find() points into it: it must outlive the loop
   for (const auto& [name, w] : st.engine->full_parameters()) {
     auto* p = plain_params.find(name);
@@ -100,7 +106,19 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
 
 // dist.reduce_dtype = bf16: the engine reduce-scatters bf16 gradients; over one rank that is each
 // gradient rounded to bf16, so 3 ZeRO-2 steps equal plain AdamW steps on bf16-rounded gradients,
-// and differ from the fp32 reduce's.
+// and differ from the fp32 reduce's. The tied embedding's two uses are reduced apart (the head's as
+// soon as it exists), so its gradient is the sum of the two parts, each rounded.
+class HeadGradient : public UnitHooks {  // the reference's tap: the head's part of the tied gradient
+ public:
+  void before_forward(size_t) override {}
+  torch::Tensor after_forward(size_t, const torch::Tensor& out) override { return out; }
+  void release(size_t) override {}
+  torch::Tensor reused_weight(size_t, const torch::Tensor& w) override {
+    return tap_gradient(w, [this](const torch::Tensor& g) { part = g.clone(); });
+  }
+  torch::Tensor part;
+};
+
 TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
   auto group = testing::one_rank_group();
   GPT rounded = tiny_gpt(false, false), exact = tiny_gpt(false, false), sharded = tiny_gpt(false, false);
@@ -108,6 +126,9 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
   GptModel sharded_model(sharded);
   ShardedTraining st =
       shard_training(sharded_model, *whole, group, ShardStage::Zero2, Precision::Fp32, {}, ReduceDtype::Bf16);
+  auto head = std::make_shared<HeadGradient>();
+  rounded->set_unit_hooks(head);
+  auto bf16 = [](const torch::Tensor& g) { return g.to(torch::kBFloat16).to(torch::kFloat); };
   torch::manual_seed(1);
   const auto x = torch::randint(64, {2, 16}), y = torch::randint(64, {2, 16});
   for (int step = 0; step < 3; ++step) {
@@ -117,8 +138,9 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
       (*model)->forward_loss(x, y).backward();
       torch::NoGradGuard no_grad;
       for (auto& p : (*model)->parameters()) {
-        if (round) p.mutable_grad().copy_(p.grad().to(torch::kBFloat16).to(torch::kFloat));
+        if (round) p.mutable_grad().copy_(bf16(p.grad()));
       }
+      if (round) rounded->wte->weight.mutable_grad().copy_(bf16(head->part) + rounded->wte->weight.grad());
       opt->step(1e-2);
     }
     sharded_step(st, sharded, x, y);

@@ -124,10 +124,17 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
 
 ShardedParameters::~ShardedParameters() {
   hooks_.clear();
-  for (auto& u : units_) {  // no collective may outlive the buffers it writes
+  alive_.reset();  // a gradient tapped by reused_weight() and arriving now is dropped
+  // No collective may outlive the buffers it writes.
+  for (auto& r : reductions_) {
+    try {
+      r.work->wait();
+    } catch (const std::exception&) {
+    }
+  }
+  for (auto& u : units_) {
     try {
       if (u->gather_work) u->gather_work->wait();
-      if (u->reduce_work) u->reduce_work->wait();
     } catch (const std::exception&) {
     }
   }
@@ -243,94 +250,21 @@ torch::Tensor ShardedParameters::gather_for_backward(size_t unit, const torch::T
   return out;
 }
 
-void ShardedParameters::on_gradient_ready(size_t unit) {
-  Unit& u = *units_[unit];
-  if (u.pending > 0 && --u.pending == 0) launch_reduce(u);
+void ShardedParameters::before_reuse(size_t unit) {
+  if (options_.stage == ShardStage::Zero3) ensure_gathered(unit);
 }
 
-// The unit's gradients, flattened in the reduce dtype and divided by the world size, reduce-
-// scattered; the parameters' own gradients are freed, and under ZeRO-3 the unit's buffer too.
-void ShardedParameters::launch_reduce(Unit& u) {
-  if (u.reduce_launched) return;
-  torch::NoGradGuard no_grad;
-  const int64_t n = group_->world_size();
-  u.reduce_input = torch::zeros({u.shard * n}, u.master.options().dtype(options_.reduce_dtype));
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    torch::Tensor g = u.params[i].grad();
-    if (g.defined()) u.reduce_input.narrow(0, u.offsets[i], g.numel()).copy_(g.reshape(-1));
-    u.params[i].mutable_grad() = torch::Tensor();
-  }
-  u.reduce_input.div_(static_cast<double>(n));
-  u.reduce_output = torch::empty({u.shard}, u.reduce_input.options());
-  u.reduce_work = group_->reduce_scatter_sum(u.reduce_output, u.reduce_input);
-  track(u.reduce_work);
-  u.reduce_launched = true;
-  ++stats_.reduce_scatters;
-  stats_.reduced_bytes += u.reduce_input.numel() * u.reduce_input.element_size();
-  if (options_.stage == ShardStage::Zero3) reshard(u);
-}
-
-// Waits for the reductions in flight and adds them to the fp32 gradient shards.
-void ShardedParameters::collect_reductions() {
-  torch::NoGradGuard no_grad;
-  for (auto& up : units_) {
-    Unit& u = *up;
-    if (u.reduce_launched) {
-      wait(u.reduce_work, "reduce-scattering the gradients of " + u.name);
-      torch::Tensor shard = u.reduce_output.to(torch::kFloat);  // fresh each launch: kept as it is
-      if (u.grad.defined()) {
-        u.grad.add_(shard);
-      } else {
-        u.grad = shard;
-      }
-      u.reduce_work.reset();
-      u.reduce_input = u.reduce_output = torch::Tensor();
-      u.reduce_launched = false;
-    }
-    u.pending = u.params.size();
-  }
-}
-
-void ShardedParameters::begin_micro_step(bool) { collect_reductions(); }
-
-void ShardedParameters::finish() {
-  torch::NoGradGuard no_grad;
-  for (auto& u : units_) {  // a unit whose backward did not complete counts its missing gradients as zeros
-    if (u->pending < u->params.size() && !u->reduce_launched) launch_reduce(*u);
-  }
-  collect_reductions();
-  for (auto& up : units_) {
-    Unit& u = *up;
-    if (!u.grad.defined()) u.grad = torch::zeros_like(u.master);
-    for (const auto& [index, start] : u.segments) {
-      segments_[index].master.mutable_grad() = u.grad.narrow(0, start, segments_[index].master.numel());
-    }
-    u.grad = torch::Tensor();  // the segments hold it until the optimizer's zero_grad
-  }
-}
-
-std::optional<std::vector<std::pair<std::string, torch::Tensor>>> ShardedParameters::gradient_shards() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& seg : segments_) out.emplace_back(seg.param, seg.master.grad());
-  return out;
-}
-
-void ShardedParameters::discard() {
-  for (auto& up : units_) {
-    Unit& u = *up;
-    if (u.reduce_launched) {
-      try {
-        group_->wait(u.reduce_work, "reduce-scattering the gradients of " + u.name);
-      } catch (const std::exception&) {
-      }
-    }
-    u.reduce_launched = false;
-    u.reduce_work.reset();
-    u.reduce_input = u.reduce_output = u.grad = torch::Tensor();
-    u.pending = u.params.size();
-    for (auto& p : u.params) p.mutable_grad() = torch::Tensor();
-  }
-  for (auto& seg : segments_) seg.master.mutable_grad() = torch::Tensor();
+torch::Tensor ShardedParameters::release_after_backward(size_t unit, const torch::Tensor& in) {
+  if (options_.stage != ShardStage::Zero3 || !torch::GradMode::is_enabled() || !in.requires_grad()) return in;
+  // On an alias of `in`: its hook runs before those already on `in` (the unit before's gather
+  // for backward), so the two are not held at once.
+  torch::Tensor alias = in.view_as(in);
+  alias.register_hook([this, unit](const torch::Tensor& grad) {
+    units_[unit]->released = true;
+    reshard(*units_[unit]);
+    return grad;
+  });
+  return alias;
 }
 
 void ShardedParameters::after_step() {

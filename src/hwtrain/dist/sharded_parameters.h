@@ -8,15 +8,24 @@
 //   gradients  a hook on each parameter's gradient accumulator notes when it is final; when a
 //              unit's gradients are all final they are flattened (in the reduce dtype), divided by
 //              the world size and reduce-scattered asynchronously while backward goes on, and the
-//              parameters' own gradients are freed. Every micro-step reduces (both stages keep only
-//              the shard of the gradients); the shards accumulate in fp32.
+//              parameters' own gradients are freed. At most two reductions are in flight: launching
+//              a third waits for the oldest, whose shard is added to the unit's fp32 gradient shard
+//              and whose whole-unit buffer is freed (FSDP bounds them the same way), so backward
+//              never holds more than a few units' whole gradients. Every micro-step reduces (both
+//              stages keep only the shard of the gradients); the shards accumulate in fp32.
+//   reuse      a weight used twice (a tied embedding, which is also the head): the model passes its
+//              second use through reused_weight(), whose gradient is reduced as soon as the head's
+//              backward makes it (dist/gradient_tap.h); the rest of its gradient follows with the
+//              unit. Otherwise autograd would hold the vocabulary x width gradient until the end.
 //   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
 //   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
 //              (and starts gathering unit u + 1, prefetch), after_forward(u) frees it and hooks the
 //              unit's output so that its backward gathers it again (and prefetches unit u - 1,
 //              unless that unit was released: its backward reads no weights); it is freed once its
-//              gradients are reduced. A unit the model never passes to after_forward
-//              (a tied embedding, used first and last) stays gathered until then. Freeing releases
+//              gradients are reduced. A unit used again later in the forward (the tied rest: the
+//              embeddings, then the final norm and head) is released after its first use, gathered
+//              again by before_reuse() and freed by release_after_backward() once the backward of
+//              its second use is done (its first use's backward reads only token ids). Freeing releases
 //              the buffer's storage (as FSDP does), so the views autograd saved see the data again
 //              once it is re-gathered.
 // The model calls before_forward/after_forward through its UnitHooks seam (model/parameter_units.h;
@@ -73,6 +82,7 @@ struct ShardingStats {
   double comm_seconds = 0;  // wall time with at least one of them in flight (counted at after_step)
   double wait_seconds = 0;  // the part of it this rank spent blocked waiting: not hidden behind compute
   int64_t peak_gathered_bytes = 0;                    // compute-dtype unit buffers allocated at once
+  int64_t peak_reducing_bytes = 0;  // reduce-dtype whole-unit gradient buffers (and their shards) held at once
   double hidden_share() const { return comm_seconds > 0 ? std::max(0.0, 1.0 - wait_seconds / comm_seconds) : 0.0; }
 };
 
@@ -100,6 +110,14 @@ class ShardedParameters : public GradientSync {
   void release(size_t unit);  // frees the unit; its backward (and backward's prefetch) skips it
   void begin_forward() { in_backward_ = false; }
   torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out);
+  // ZeRO-3: the unit is used again in this forward (the tied rest as the final norm and head):
+  // gathered, nothing prefetched. release_after_backward frees it when the gradient of `in` (the
+  // input of that second use) arrives: its backward is done then.
+  void before_reuse(size_t unit);
+  torch::Tensor release_after_backward(size_t unit, const torch::Tensor& in);
+  // `weight` (a parameter of `unit`) for its second use: the gradient of that use is reduced as
+  // soon as it exists (ZeRO-2 and ZeRO-3). `weight` itself outside grad mode.
+  torch::Tensor reused_weight(size_t unit, const torch::Tensor& weight);
 
   // What the optimizer updates: this rank's segments (fp32), in unit order.
   const std::vector<ShardSegment>& segments() const { return segments_; }
@@ -138,6 +156,7 @@ class ShardedParameters : public GradientSync {
  private:
   struct Unit;
   struct Flight;
+  struct Reduction;
   void track(const ProcessGroup::WorkPtr& work);
   void count_flights();  // adds the finished collectives' in-flight wall time to the stats
   static torch::Tensor whole_values(const Unit& u, const InitialValue& initial_value, int64_t padded);
@@ -146,6 +165,10 @@ class ShardedParameters : public GradientSync {
   void reshard(Unit& u);
   void on_gradient_ready(size_t unit);
   void launch_reduce(Unit& u);
+  void reduce_part(size_t unit, size_t param, const torch::Tensor& grad);
+  void start_reduction(Unit& u, torch::Tensor input);
+  void reap(size_t keep);  // folds finished reductions, and the oldest until at most `keep` are in flight
+  int64_t reducing_bytes() const;
   void collect_reductions();
   void wait(const ProcessGroup::WorkPtr& work, const std::string& what);
 
@@ -155,6 +178,8 @@ class ShardedParameters : public GradientSync {
   std::vector<ShardSegment> segments_;
   std::vector<GradientHook> hooks_;
   std::vector<Flight> flights_;
+  std::vector<Reduction> reductions_;  // in flight, in launch order
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what a tapped gradient checks (reused_weight)
   ShardingStats stats_;
   bool in_backward_ = false;  // between the first block's backward hook and the next forward
 };

@@ -27,9 +27,14 @@ struct ShardedParameters::Unit {
   std::vector<std::pair<size_t, int64_t>> segments;  // (index in segments_, first element in master)
   bool released = false;  // passed to release() (not after_forward()): backward needs no gather
   size_t pending = 0;  // parameters whose gradient is not final yet in this backward
-  bool reduce_launched = false;
-  ProcessGroup::WorkPtr reduce_work;
-  torch::Tensor reduce_input, reduce_output;
+  bool reduce_launched = false;  // this backward's reduction of the unit (its parameters' gradients) started
+};
+
+// A reduce-scatter in flight: the whole unit's gradients (input) and this rank's shard (output).
+struct ShardedParameters::Reduction {
+  Unit* unit = nullptr;
+  ProcessGroup::WorkPtr work;
+  torch::Tensor input, output;
 };
 
 }  // namespace hwt
