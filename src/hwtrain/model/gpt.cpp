@@ -153,22 +153,33 @@ torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Te
 
 torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
   if (tp_) return tensor_parallel_loss(x_BTC, targets_BT);
-  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
-  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
+  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, trained_head_weight()), targets_BT);
+  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), trained_head_weight(), targets_BT.reshape({-1}));
 }
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
   auto x_BTC = embed(idx_BT);
-  // Untied: the embeddings' backward reads only the token ids. Tied: the head uses the unit last.
-  if (hooks && !cfg_.tied_head()) hooks->release(0);
+  // The embeddings' backward reads only the token ids (a tied rest comes back in final_norm).
+  if (hooks) hooks->release(0);
   x_BTC = run_blocks(x_BTC, 0, cfg_.n_layer);
   return final_norm(x_BTC);
 }
 
-torch::Tensor GPTImpl::final_norm(const torch::Tensor& x_BTC) {
-  if (unit_hooks_ && !cfg_.tied_head()) unit_hooks_->before_forward(layers_.size() + 1);  // the final norm and head
+torch::Tensor GPTImpl::final_norm(const torch::Tensor& x_in) {
+  torch::Tensor x_BTC = x_in;
+  if (unit_hooks_ && cfg_.tied_head()) {  // the tied rest again: final norm and head, freed after their backward
+    unit_hooks_->before_reuse(0);
+    x_BTC = unit_hooks_->release_after_backward(0, x_BTC);
+  } else if (unit_hooks_) {
+    unit_hooks_->before_forward(layers_.size() + 1);  // the final norm and head
+  }
   return norm ? norm(x_BTC) : ln_f(x_BTC);
+}
+
+torch::Tensor GPTImpl::trained_head_weight() const {
+  if (!unit_hooks_ || lm_head || !torch::GradMode::is_enabled()) return head_weight();
+  return unit_hooks_->reused_weight(0, wte->weight);  // the tied rest's second use
 }
 
 torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {

@@ -39,6 +39,15 @@ class StageUnitHooks : public UnitHooks {
     for (size_t k : of(unit)) x = engine_->gather_for_backward(k, x);
     return x;
   }
+  void before_reuse(size_t unit) override {
+    for (size_t k : of(unit)) engine_->before_reuse(k);
+  }
+  torch::Tensor release_after_backward(size_t unit, const torch::Tensor& in) override {
+    torch::Tensor x = in;
+    for (size_t k : of(unit)) x = engine_->release_after_backward(k, x);
+    return x;
+  }
+  // reused_weight stays the default: a stage's tied copy has its own unit (parameter_units).
 
  private:
   const std::vector<size_t>& of(size_t unit) const {
@@ -96,7 +105,8 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
   const BlockRange& blocks = place_.chunks.at(static_cast<size_t>(chunk));
   // Activations travel in fp32; a stage whose weights compute in 16 bits (ZeRO-2's copies) takes them
   // back in its weights' dtype, as the stage before made them (exactly: the cast there was widening).
-  // The unit hooks as GPT::hidden_states calls them, plus the tied head's on the last stage.
+  // The unit hooks as GPT::hidden_states calls them (final_norm gathers the head's unit, or the tied
+  // rest again), plus the head's gather for backward on the last stage.
   UnitHooks* hooks = gpt_->unit_hooks();
   const bool tied = gpt_->config().tied_head();
   if (hooks) hooks->begin_forward();
@@ -109,7 +119,6 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
   }
   x = gpt_->run_blocks(x, blocks.begin, blocks.end);
   if (!computes_loss(chunk)) return x;
-  if (hooks && tied) hooks->before_forward(0);  // the final norm and the tied copy (untied: final_norm's)
   torch::Tensor loss = gpt_->head_loss(gpt_->final_norm(x), targets);
   return hooks ? hooks->gather_for_backward(tied ? 0 : static_cast<size_t>(gpt_->config().n_layer) + 1, loss) : loss;
 }

@@ -7,8 +7,9 @@
 // of each unit it is done with through after_forward(u, out), where the engine frees the unit and
 // hooks its backward, or through release(u) when its backward reads none of its weights (the
 // untied embeddings: an embedding's gradient needs only the token ids), where the engine frees it
-// for good. Unit 0 starts every whole-model forward; a unit never passed to either (the tied rest,
-// the head) stays until its gradients are reduced.
+// for good. Unit 0 starts every whole-model forward; a unit never passed to either (the head) stays
+// until its gradients are reduced. The tied rest is released after the embeddings and comes back
+// for the final norm and head through before_reuse / release_after_backward / reused_weight.
 #pragma once
 #include <torch/torch.h>
 
@@ -44,6 +45,15 @@ class UnitHooks {
   // gradient of `out` arrives, should it have been freed since (a pipeline stage runs the forwards
   // of several micro-batches before their backwards, and frees the unit after the first's).
   virtual torch::Tensor gather_for_backward(size_t /*unit*/, const torch::Tensor& out) { return out; }
+  // A unit used a second time in the forward (the tied rest: the embeddings first, then the final
+  // norm and the head), after release(unit): present again (nothing is prefetched for it).
+  virtual void before_reuse(size_t unit) { before_forward(unit); }
+  // Passes the input of that second use: the unit may be freed once its gradient arrives (the
+  // second use's backward is done then, and the first's reads only token ids).
+  virtual torch::Tensor release_after_backward(size_t /*unit*/, const torch::Tensor& in) { return in; }
+  // A weight of `unit` for its second use (the tied head): the gradient of this use may go to the
+  // engine at once instead of waiting in autograd for the first use's.
+  virtual torch::Tensor reused_weight(size_t /*unit*/, const torch::Tensor& weight) { return weight; }
 };
 
 }  // namespace hwt

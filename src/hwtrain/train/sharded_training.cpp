@@ -34,6 +34,17 @@ class EngineHooks : public UnitHooks {
     auto e = engine_.lock();
     return e ? e->gather_for_backward(unit, out) : out;
   }
+  void before_reuse(size_t unit) override {
+    if (auto e = engine_.lock()) e->before_reuse(unit);
+  }
+  torch::Tensor release_after_backward(size_t unit, const torch::Tensor& in) override {
+    auto e = engine_.lock();
+    return e ? e->release_after_backward(unit, in) : in;
+  }
+  torch::Tensor reused_weight(size_t unit, const torch::Tensor& weight) override {
+    auto e = engine_.lock();
+    return e ? e->reused_weight(unit, weight) : weight;
+  }
 
  private:
   std::weak_ptr<ShardedParameters> engine_;
