@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include "dist/dist_test_util.h"
-#include "hwtrain/dist/gradient_tap.h"
 #include "hwtrain/model/gpt_model.h"
 #include "hwtrain/train/sharded_training.h"
 
@@ -104,30 +103,64 @@ TEST_P(ShardedTrainingTest, EqualsTheUnshardedModelAndGathersEachBlockTwicePerSt
   group->shutdown();
 }
 
-// dist.reduce_dtype = bf16: the engine reduce-scatters bf16 gradients; over one rank that is each
-// gradient rounded to bf16, so 3 ZeRO-2 steps equal plain AdamW steps on bf16-rounded gradients,
-// and differ from the fp32 reduce's. The tied embedding's two uses are reduced apart (the head's as
-// soon as it exists), so its gradient is the sum of the two parts, each rounded.
-class HeadGradient : public UnitHooks {  // the reference's tap: the head's part of the tied gradient
+// The engine's hooks, noting what is gathered once the last block's forward has started.
+class GatheredAtLastBlock : public UnitHooks {
  public:
-  void before_forward(size_t) override {}
-  torch::Tensor after_forward(size_t, const torch::Tensor& out) override { return out; }
-  void release(size_t) override {}
-  torch::Tensor reused_weight(size_t, const torch::Tensor& w) override {
-    return tap_gradient(w, [this](const torch::Tensor& g) { part = g.clone(); });
+  GatheredAtLastBlock(std::shared_ptr<ShardedParameters> engine, size_t last) : e_(std::move(engine)), last_(last) {}
+  void before_forward(size_t u) override {
+    e_->before_forward(u);
+    if (u == last_) bytes.push_back(e_->gathered_bytes());
   }
-  torch::Tensor part;
+  torch::Tensor after_forward(size_t u, const torch::Tensor& out) override { return e_->after_forward(u, out); }
+  void release(size_t u) override { e_->release(u); }
+  void before_reuse(size_t u) override { e_->before_reuse(u); }
+  torch::Tensor release_after_backward(size_t u, const torch::Tensor& in) override {
+    return e_->release_after_backward(u, in);
+  }
+  std::vector<int64_t> bytes;
+
+ private:
+  std::shared_ptr<ShardedParameters> e_;
+  size_t last_;
 };
 
-TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
+// ZeRO-3 of a tied model: the first step learns that the rest is used again for the head; from the
+// second on, the last block prefetches it (as it prefetches an untied head).
+TEST(ShardedTiedRest, TheLastBlockPrefetchesItForTheHeadFromTheSecondStep) {
+  auto group = testing::one_rank_group();
+  GPT g = tiny_gpt(false, false);
+  auto whole = adamw(g);
+  GptModel model(g);
+  ShardedTraining st = shard_training(model, *whole, group, ShardStage::Zero3, Precision::Fp32);
+  auto spy = std::make_shared<GatheredAtLastBlock>(st.engine, 4);
+  g->set_unit_hooks(spy);
+  const std::vector<ParameterUnit> parts = g->parameter_units();
+  int64_t rest = 0, block = 0;
+  for (const auto& [n, p] : parts.front().params) rest += p.numel() * 4;
+  for (const auto& [n, p] : parts.back().params) block += p.numel() * 4;
+  torch::manual_seed(1);
+  const auto x = torch::randint(64, {2, 16}), y = torch::randint(64, {2, 16});
+  for (int step = 0; step < 3; ++step) sharded_step(st, g, x, y);
+  ASSERT_EQ(spy->bytes.size(), 3u);
+  EXPECT_EQ(spy->bytes[0], block);
+  EXPECT_EQ(spy->bytes[1], block + rest);
+  EXPECT_EQ(spy->bytes[2], block + rest);
+  group->shutdown();
+}
+
+// dist.reduce_dtype = bf16: the engine reduce-scatters bf16 gradients; over one rank that is each
+// gradient rounded to bf16, so 3 ZeRO-2 steps equal plain AdamW steps on bf16-rounded gradients,
+// and differ from the fp32 reduce's.
+
+class ShardedReduce : public ::testing::TestWithParam<ShardStage> {};
+
+TEST_P(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
+  const ShardStage stage = GetParam();
   auto group = testing::one_rank_group();
   GPT rounded = tiny_gpt(false, false), exact = tiny_gpt(false, false), sharded = tiny_gpt(false, false);
   auto rounded_opt = adamw(rounded), exact_opt = adamw(exact), whole = adamw(sharded);
   GptModel sharded_model(sharded);
-  ShardedTraining st =
-      shard_training(sharded_model, *whole, group, ShardStage::Zero2, Precision::Fp32, {}, ReduceDtype::Bf16);
-  auto head = std::make_shared<HeadGradient>();
-  rounded->set_unit_hooks(head);
+  ShardedTraining st = shard_training(sharded_model, *whole, group, stage, Precision::Fp32, {}, ReduceDtype::Bf16);
   auto bf16 = [](const torch::Tensor& g) { return g.to(torch::kBFloat16).to(torch::kFloat); };
   torch::manual_seed(1);
   const auto x = torch::randint(64, {2, 16}), y = torch::randint(64, {2, 16});
@@ -140,7 +173,6 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
       for (auto& p : (*model)->parameters()) {
         if (round) p.mutable_grad().copy_(bf16(p.grad()));
       }
-      if (round) rounded->wte->weight.mutable_grad().copy_(bf16(head->part) + rounded->wte->weight.grad());
       opt->step(1e-2);
     }
     sharded_step(st, sharded, x, y);
@@ -154,6 +186,11 @@ TEST(ShardedReduce, Bf16ReduceStepsOnTheGradientsRoundedToBf16) {
   EXPECT_GT(off_exact, 1e-6);  // the rounding is applied
   group->shutdown();
 }
+
+INSTANTIATE_TEST_SUITE_P(Stages, ShardedReduce, ::testing::Values(ShardStage::Zero2, ShardStage::Zero3),
+                         [](const ::testing::TestParamInfo<ShardStage>& info) {
+                           return std::string(shard_stage_name(info.param));
+                         });
 
 // optimization.optimizer_state_dtype = int8 under ZeRO-2/3: each shard's AdamW keeps its segments'
 // moments in 8 bits. Over one rank every parameter is one segment, quantized in the same blocks

@@ -124,7 +124,7 @@ ShardedParameters::ShardedParameters(std::shared_ptr<ProcessGroup> group, std::v
 
 ShardedParameters::~ShardedParameters() {
   hooks_.clear();
-  alive_.reset();  // a gradient tapped by reused_weight() and arriving now is dropped
+  alive_.reset();  // a backward hook (release_after_backward) running now does nothing
   // No collective may outlive the buffers it writes.
   for (auto& r : reductions_) {
     try {
@@ -214,7 +214,12 @@ void ShardedParameters::before_forward(size_t unit) {
   if (unit == 0) in_backward_ = false;  // every forward starts with unit 0 (the embeddings)
   ensure_gathered(unit);
   // In backward a checkpointed block's recomputation calls this too: its next unit is done then.
-  if (options_.prefetch && !in_backward_ && unit + 1 < units_.size()) launch_gather(*units_[unit + 1]);
+  if (!options_.prefetch || in_backward_) return;
+  if (unit + 1 < units_.size()) {
+    launch_gather(*units_[unit + 1]);
+  } else if (reused_ < units_.size()) {  // the last unit runs before the one used again (the tied head)
+    launch_gather(*units_[reused_]);
+  }
 }
 
 torch::Tensor ShardedParameters::after_forward(size_t unit, const torch::Tensor& out) {
@@ -251,7 +256,9 @@ torch::Tensor ShardedParameters::gather_for_backward(size_t unit, const torch::T
 }
 
 void ShardedParameters::before_reuse(size_t unit) {
-  if (options_.stage == ShardStage::Zero3) ensure_gathered(unit);
+  if (options_.stage != ShardStage::Zero3) return;
+  reused_ = unit;  // from the next forward on, the last unit prefetches it
+  ensure_gathered(unit);
 }
 
 torch::Tensor ShardedParameters::release_after_backward(size_t unit, const torch::Tensor& in) {
@@ -259,9 +266,12 @@ torch::Tensor ShardedParameters::release_after_backward(size_t unit, const torch
   // On an alias of `in`: its hook runs before those already on `in` (the unit before's gather
   // for backward), so the two are not held at once.
   torch::Tensor alias = in.view_as(in);
-  alias.register_hook([this, unit](const torch::Tensor& grad) {
-    units_[unit]->released = true;
-    reshard(*units_[unit]);
+  std::weak_ptr<int> alive = alive_;
+  alias.register_hook([this, alive, unit](const torch::Tensor& grad) {
+    if (alive.lock()) {
+      units_[unit]->released = true;
+      reshard(*units_[unit]);
+    }
     return grad;
   });
   return alias;

@@ -13,10 +13,6 @@
 //              and whose whole-unit buffer is freed (FSDP bounds them the same way), so backward
 //              never holds more than a few units' whole gradients. Every micro-step reduces (both
 //              stages keep only the shard of the gradients); the shards accumulate in fp32.
-//   reuse      a weight used twice (a tied embedding, which is also the head): the model passes its
-//              second use through reused_weight(), whose gradient is reduced as soon as the head's
-//              backward makes it (dist/gradient_tap.h); the rest of its gradient follows with the
-//              unit. Otherwise autograd would hold the vocabulary x width gradient until the end.
 //   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
 //   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
 //              (and starts gathering unit u + 1, prefetch), after_forward(u) frees it and hooks the
@@ -34,6 +30,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -111,13 +108,11 @@ class ShardedParameters : public GradientSync {
   void begin_forward() { in_backward_ = false; }
   torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out);
   // ZeRO-3: the unit is used again in this forward (the tied rest as the final norm and head):
-  // gathered, nothing prefetched. release_after_backward frees it when the gradient of `in` (the
-  // input of that second use) arrives: its backward is done then.
+  // gathered (from the next forward on, the last unit's before_forward prefetches it), nothing
+  // prefetched for it. release_after_backward frees it when the gradient of `in` (the input of that
+  // second use) arrives: its backward is done then.
   void before_reuse(size_t unit);
   torch::Tensor release_after_backward(size_t unit, const torch::Tensor& in);
-  // `weight` (a parameter of `unit`) for its second use: the gradient of that use is reduced as
-  // soon as it exists (ZeRO-2 and ZeRO-3). `weight` itself outside grad mode.
-  torch::Tensor reused_weight(size_t unit, const torch::Tensor& weight);
 
   // What the optimizer updates: this rank's segments (fp32), in unit order.
   const std::vector<ShardSegment>& segments() const { return segments_; }
@@ -165,7 +160,6 @@ class ShardedParameters : public GradientSync {
   void reshard(Unit& u);
   void on_gradient_ready(size_t unit);
   void launch_reduce(Unit& u);
-  void reduce_part(size_t unit, size_t param, const torch::Tensor& grad);
   void start_reduction(Unit& u, torch::Tensor input);
   void reap(size_t keep);  // folds finished reductions, and the oldest until at most `keep` are in flight
   int64_t reducing_bytes() const;
@@ -179,9 +173,10 @@ class ShardedParameters : public GradientSync {
   std::vector<GradientHook> hooks_;
   std::vector<Flight> flights_;
   std::vector<Reduction> reductions_;  // in flight, in launch order
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what a tapped gradient checks (reused_weight)
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // what a backward hook checks first
   ShardingStats stats_;
   bool in_backward_ = false;  // between the first block's backward hook and the next forward
+  size_t reused_ = SIZE_MAX;  // the unit passed to before_reuse (the tied rest), prefetched by the last unit
 };
 
 }  // namespace hwt

@@ -1,11 +1,9 @@
 // ShardedParameters' gradient side (dist/sharded_parameters.h): the reduce-scatters started from the
-// autograd hooks and from a reused weight's tap, at most two in flight, folded into each unit's fp32
-// gradient shard as they finish.
+// autograd hooks, at most two in flight, folded into each unit's fp32 gradient shard as they finish.
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 
-#include "hwtrain/dist/gradient_tap.h"
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/sharded_unit.h"
 
@@ -24,8 +22,8 @@ void ShardedParameters::on_gradient_ready(size_t unit) {
 
 // The unit's gradients, flattened in the reduce dtype and divided by the world size, reduce-
 // scattered; the parameters' own gradients are freed, and under ZeRO-3 the unit's buffer too. A
-// unit none of whose parameters got a gradient (a tied copy whose only use was tapped) sends nothing:
-// every rank runs the same graph, so every rank skips it.
+// unit none of whose parameters got a gradient sends nothing: every rank runs the same graph, so
+// every rank skips it.
 void ShardedParameters::launch_reduce(Unit& u) {
   if (u.reduce_launched) return;
   torch::NoGradGuard no_grad;
@@ -41,28 +39,6 @@ void ShardedParameters::launch_reduce(Unit& u) {
     start_reduction(u, std::move(input));
   }
   if (options_.stage == ShardStage::Zero3) reshard(u);
-}
-
-// One parameter's gradient from a tapped use, reduced on its own (zeros elsewhere in the unit).
-void ShardedParameters::reduce_part(size_t unit, size_t param, const torch::Tensor& grad) {
-  torch::NoGradGuard no_grad;
-  Unit& u = *units_.at(unit);
-  torch::Tensor input = torch::zeros({u.shard * group_->world_size()}, u.master.options().dtype(options_.reduce_dtype));
-  input.narrow(0, u.offsets[param], grad.numel()).copy_(grad.reshape(-1));
-  start_reduction(u, std::move(input));
-}
-
-torch::Tensor ShardedParameters::reused_weight(size_t unit, const torch::Tensor& weight) {
-  if (!torch::GradMode::is_enabled() || !weight.requires_grad()) return weight;
-  const Unit& u = *units_.at(unit);
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    if (u.params[i].unsafeGetTensorImpl() != weight.unsafeGetTensorImpl()) continue;
-    std::weak_ptr<int> alive = alive_;
-    return tap_gradient(weight, [this, alive, unit, i](const torch::Tensor& grad) {
-      if (alive.lock()) reduce_part(unit, i, grad);
-    });
-  }
-  throw std::logic_error("sharding: reused_weight: the tensor is not a parameter of unit " + u.name);
 }
 
 void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
@@ -89,10 +65,10 @@ int64_t ShardedParameters::reducing_bytes() const {
 // each finished one at the front, and the oldest, waiting, while more than `keep` are in flight.
 void ShardedParameters::reap(size_t keep) {
   torch::NoGradGuard no_grad;
-  size_t done = 0;
-  while (done < reductions_.size()) {
-    Reduction& r = reductions_[done];
-    if (reductions_.size() - done <= keep && !r.work->isCompleted()) break;
+  while (!reductions_.empty()) {
+    Reduction r = reductions_.front();
+    if (reductions_.size() <= keep && !r.work->isCompleted()) break;
+    reductions_.erase(reductions_.begin());  // before the wait: a failed one is not folded again
     wait(r.work, "reduce-scattering the gradients of " + r.unit->name);
     torch::Tensor shard = r.output.to(torch::kFloat);  // fresh each launch: kept as it is
     if (r.unit->grad.defined()) {
@@ -100,9 +76,7 @@ void ShardedParameters::reap(size_t keep) {
     } else {
       r.unit->grad = shard;
     }
-    ++done;
   }
-  reductions_.erase(reductions_.begin(), reductions_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 // Waits for the reductions in flight and adds them to the fp32 gradient shards.

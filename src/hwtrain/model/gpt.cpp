@@ -153,15 +153,16 @@ torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Te
 
 torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
   if (tp_) return tensor_parallel_loss(x_BTC, targets_BT);
-  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, trained_head_weight()), targets_BT);
-  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), trained_head_weight(), targets_BT.reshape({-1}));
+  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
+  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
 }
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
   auto x_BTC = embed(idx_BT);
-  // The embeddings' backward reads only the token ids (a tied rest comes back in final_norm).
-  if (hooks) hooks->release(0);
+  // The embeddings' backward reads only the token ids (a tied rest comes back in final_norm). An
+  // evaluation forward keeps a tied rest instead of gathering it twice: it holds no activations.
+  if (hooks && (!cfg_.tied_head() || torch::GradMode::is_enabled())) hooks->release(0);
   x_BTC = run_blocks(x_BTC, 0, cfg_.n_layer);
   return final_norm(x_BTC);
 }
@@ -175,11 +176,6 @@ torch::Tensor GPTImpl::final_norm(const torch::Tensor& x_in) {
     unit_hooks_->before_forward(layers_.size() + 1);  // the final norm and head
   }
   return norm ? norm(x_BTC) : ln_f(x_BTC);
-}
-
-torch::Tensor GPTImpl::trained_head_weight() const {
-  if (!unit_hooks_ || lm_head || !torch::GradMode::is_enabled()) return head_weight();
-  return unit_hooks_->reused_weight(0, wte->weight);  // the tied rest's second use
 }
 
 torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {

@@ -157,9 +157,6 @@ class GPTImpl : public torch::nn::Module {
 
   // The weight the LM head multiplies by: the token embedding, or llama's untied lm_head.
   torch::Tensor head_weight() const { return lm_head ? lm_head->weight : wte->weight; }
-  // head_weight() for the training loss: a tied embedding's second use goes through the unit hooks
-  // (UnitHooks::reused_weight), whose engine reduces its gradient as soon as the head's backward ends.
-  torch::Tensor trained_head_weight() const;
 
   // gpt2: wte, wpe, h.N (Block), ln_f. llama: embed_tokens (wte here), layers.N (LlamaBlock), norm,
   // lm_head unless tie_word_embeddings: Hugging Face's names without "model.".

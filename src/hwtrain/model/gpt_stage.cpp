@@ -47,7 +47,6 @@ class StageUnitHooks : public UnitHooks {
     for (size_t k : of(unit)) x = engine_->release_after_backward(k, x);
     return x;
   }
-  // reused_weight stays the default: a stage's tied copy has its own unit (parameter_units).
 
  private:
   const std::vector<size_t>& of(size_t unit) const {

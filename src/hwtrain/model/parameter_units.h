@@ -9,7 +9,7 @@
 // untied embeddings: an embedding's gradient needs only the token ids), where the engine frees it
 // for good. Unit 0 starts every whole-model forward; a unit never passed to either (the head) stays
 // until its gradients are reduced. The tied rest is released after the embeddings and comes back
-// for the final norm and head through before_reuse / release_after_backward / reused_weight.
+// for the final norm and head through before_reuse / release_after_backward.
 #pragma once
 #include <torch/torch.h>
 
@@ -46,14 +46,12 @@ class UnitHooks {
   // of several micro-batches before their backwards, and frees the unit after the first's).
   virtual torch::Tensor gather_for_backward(size_t /*unit*/, const torch::Tensor& out) { return out; }
   // A unit used a second time in the forward (the tied rest: the embeddings first, then the final
-  // norm and the head), after release(unit): present again (nothing is prefetched for it).
+  // norm and the head), after release(unit): present again. The sharding engine prefetches nothing
+  // for it; this default, for hooks without the distinction, is before_forward.
   virtual void before_reuse(size_t unit) { before_forward(unit); }
   // Passes the input of that second use: the unit may be freed once its gradient arrives (the
   // second use's backward is done then, and the first's reads only token ids).
   virtual torch::Tensor release_after_backward(size_t /*unit*/, const torch::Tensor& in) { return in; }
-  // A weight of `unit` for its second use (the tied head): the gradient of this use may go to the
-  // engine at once instead of waiting in autograd for the first use's.
-  virtual torch::Tensor reused_weight(size_t /*unit*/, const torch::Tensor& weight) { return weight; }
 };
 
 }  // namespace hwt

@@ -1,19 +1,21 @@
 // GptStage::generate: decoding with the blocks cut over pipeline stages (model/gpt_stage.h), the
 // rows in micro-batches that keep the stages busy at once.
 //
-// Overlapped (Gloo, and any transport whose sends do not wait for their receives): each step runs the stage's chunks in turn, each over every
-// micro-batch in turn, so a stage passes micro-batch j on and takes up j + 1 while the next stage
-// works on j. The last stage's token for micro-batch j goes back to the first stage, which receives
-// it only when j's next step starts (other micro-batches run meanwhile); the stages in between need
-// its shape alone and append a placeholder. A send is waited for before the next on its path (its
-// receiver has posted by then: the step that followed needed it). Gloo's sends do not wait for their
-// receives, so the opposite flows (activations on, tokens back) cannot block each other.
+// Overlapped (Gloo, and any transport whose sends do not wait for their receives): each step runs
+// the stage's chunks in turn, each over every micro-batch in turn, so a stage passes micro-batch j
+// on and takes up j + 1 while the next stage works on j. The last stage's token for micro-batch j
+// goes back to the first stage, which receives it only when j's next step starts (other
+// micro-batches run meanwhile); the stages in between need its shape alone and append a
+// placeholder. A send is waited for before the next on its path (its receiver has posted by then:
+// the step that followed needed it). Gloo's sends do not wait for their receives, so the opposite
+// flows (activations on, tokens back) cannot block each other.
 //
-// In turn (NCCL: TensorParallelComm::sends_wait_for_receives): NCCL runs a pair's sends and receives in one order on one stream and a
-// send waits for its receive, so the lazy token receive above could leave stage 0 sending an
-// activation while the last stage sends it a token, each waiting for the other. There each
-// micro-batch runs all its chunks and its token reaches every stage by an all-gather over the
-// pipeline before the next micro-batch starts: the same tokens, one stage at a time.
+// In turn (NCCL: TensorParallelComm::sends_wait_for_receives): NCCL runs a pair's sends and
+// receives in one order on one stream and a send waits for its receive, so the lazy token receive
+// above could leave stage 0 sending an activation while the last stage sends it a token, each
+// waiting for the other. There each micro-batch runs all its chunks and its token reaches every
+// stage by an all-gather over the pipeline before the next micro-batch starts: the same tokens, one
+// stage at a time.
 #include <map>
 
 #include "hwtrain/model/decoding.h"
@@ -21,7 +23,7 @@
 
 namespace hwt {
 
-namespace {
+namespace stage_decoding {  // named: GptStage::Decoding holds one (-Wsubobject-linkage)
 
 // Sends not waited for yet, by path (micro-batch, chunk; chunk = chunks for the token).
 class PendingSends {
@@ -40,7 +42,7 @@ class PendingSends {
   std::map<std::pair<size_t, int64_t>, std::function<void()>> waits_;
 };
 
-}  // namespace
+}  // namespace stage_decoding
 
 struct GptStage::Decoding {
   DecodeOptions options;
@@ -53,7 +55,7 @@ struct GptStage::Decoding {
   std::vector<KVCache> caches, windows;  // windows: without a cache, the whole window from position 0
   std::vector<DecodeStep> steps;
   std::vector<std::function<torch::Tensor()>> token;  // micro-batch j's newest token, fetched when needed
-  PendingSends sends;
+  stage_decoding::PendingSends sends;
   int token_tag = 0;
 
   void take_token(size_t j) {

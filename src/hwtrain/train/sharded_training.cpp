@@ -41,10 +41,6 @@ class EngineHooks : public UnitHooks {
     auto e = engine_.lock();
     return e ? e->release_after_backward(unit, in) : in;
   }
-  torch::Tensor reused_weight(size_t unit, const torch::Tensor& weight) override {
-    auto e = engine_.lock();
-    return e ? e->reused_weight(unit, weight) : weight;
-  }
 
  private:
   std::weak_ptr<ShardedParameters> engine_;
@@ -179,7 +175,8 @@ ShardedTraining shard_training(TrainableModel& model, const AdamW& whole, const 
   // Before the dtype changes; 8-bit moments (an int8 checkpoint's) whole in fp32, to be cut.
   NamedTensors whole_state = with_fp32_moments(resumed.empty() ? whole.state() : std::move(resumed.optimizer));
   auto engine = std::make_shared<ShardedParameters>(group, std::move(units), options);
-  // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); ZeRO-2 needs none.
+  // ZeRO-3 gathers each unit through the hooks (a model without them refuses here); under ZeRO-2 they
+  // do nothing, and a model without them is fine.
   if (model.supports_unit_hooks() || stage == ShardStage::Zero3) model.set_unit_hooks(std::make_shared<EngineHooks>(engine));
 
   std::vector<std::pair<std::string, torch::Tensor>> decay, no_decay;
