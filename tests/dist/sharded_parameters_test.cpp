@@ -31,6 +31,7 @@ std::vector<ShardedUnitParams> make_units() {
 
 // The "model": rest's embedding row sum, then two blocks x -> tanh(x W + b), then a scaled sum.
 torch::Tensor forward(ShardedParameters& s, std::vector<ShardedUnitParams>& u, const torch::Tensor& x) {
+  s.begin_forward();
   s.before_forward(0);
   torch::Tensor h = x + u[0].params[0].second.sum(0);
   for (size_t b = 1; b <= 2; ++b) {

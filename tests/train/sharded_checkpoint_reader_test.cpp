@@ -226,7 +226,9 @@ TEST(ShardedCheckpointReader, AOneProcessEightBitCheckpointIsReadByRange) {
   const NamedTensors back = read_sharded_optimizer_state(*reader, {}, /*eight_bit_as_stored=*/true);
   for (const auto& [name, t] : read_sharded_optimizer_state(*reader)) {  // dequantized, for a split model to cut
     EXPECT_EQ(name.find("q8."), std::string::npos) << name;
-    if (name == "exp_avg_sq.w") EXPECT_TRUE(torch::equal(t.reshape(-1), m)) << name;
+    if (name == "exp_avg_sq.w") {
+      EXPECT_TRUE(torch::equal(t.reshape(-1), m)) << name;
+    }
   }
   EXPECT_EQ(back.size(), saved.size());
   const torch::Tensor w2 = w.detach().clone().requires_grad_(true), b2 = b.detach().clone().requires_grad_(true);

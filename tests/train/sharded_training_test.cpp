@@ -7,7 +7,9 @@
 
 #include "dist/dist_test_util.h"
 #include "hwtrain/model/gpt_model.h"
+#include "hwtrain/model/gpt_stage.h"
 #include "hwtrain/train/sharded_training.h"
+#include "support/thread_comm.h"
 
 namespace hwt {
 namespace {
@@ -113,6 +115,7 @@ class GatheredAtLastBlock : public UnitHooks {
   }
   torch::Tensor after_forward(size_t u, const torch::Tensor& out) override { return e_->after_forward(u, out); }
   void release(size_t u) override { e_->release(u); }
+  void begin_forward() override { e_->begin_forward(); }
   void before_reuse(size_t u) override { e_->before_reuse(u); }
   torch::Tensor release_after_backward(size_t u, const torch::Tensor& in) override {
     return e_->release_after_backward(u, in);
@@ -145,6 +148,37 @@ TEST(ShardedTiedRest, TheLastBlockPrefetchesItForTheHeadFromTheSecondStep) {
   EXPECT_EQ(spy->bytes[0], block);
   EXPECT_EQ(spy->bytes[1], block + rest);
   EXPECT_EQ(spy->bytes[2], block + rest);
+  group->shutdown();
+}
+
+// The last of two pipeline stages (Llama: blocks 2 and 3, the final norm and head) under ZeRO-3
+// with every block recomputed. Its engine's unit 0 is a block, not the embeddings: that block's
+// recomputation in backward must not count as the start of a forward, which would gather the
+// block after it again. Each block is gathered twice per step and the head once.
+TEST(ShardedStage, ALaterStageGathersEachBlockOnceForForwardAndOnceForBackward) {
+  auto group = testing::one_rank_group();
+  GPT g = tiny_gpt(true);
+  testing::ThreadGroup line(2);
+  GptStage stage(g, StagePlace{1, 2, {{2, 4}}}, std::make_shared<testing::ThreadComm>(line, 1), nullptr);
+  std::vector<std::pair<std::string, torch::Tensor>> d, n;
+  stage.named_decay_and_no_decay(d, n);
+  AdamW whole(d, n, AdamWOptions{});
+  ShardedTraining st = shard_training(stage, whole, group, ShardStage::Zero3, Precision::Fp32);
+  torch::manual_seed(1);
+  const auto y = torch::randint(64, {2, 16});
+  for (int step = 0; step < 3; ++step) {
+    const auto before = st.engine->stats().all_gathers;
+    torch::Tensor in = torch::randn({2, 16, 32}).requires_grad_();  // the activations stage 0 would send
+    torch::Tensor loss = stage.forward_stage(in, y, 0);
+    st.engine->begin_micro_step(true);
+    loss.backward();
+    st.engine->finish();
+    st.sharding.optimizer->step(1e-2);
+    st.sharding.after_step();
+    st.sharding.optimizer->zero_grad();
+    EXPECT_EQ(st.engine->stats().all_gathers - before, 2 * 2 + 1) << "step " << step;
+    ASSERT_TRUE(in.grad().defined());
+  }
   group->shutdown();
 }
 

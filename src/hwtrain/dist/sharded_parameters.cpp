@@ -211,7 +211,6 @@ void ShardedParameters::reshard(Unit& u) {
 
 void ShardedParameters::before_forward(size_t unit) {
   if (options_.stage != ShardStage::Zero3) return;
-  if (unit == 0) in_backward_ = false;  // every forward starts with unit 0 (the embeddings)
   ensure_gathered(unit);
   // In backward a checkpointed block's recomputation calls this too: its next unit is done then.
   if (!options_.prefetch || in_backward_) return;

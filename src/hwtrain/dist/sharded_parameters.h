@@ -15,10 +15,11 @@
 //              stages keep only the shard of the gradients); the shards accumulate in fp32.
 //   ZeRO-2     the flat buffers stay whole; after the optimizer step every unit is all-gathered.
 //   ZeRO-3     a unit's flat buffer exists only while the unit runs: before_forward(u) gathers it
-//              (and starts gathering unit u + 1, prefetch), after_forward(u) frees it and hooks the
-//              unit's output so that its backward gathers it again (and prefetches unit u - 1,
-//              unless that unit was released: its backward reads no weights); it is freed once its
-//              gradients are reduced. A unit used again later in the forward (the tied rest: the
+//              (and in a forward, from begin_forward() until backward starts, also starts gathering
+//              unit u + 1: prefetch; a recomputation in backward prefetches nothing),
+//              after_forward(u) frees it and hooks the unit's output so that its backward gathers it
+//              again (and prefetches unit u - 1, unless that unit was released: its backward reads
+//              no weights); it is freed once its gradients are reduced. A unit used again later in the forward (the tied rest: the
 //              embeddings, then the final norm and head) is released after its first use, gathered
 //              again by before_reuse() and freed by release_after_backward() once the backward of
 //              its second use is done (its first use's backward reads only token ids). Freeing releases
@@ -105,7 +106,7 @@ class ShardedParameters : public GradientSync {
   void before_forward(size_t unit);
   torch::Tensor after_forward(size_t unit, const torch::Tensor& out);
   void release(size_t unit);  // frees the unit; its backward (and backward's prefetch) skips it
-  void begin_forward() { in_backward_ = false; }
+  void begin_forward() { in_backward_ = false; }  // every forward, before its first unit
   torch::Tensor gather_for_backward(size_t unit, const torch::Tensor& out);
   // ZeRO-3: the unit is used again in this forward (the tied rest as the final norm and head):
   // gathered (from the next forward on, the last unit's before_forward prefetches it), nothing

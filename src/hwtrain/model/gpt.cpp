@@ -159,6 +159,7 @@ torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
+  if (hooks) hooks->begin_forward();
   auto x_BTC = embed(idx_BT);
   // The embeddings' backward reads only the token ids (a tied rest comes back in final_norm). An
   // evaluation forward keeps a tied rest instead of gathering it twice: it holds no activations.

@@ -7,7 +7,8 @@
 // of each unit it is done with through after_forward(u, out), where the engine frees the unit and
 // hooks its backward, or through release(u) when its backward reads none of its weights (the
 // untied embeddings: an embedding's gradient needs only the token ids), where the engine frees it
-// for good. Unit 0 starts every whole-model forward; a unit never passed to either (the head) stays
+// for good. Every forward calls begin_forward first (not unit 0's before_forward: on a later
+// pipeline stage unit 0 is a block, recomputed in backward); a unit never passed to either (the head) stays
 // until its gradients are reduced. The tied rest is released after the embeddings and comes back
 // for the final norm and head through before_reuse / release_after_backward.
 #pragma once
@@ -39,7 +40,8 @@ class UnitHooks {
   // The unit is done, and its backward reads none of its weights: nothing gathers it again before
   // the next forward.
   virtual void release(size_t unit) = 0;
-  // A forward that does not start with unit 0 (a pipeline stage's chunk) says so here.
+  // Every forward starts here (the whole model's, a pipeline stage's chunk), before any unit's
+  // before_forward: backward is over, so what runs next is prefetched again.
   virtual void begin_forward() {}
   // For a unit kept past its forward (a tied embedding, a head): makes it present again when the
   // gradient of `out` arrives, should it have been freed since (a pipeline stage runs the forwards
