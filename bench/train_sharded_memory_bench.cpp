@@ -7,6 +7,7 @@
 // engine's own counters (peak gathered parameters; peak reduce buffers, where the build has it).
 // Over one rank a shard is the whole unit (the gradient shards are the whole gradient), so run it on
 // 2 or more ranks to see what sharding saves.
+// HWT_MEMORY_TRACE=1 also prints, in the last step, rank 0's live bytes as each gradient arrives.
 // Usage: bench_train_sharded_memory_bench [zero2|zero3] [n_layer=12] [n_embd=768] [vocab=50257]
 //        [block=128] [batch=1] [steps=3] [recompute=1]
 #include <arpa/inet.h>
@@ -92,9 +93,26 @@ int main(int argc, char** argv) {
               env.rank, env.world_size, stage_name.c_str(), static_cast<long>(m.n_layer), static_cast<long>(m.n_embd),
               static_cast<long>(vocab), static_cast<long>(m.block_size), static_cast<long>(batch), arg(8, 1));
   const auto x = torch::randint(vocab, {batch, m.block_size}), y = torch::randint(vocab, {batch, m.block_size});
+  // HWT_MEMORY_TRACE=1: rank 0's live bytes (and the peak so far) above the last step's start as
+  // each parameter's gradient arrives in backward: where the step peak is reached.
+  const bool trace = std::getenv("HWT_MEMORY_TRACE") != nullptr && env.rank == 0;
+  double trace_start = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     const double start = static_cast<double>(hwt::host_allocation().current_bytes);
     hwt::reset_host_allocation_peak();
+    if (trace && step == steps) {
+      trace_start = start;
+      for (const auto& item : gpt->named_parameters()) {
+        const std::string name = item.key();
+        torch::Tensor p = item.value();
+        p.register_hook([name, &trace_start](const torch::Tensor& g) {
+          std::printf("  trace: %-28s gradient arrives: live %7.1f MiB, peak so far %7.1f MiB\n", name.c_str(),
+                      mib(static_cast<double>(hwt::host_allocation().current_bytes) - trace_start),
+                      mib(static_cast<double>(hwt::host_allocation().peak_bytes) - trace_start));
+          return g;
+        });
+      }
+    }
     torch::Tensor loss = gpt->forward_loss(x, y);
     const double forward = static_cast<double>(hwt::host_allocation().peak_bytes) - start;
     st.engine->begin_micro_step(true);

@@ -50,10 +50,17 @@ class ProcessGroup {
   // Asynchronous collectives over tensors on device(); finish them with wait().
   WorkPtr all_reduce_sum(torch::Tensor& tensor);
   WorkPtr broadcast(torch::Tensor& tensor, int root);
-  // `output` (world_size x input.numel() elements) receives every rank's `input`, rank order.
+  // `output` (contiguous, world_size x input.numel() elements) receives every rank's `input`, rank
+  // order. On Gloo, one in-place broadcast per rank into the slices of `output` (Gloo's own
+  // all-gather receives into a whole-size buffer of its own and copies it out: twice the memory).
   WorkPtr all_gather_into(torch::Tensor& output, torch::Tensor& input);
   // `output` (input.numel() / world_size elements) receives this rank's slice of the ranks' sum.
   WorkPtr reduce_scatter_sum(torch::Tensor& output, torch::Tensor& input);
+  // The same reduce-scatter of a flat `input` the caller gives up: its contents are unspecified
+  // afterwards, and `shard` is set to this rank's slice of the sum, valid after wait(). On Gloo
+  // (whose reduce-scatter all-reduces a whole clone of the input) the input is all-reduced in place
+  // and `shard` is a view of it: no second whole-size buffer. Elsewhere `shard` is a new tensor.
+  WorkPtr reduce_scatter_in_place(torch::Tensor& input, torch::Tensor& shard);
   // Blocks until `work` completes, at most dist.timeout. On failure throws DistError:
   // "<what> failed: <backend error>; <which rank is to blame>".
   void wait(const WorkPtr& work, const std::string& what);

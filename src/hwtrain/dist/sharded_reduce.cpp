@@ -45,8 +45,7 @@ void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
   reap(kReductionsInFlight - 1);  // room for this one
   input.div_(static_cast<double>(group_->world_size()));
   Reduction r{&u, nullptr, std::move(input), torch::Tensor()};
-  r.output = torch::empty({u.shard}, r.input.options());
-  r.work = group_->reduce_scatter_sum(r.output, r.input);
+  r.work = group_->reduce_scatter_in_place(r.input, r.output);
   track(r.work);
   ++stats_.reduce_scatters;
   stats_.reduced_bytes += r.input.numel() * r.input.element_size();
@@ -57,7 +56,10 @@ void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
 
 int64_t ShardedParameters::reducing_bytes() const {
   int64_t b = 0;
-  for (const auto& r : reductions_) b += (r.input.numel() + r.output.numel()) * r.input.element_size();
+  for (const auto& r : reductions_) {
+    const bool apart = !r.output.storage().is_alias_of(r.input.storage());  // Gloo: a view of the input
+    b += (r.input.numel() + (apart ? r.output.numel() : 0)) * r.input.element_size();
+  }
   return b;
 }
 
@@ -70,7 +72,9 @@ void ShardedParameters::reap(size_t keep) {
     if (reductions_.size() <= keep && !r.work->isCompleted()) break;
     reductions_.erase(reductions_.begin());  // before the wait: a failed one is not folded again
     wait(r.work, "reduce-scattering the gradients of " + r.unit->name);
-    torch::Tensor shard = r.output.to(torch::kFloat);  // fresh each launch: kept as it is
+    // Kept as it is when it is a fresh fp32 tensor; copied when it views the whole input (Gloo).
+    const bool view = r.output.storage().is_alias_of(r.input.storage());
+    torch::Tensor shard = r.output.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/view);
     if (r.unit->grad.defined()) {
       r.unit->grad.add_(shard);
     } else {

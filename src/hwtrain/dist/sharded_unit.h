@@ -30,7 +30,8 @@ struct ShardedParameters::Unit {
   bool reduce_launched = false;  // this backward's reduction of the unit (its parameters' gradients) started
 };
 
-// A reduce-scatter in flight: the whole unit's gradients (input) and this rank's shard (output).
+// A reduce-scatter in flight: the whole unit's gradients (input) and this rank's shard (output; on
+// Gloo a view of the input, all-reduced in place: dist/process_group.h).
 struct ShardedParameters::Reduction {
   Unit* unit = nullptr;
   ProcessGroup::WorkPtr work;
