@@ -41,9 +41,8 @@ std::unique_ptr<AdamW> adamw(GPT& g) {
   return std::make_unique<AdamW>(d, n, AdamWOptions{});
 }
 
-// One optimizer step of the sharded model at lr 1e-2; its loss.
-double sharded_step(ShardedTraining& st, GPT& model, const torch::Tensor& x, const torch::Tensor& y) {
-  torch::Tensor loss = model->forward_loss(x, y);
+// One optimizer step at lr 1e-2 from the loss of a forward of the sharded model; the loss.
+double step_on(ShardedTraining& st, const torch::Tensor& loss) {
   st.engine->begin_micro_step(true);
   loss.backward();
   st.engine->finish();
@@ -51,6 +50,10 @@ double sharded_step(ShardedTraining& st, GPT& model, const torch::Tensor& x, con
   st.sharding.after_step();
   st.sharding.optimizer->zero_grad();
   return loss.item<double>();
+}
+
+double sharded_step(ShardedTraining& st, GPT& model, const torch::Tensor& x, const torch::Tensor& y) {
+  return step_on(st, model->forward_loss(x, y));
 }
 
 class ShardedTrainingTest : public ::testing::TestWithParam<std::tuple<ShardStage, bool, bool>> {};
@@ -169,13 +172,7 @@ TEST(ShardedStage, ALaterStageGathersEachBlockOnceForForwardAndOnceForBackward) 
   for (int step = 0; step < 3; ++step) {
     const auto before = st.engine->stats().all_gathers;
     torch::Tensor in = torch::randn({2, 16, 32}).requires_grad_();  // the activations stage 0 would send
-    torch::Tensor loss = stage.forward_stage(in, y, 0);
-    st.engine->begin_micro_step(true);
-    loss.backward();
-    st.engine->finish();
-    st.sharding.optimizer->step(1e-2);
-    st.sharding.after_step();
-    st.sharding.optimizer->zero_grad();
+    step_on(st, stage.forward_stage(in, y, 0));
     EXPECT_EQ(st.engine->stats().all_gathers - before, 2 * 2 + 1) << "step " << step;
     ASSERT_TRUE(in.grad().defined());
   }
