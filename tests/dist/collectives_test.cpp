@@ -2,10 +2,12 @@
 // rank is the root of one broadcast): the all-gather (one broadcast per rank on Gloo) equals the
 // ranks' inputs in rank order; the in-place reduce-scatter equals c10d's own reduce-scatter bit for
 // bit, in fp32 and bf16, and on Gloo its shard is a view of the input (no second whole buffer).
+// WorkGroup waits for every part within one deadline before it rethrows a failure.
 #include <gtest/gtest.h>
 
 #include "dist/dist_test_util.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/dist/work_group.h"
 
 namespace hwt {
 namespace {
@@ -26,7 +28,6 @@ TEST(DistWorker, Collectives) {
   auto w2 = g.all_gather_into(out2, in2);
   g.wait(w2, "the second all-gather");
   g.wait(w1, "the first all-gather");
-  EXPECT_TRUE(w1->isCompleted());
   const torch::Tensor want = torch::arange(5, torch::kFloat).repeat({3}) + torch::arange(3).repeat_interleave(5) * 10.0;
   EXPECT_TRUE(torch::equal(out, want)) << out;
   EXPECT_TRUE(torch::equal(out2, -want)) << out2;
@@ -48,6 +49,38 @@ TEST(DistWorker, Collectives) {
   torch::Tensor odd = torch::ones({7}), shard;
   EXPECT_THROW(g.reduce_scatter_in_place(odd, shard), c10::Error);  // 7 does not split into 3
   g.shutdown();
+}
+
+// A part that fails or succeeds when waited for, noting the timeout it was given.
+class FakeWork : public c10d::Work {
+ public:
+  explicit FakeWork(bool fails) : fails_(fails) {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    given = timeout;
+    waited = true;
+    if (fails_) throw std::runtime_error("peer gone");
+    return true;
+  }
+  bool waited = false;
+  std::chrono::milliseconds given{0};
+
+ private:
+  bool fails_;
+};
+
+TEST(WorkGroup, WaitsForEveryPartWithinOneDeadlineThenRethrowsTheFirstFailure) {
+  auto a = c10::make_intrusive<FakeWork>(true), b = c10::make_intrusive<FakeWork>(false);
+  WorkGroup group({a, b});
+  try {
+    group.wait(std::chrono::milliseconds(5000));
+    FAIL() << "the failure of the first part was not rethrown";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "peer gone");
+  }
+  EXPECT_TRUE(a->waited);
+  EXPECT_TRUE(b->waited);  // not left running behind the failed one
+  EXPECT_LE(a->given.count(), 5000);
+  EXPECT_LE(b->given.count(), a->given.count());  // what is left of the one deadline
 }
 
 TEST(ProcessGroupCollectives, AllGatherAndInPlaceReduceScatterOverThreeRanks) {

@@ -96,7 +96,7 @@ TEST(DistWorker, ShardedZero3) {
   s.after_step();
   s.before_forward(1);
   EXPECT_TRUE(torch::equal(units[1].params[0].second.detach(), torch::ones({5, 5})));
-  s.after_step();  // frees them again (and waits for the prefetch of unit 2)
+  s.after_step();  // frees them again
 
   // Optimizer state: cut to segments, gathered on rank 0 and rebuilt whole.
   NamedTensors whole;

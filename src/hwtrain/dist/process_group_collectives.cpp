@@ -36,6 +36,8 @@ ProcessGroup::WorkPtr ProcessGroup::all_gather_into(torch::Tensor& output, torch
     const int64_t n = input.numel();
     TORCH_CHECK(output.is_contiguous() && output.numel() == n * world_size_, "all_gather_into: the output needs ",
                 n * world_size_, " contiguous elements, has ", output.numel());
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "all_gather_into: output ", output.scalar_type(),
+                " and input ", input.scalar_type(), " differ");
     torch::Tensor flat = output.view({-1});
     flat.narrow(0, rank_ * n, n).copy_(input.reshape({-1}));
     std::vector<WorkPtr> parts;

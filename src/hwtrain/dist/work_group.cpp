@@ -1,6 +1,8 @@
 #include "hwtrain/dist/work_group.h"
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <utility>
 
 namespace hwt {
@@ -20,14 +22,24 @@ std::exception_ptr WorkGroup::exception() const {
   return nullptr;
 }
 
+// Every part is waited for (none left running behind a failed one), all within one deadline; the
+// first failure is rethrown after.
 bool WorkGroup::wait(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const bool bounded = timeout != kNoTimeout;
+  const Clock::time_point deadline = Clock::now() + (bounded ? timeout : std::chrono::milliseconds(0));
+  std::exception_ptr first;
   bool all = true;
-  for (const auto& w : parts_) all = w->wait(timeout) && all;  // each part bounded by the timeout
+  for (const auto& w : parts_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      all = w->wait(bounded ? std::max(left, std::chrono::milliseconds(1)) : kNoTimeout) && all;
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
   return all;
-}
-
-void WorkGroup::abort() {
-  for (const auto& w : parts_) w->abort();
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkGroup::getFuture() {
