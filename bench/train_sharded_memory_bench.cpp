@@ -96,19 +96,17 @@ int main(int argc, char** argv) {
   // HWT_MEMORY_TRACE=1: rank 0's live bytes (and the peak so far) above the last step's start as
   // each parameter's gradient arrives in backward: where the step peak is reached.
   const bool trace = std::getenv("HWT_MEMORY_TRACE") != nullptr && env.rank == 0;
-  double trace_start = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     const double start = static_cast<double>(hwt::host_allocation().current_bytes);
     hwt::reset_host_allocation_peak();
     if (trace && step == steps) {
-      trace_start = start;
       for (const auto& item : gpt->named_parameters()) {
         const std::string name = item.key();
         torch::Tensor p = item.value();
-        p.register_hook([name, &trace_start](const torch::Tensor& g) {
+        p.register_hook([name, start](const torch::Tensor& g) {
           std::printf("  trace: %-28s gradient arrives: live %7.1f MiB, peak so far %7.1f MiB\n", name.c_str(),
-                      mib(static_cast<double>(hwt::host_allocation().current_bytes) - trace_start),
-                      mib(static_cast<double>(hwt::host_allocation().peak_bytes) - trace_start));
+                      mib(static_cast<double>(hwt::host_allocation().current_bytes) - start),
+                      mib(static_cast<double>(hwt::host_allocation().peak_bytes) - start));
           return g;
         });
       }

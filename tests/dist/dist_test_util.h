@@ -43,6 +43,13 @@ inline std::shared_ptr<ProcessGroup> one_rank_group() {
   return std::make_shared<ProcessGroup>(env, config);
 }
 
+// A worker's group (run_workers: the launcher's environment), waits bounded by 30 s.
+inline std::shared_ptr<ProcessGroup> worker_group() {
+  DistConfig config;
+  config.timeout = 30;
+  return std::make_shared<ProcessGroup>(read_dist_env(), config);
+}
+
 inline bool is_worker() { return std::getenv("HWT_DIST_WORKER") != nullptr; }
 
 #define HWT_WORKER_ONLY()                                                      \

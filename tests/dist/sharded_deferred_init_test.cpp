@@ -31,9 +31,7 @@ std::vector<ShardedUnitParams> units_of(GPT& model) {
 }
 
 void check_stage(ShardStage stage) {
-  DistConfig config;
-  config.timeout = 30;
-  auto group = std::make_shared<ProcessGroup>(read_dist_env(), config);
+  auto group = testing::worker_group();
   torch::manual_seed(7);
   GPT whole(small_gpt2(), 67);
   torch::manual_seed(7);

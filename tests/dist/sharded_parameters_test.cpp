@@ -44,9 +44,7 @@ torch::Tensor forward(ShardedParameters& s, std::vector<ShardedUnitParams>& u, c
 
 TEST(DistWorker, ShardedZero3) {
   HWT_WORKER_ONLY();
-  DistConfig config;
-  config.timeout = 30;
-  auto group = std::make_shared<ProcessGroup>(read_dist_env(), config);
+  auto group = testing::worker_group();
   const int rank = group->rank();
   std::vector<ShardedUnitParams> units = make_units(), reference = make_units();
   ShardingOptions o;
@@ -119,9 +117,7 @@ TEST(DistWorker, ShardedZero3) {
 
 TEST(DistWorker, ShardedZero2) {
   HWT_WORKER_ONLY();
-  DistConfig config;
-  config.timeout = 30;
-  auto group = std::make_shared<ProcessGroup>(read_dist_env(), config);
+  auto group = testing::worker_group();
   std::vector<ShardedUnitParams> units = make_units();
   ShardingOptions o;
   o.stage = ShardStage::Zero2;

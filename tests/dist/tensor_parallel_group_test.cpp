@@ -51,9 +51,7 @@ void expect_column_layers_match_whole(ProcessGroupComm& comm, bool sequence_para
 
 TEST(DistWorker, TensorParallelComm) {
   HWT_WORKER_ONLY();
-  DistConfig config;
-  config.timeout = 30;
-  ProcessGroupComm comm(std::make_shared<ProcessGroup>(read_dist_env(), config));
+  ProcessGroupComm comm(testing::worker_group());
   expect_started_collectives_complete(comm);
   expect_column_layers_match_whole(comm, false);
   expect_column_layers_match_whole(comm, true);

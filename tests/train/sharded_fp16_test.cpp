@@ -15,9 +15,8 @@ namespace {
 
 TEST(DistWorker, ShardedFp16Verdict) {
   HWT_WORKER_ONLY();
-  DistConfig config;
-  config.timeout = 30;
-  ProcessGroup group(read_dist_env(), config);
+  auto shared = testing::worker_group();
+  ProcessGroup& group = *shared;
   const bool poisoned = group.rank() == 0;
   for (const bool agree : {false, true}) {
     GradScalerOptions o;  // enabled: fp16

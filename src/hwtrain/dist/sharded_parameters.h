@@ -19,12 +19,12 @@
 //              unit u + 1: prefetch; a recomputation in backward prefetches nothing),
 //              after_forward(u) frees it and hooks the unit's output so that its backward gathers it
 //              again (and prefetches unit u - 1, unless that unit was released: its backward reads
-//              no weights); it is freed once its gradients are reduced. A unit used again later in the forward (the tied rest: the
-//              embeddings, then the final norm and head) is released after its first use, gathered
-//              again by before_reuse() and freed by release_after_backward() once the backward of
-//              its second use is done (its first use's backward reads only token ids). Freeing releases
-//              the buffer's storage (as FSDP does), so the views autograd saved see the data again
-//              once it is re-gathered.
+//              no weights); it is freed once its gradients are reduced. A unit used again later in
+//              the forward (the tied rest: the embeddings, then the final norm and head) is released
+//              after its first use, gathered again by before_reuse() and freed by
+//              release_after_backward() once the backward of its second use is done (its first
+//              use's backward reads only token ids). Freeing releases the buffer's storage (as FSDP
+//              does), so the views autograd saved see the data again once it is re-gathered.
 // The model calls before_forward/after_forward through its UnitHooks seam (model/parameter_units.h;
 // train/sharded_training.h connects the two). Every rank must construct this with the same units.
 #pragma once

@@ -57,8 +57,7 @@ void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
 int64_t ShardedParameters::reducing_bytes() const {
   int64_t b = 0;
   for (const auto& r : reductions_) {
-    const bool apart = !r.output.storage().is_alias_of(r.input.storage());  // Gloo: a view of the input
-    b += (r.input.numel() + (apart ? r.output.numel() : 0)) * r.input.element_size();
+    b += (r.input.numel() + (r.output_views_input() ? 0 : r.output.numel())) * r.input.element_size();
   }
   return b;
 }
@@ -73,8 +72,7 @@ void ShardedParameters::reap(size_t keep) {
     reductions_.erase(reductions_.begin());  // before the wait: a failed one is not folded again
     wait(r.work, "reduce-scattering the gradients of " + r.unit->name);
     // Kept as it is when it is a fresh fp32 tensor; copied when it views the whole input (Gloo).
-    const bool view = r.output.storage().is_alias_of(r.input.storage());
-    torch::Tensor shard = r.output.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/view);
+    torch::Tensor shard = r.output.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/r.output_views_input());
     if (r.unit->grad.defined()) {
       r.unit->grad.add_(shard);
     } else {

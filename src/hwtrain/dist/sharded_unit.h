@@ -36,6 +36,7 @@ struct ShardedParameters::Reduction {
   Unit* unit = nullptr;
   ProcessGroup::WorkPtr work;
   torch::Tensor input, output;
+  bool output_views_input() const { return output.storage().is_alias_of(input.storage()); }
 };
 
 }  // namespace hwt

@@ -8,8 +8,8 @@
 // hooks its backward, or through release(u) when its backward reads none of its weights (the
 // untied embeddings: an embedding's gradient needs only the token ids), where the engine frees it
 // for good. Every forward calls begin_forward first (not unit 0's before_forward: on a later
-// pipeline stage unit 0 is a block, recomputed in backward); a unit never passed to either (the head) stays
-// until its gradients are reduced. The tied rest is released after the embeddings and comes back
+// pipeline stage unit 0 is a block, recomputed in backward); a unit never passed to either (the
+// head) stays until its gradients are reduced. The tied rest is released after the embeddings and comes back
 // for the final norm and head through before_reuse / release_after_backward.
 #pragma once
 #include <torch/torch.h>
