@@ -5,7 +5,7 @@
 // with estimate_memory(). It links jemalloc as the hwtrain binary does; run it with the binary's
 // options: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 build/bench/bench_memory_model_bench
 // (with glibc's malloc the same steps measure about twice as much: freed activation blocks are
-// not reused in place).
+// not reused in place). Arguments: [a part of the configurations' names] [fp32|bf16] select some.
 // Output: one line per configuration with predicted, measured and the error, and what the
 // training step alone adds on top of the resident weights and optimizer moments (activations,
 // gradients, temporaries): the figure activation checkpointing shrinks.
@@ -118,6 +118,7 @@ double measure(const Case& c, Precision precision, int64_t checkpoint_every, dou
 int main(int argc, char** argv) {
   // Optional argument: run only the configurations whose name contains it.
   const std::string only = argc > 1 ? argv[1] : "";
+  const std::string precision_only = argc > 2 ? argv[2] : "";  // fp32 or bf16; both by default
   if (!install_host_allocation_counter()) std::fprintf(stderr, "warning: CPU allocation counter not installed\n");
   const std::vector<Case> cases = {
       {"tiny (2L 64w, B=16)", 2, 2, 64, 64, 16},
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     if (c.name.find(only) == std::string::npos) continue;
     for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+      if (!precision_only.empty() && precision_only != precision_name(p)) continue;
       for (int64_t ckpt : {0, 1}) {
         double predicted = 0, step_added = 0, step_allocated = 0;
         const double measured = measure(c, p, ckpt, &predicted, &step_added, &step_allocated);

@@ -10,6 +10,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/activation_checkpoint.h"
 #include "hwtrain/model/lm_head_loss.h"
+#include "hwtrain/model/tied_embedding.h"
 #include "hwtrain/model/token_loss.h"
 
 namespace hwt {
@@ -145,10 +146,12 @@ void GPTImpl::to(torch::Device device, bool non_blocking) {
   torch::nn::Module::to(device, non_blocking);
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) { return logits_of(hidden_states(idx_BT)); }
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx_BT) {
+  return logits_of(hidden_states(idx_BT, /*head_follows=*/true));
+}
 
 torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT) {
-  return head_loss(hidden_states(idx_BT), targets_BT);
+  return head_loss(hidden_states(idx_BT, /*head_follows=*/true), targets_BT);
 }
 
 torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
@@ -157,10 +160,10 @@ torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor
   return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
 }
 
-torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT) {
+torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT, bool head_follows) {
   const std::shared_ptr<UnitHooks> hooks = unit_hooks_;  // units in forward order: parameter_units()
   if (hooks) hooks->begin_forward();
-  auto x_BTC = embed(idx_BT);
+  auto x_BTC = embed(idx_BT, head_follows);
   // The embeddings' backward reads only the token ids (a tied rest comes back in final_norm). An
   // evaluation forward keeps a tied rest instead of gathering it twice: it holds no activations.
   if (hooks && (!cfg_.tied_head() || torch::GradMode::is_enabled())) hooks->release(0);
@@ -179,7 +182,7 @@ torch::Tensor GPTImpl::final_norm(const torch::Tensor& x_in) {
   return norm ? norm(x_BTC) : ln_f(x_BTC);
 }
 
-torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {
+torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
   TORCH_CHECK(idx_BT.dim() == 2, "GPT::forward expects token ids (B, T), got ", idx_BT.sizes());
   TORCH_CHECK(idx_BT.scalar_type() == torch::kLong, "GPT::forward expects int64 token ids, got ",
               idx_BT.scalar_type());
@@ -188,7 +191,14 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT) {
               " exceeds model.block_size = ", cfg_.block_size);
 
   if (unit_hooks_) unit_hooks_->before_forward(0);
-  auto x_BTC = tp_ ? vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_) : wte(idx_BT);
+  torch::Tensor x_BTC;
+  if (tp_) {
+    x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_);
+  } else if (head_follows && cfg_.tied_head() && wte->weight.requires_grad() && torch::GradMode::is_enabled()) {
+    x_BTC = tied_embedding_lookup(idx_BT, wte->weight);  // the head's gradient absorbs this one's rows
+  } else {
+    x_BTC = wte(idx_BT);
+  }
   if (wpe) {
     torch::Tensor positions = torch::arange(T, idx_BT.options());
     if (tp_ && tp_->sequence_parallel) {  // this rank's slice of the sequence

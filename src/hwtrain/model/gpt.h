@@ -56,12 +56,15 @@ class GPTImpl : public torch::nn::Module {
   // loss(forward(idx_BT), targets_BT), or with the fused chunked head (model/lm_head_loss.h) when
   // set_fused_lm_head_loss(true): the same value and gradients without the whole logits tensor.
   torch::Tensor forward_loss(const torch::Tensor& idx_BT, const torch::Tensor& targets_BT);
-  // The final LayerNorm's output (B, T, C): what the LM head reads.
-  torch::Tensor hidden_states(const torch::Tensor& idx_BT);
+  // The final LayerNorm's output (B, T, C): what the LM head reads. `head_follows`: the caller's
+  // loss goes through this model's head in the same graph (forward, forward_loss), so a tied
+  // embedding may give its weight a sparse gradient that the head's dense one absorbs
+  // (model/tied_embedding.h: the same gradient, no vocab x dim buffer).
+  torch::Tensor hidden_states(const torch::Tensor& idx_BT, bool head_follows = false);
   // hidden_states and forward_loss in pieces, for pipeline stages (model/gpt_stage.h): the token
   // (and position) embeddings; blocks [begin, end) with their activation checkpointing; the final
   // norm; the head and loss on the final norm's output.
-  torch::Tensor embed(const torch::Tensor& idx_BT);
+  torch::Tensor embed(const torch::Tensor& idx_BT, bool head_follows = false);
   torch::Tensor run_blocks(torch::Tensor x_BTC, int64_t begin, int64_t end);
   torch::Tensor final_norm(const torch::Tensor& x_BTC);
   torch::Tensor head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);

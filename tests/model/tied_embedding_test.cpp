@@ -1,0 +1,91 @@
+// tied_embedding_lookup (model/tied_embedding.h): its values are torch::embedding's; its gradient
+// alone is sparse and, made dense, equals the dense backward's to the bit (fp32, bf16, fp16, ids
+// repeated many times, one and two threads); added to a head's gradient for the same weight it
+// leaves a dense gradient equal to the bit to the plain lookup's. In the GPT: forward_loss uses it
+// under a tied head, with every parameter's gradient equal to the plain path's (hidden_states alone),
+// and an untied head (llama) or a lookup no head follows keeps the dense gradient.
+#include <gtest/gtest.h>
+
+#include "hwtrain/model/gpt.h"
+#include "hwtrain/model/tied_embedding.h"
+#include "model/model_test_util.h"
+
+namespace hwt {
+namespace {
+
+// Ids drawn from the first `distinct` rows (few distinct rows: long sums per row).
+torch::Tensor ids(int64_t distinct, int64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(distinct, {4, 96}, torch::kLong);
+}
+
+TEST(TiedEmbedding, AloneItsGradientIsSparseAndEqualsTheDenseBackwardsToTheBit) {
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      for (int64_t distinct : {3, 40, 1000}) {
+        const torch::Tensor idx = ids(distinct, distinct);
+        const torch::Tensor w = torch::randn({1000, 24}).to(dtype).requires_grad_();
+        const torch::Tensor g = torch::randn({4, 96, 24}).to(dtype);
+        bool coalesced = false;  // as handed over (a leaf's accumulated copy drops the flag)
+        w.register_hook([&coalesced](const torch::Tensor& grad) { coalesced = grad.is_coalesced(); });
+        const torch::Tensor out = tied_embedding_lookup(idx, w);
+        ASSERT_TRUE(torch::equal(out, torch::embedding(w, idx)));
+        out.backward(g);
+        ASSERT_TRUE(w.grad().is_sparse());
+        EXPECT_TRUE(coalesced);
+        EXPECT_LE(w.grad()._nnz(), distinct);
+        const torch::Tensor want = at::embedding_dense_backward(g, idx, 1000, -1, false);
+        EXPECT_TRUE(torch::equal(w.grad().to_dense(), want)) << dtype << " distinct " << distinct;
+      }
+    }
+  }
+  torch::set_num_threads(1);
+}
+
+// The head's logits over the same weight, with the lookup or the plain embedding; the weight's gradient.
+torch::Tensor tied_gradient(bool sparse, torch::Dtype dtype, const torch::Tensor& idx) {
+  torch::manual_seed(3);
+  const torch::Tensor w = torch::randn({300, 16}).to(dtype).requires_grad_();
+  const torch::Tensor x = sparse ? tied_embedding_lookup(idx, w) : torch::embedding(w, idx);
+  const torch::Tensor logits = torch::matmul(torch::tanh(x), w.t());
+  logits.to(torch::kFloat).logsumexp(-1).sum().backward();
+  return w.grad();
+}
+
+TEST(TiedEmbedding, WithTheHeadTheWeightsGradientIsDenseAndUnchanged) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (int64_t distinct : {5, 300}) {
+      const torch::Tensor idx = ids(distinct, 7);
+      const torch::Tensor sparse = tied_gradient(true, dtype, idx), dense = tied_gradient(false, dtype, idx);
+      ASSERT_FALSE(sparse.is_sparse());
+      EXPECT_TRUE(torch::equal(sparse, dense)) << dtype << " distinct " << distinct;
+    }
+  }
+}
+
+TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {
+  for (int family = 0; family < 3; ++family) {  // gpt2; llama untied (the plain lookup); llama tied
+    ModelConfig cfg = test::tiny_config();
+    if (family > 0) cfg.architecture = Architecture::kLlama;
+    cfg.tie_word_embeddings = family == 2;
+    torch::manual_seed(1);
+    GPT model(cfg, 64);
+    const torch::Tensor idx = torch::randint(8, {3, 16}, torch::kLong), targets = torch::randint(64, {3, 16});
+    model->forward_loss(idx, targets).backward();  // the lookup, under the tied head
+    const auto fused = test::grads_of(model);
+    EXPECT_FALSE(model->wte->weight.grad().is_sparse());
+    model->zero_grad();
+    model->head_loss(model->hidden_states(idx), targets).backward();  // no head follows: the plain lookup
+    const auto plain = test::grads_of(model);
+    ASSERT_EQ(fused.size(), plain.size());
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(torch::equal(fused[i], plain[i])) << "parameter " << i;
+
+    model->zero_grad();
+    model->hidden_states(idx).sum().backward();  // no head at all: a dense gradient still
+    EXPECT_FALSE(model->wte->weight.grad().is_sparse());
+  }
+}
+
+}  // namespace
+}  // namespace hwt
