@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/batch_loader.h"
 #include "hwtrain/data/prepare.h"
@@ -23,12 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  }
-  return fallback;
-}
+using bench::arg;
 
 int bench_prepare(int argc, char** argv) {
   PrepareOptions o;

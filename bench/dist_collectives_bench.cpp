@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/launcher.h"
 #include "hwtrain/dist/process_group.h"
@@ -25,12 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  }
-  return fallback;
-}
+using bench::arg;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
