@@ -3,12 +3,14 @@
 // repeated many times, one and two threads); added to a head's gradient for the same weight it
 // leaves a dense gradient equal to the bit to the plain lookup's. In the GPT: forward_loss uses it
 // under a tied head, with every parameter's gradient equal to the plain path's (hidden_states alone),
-// and an untied head (llama) or a lookup no head follows keeps the dense gradient.
+// and an untied head (llama) or a lookup no head follows keeps the dense gradient; so under tensor
+// parallelism (the vocabulary-parallel lookup, two thread ranks), rank by rank.
 #include <gtest/gtest.h>
 
 #include "hwtrain/model/gpt.h"
 #include "hwtrain/model/tied_embedding.h"
 #include "model/model_test_util.h"
+#include "support/thread_comm.h"
 
 namespace hwt {
 namespace {
@@ -72,11 +74,15 @@ TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {
     torch::manual_seed(1);
     GPT model(cfg, 64);
     const torch::Tensor idx = torch::randint(8, {3, 16}, torch::kLong), targets = torch::randint(64, {3, 16});
-    model->forward_loss(idx, targets).backward();  // the lookup, under the tied head
+    const torch::Tensor loss = model->forward_loss(idx, targets);  // the lookup, under a tied head
+    EXPECT_EQ(test::count_graph_nodes(loss, "TiedEmbeddingLookup"), family == 1 ? 0 : 1);
+    loss.backward();
     const auto fused = test::grads_of(model);
     EXPECT_FALSE(model->wte->weight.grad().is_sparse());
     model->zero_grad();
-    model->head_loss(model->hidden_states(idx), targets).backward();  // no head follows: the plain lookup
+    const torch::Tensor plain_loss = model->head_loss(model->hidden_states(idx), targets);  // the plain lookup
+    EXPECT_EQ(test::count_graph_nodes(plain_loss, "TiedEmbeddingLookup"), 0);
+    plain_loss.backward();
     const auto plain = test::grads_of(model);
     ASSERT_EQ(fused.size(), plain.size());
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(torch::equal(fused[i], plain[i])) << "parameter " << i;
@@ -84,6 +90,38 @@ TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {
     model->zero_grad();
     model->hidden_states(idx).sum().backward();  // no head at all: a dense gradient still
     EXPECT_FALSE(model->wte->weight.grad().is_sparse());
+  }
+}
+
+TEST(TiedEmbedding, TheVocabularyParallelLookupKeepsEachRanksGradientsToTheBit) {
+  ModelConfig cfg = test::tiny_config();
+  cfg.n_head = 4;
+  testing::ThreadGroup group(2);
+  std::vector<GPT> models;
+  for (int r = 0; r < 2; ++r) {
+    torch::manual_seed(7);
+    models.emplace_back(cfg, 61);  // a vocabulary the ranks cut unevenly
+    models.back()->set_tensor_parallel(std::make_shared<testing::ThreadComm>(group, r));
+  }
+  torch::manual_seed(2);
+  const torch::Tensor idx = torch::randint(61, {3, 16}, torch::kLong), targets = torch::randint(61, {3, 16});
+  std::vector<std::vector<torch::Tensor>> fused(2), plain(2);
+  for (const auto& e : testing::run_ranks(group, [&](int r) {
+         const torch::Tensor loss = models[r]->forward_loss(idx, targets);
+         EXPECT_EQ(test::count_graph_nodes(loss, "TiedEmbeddingLookup"), 1);
+         loss.backward();
+         fused[r] = test::grads_of(models[r]);
+         models[r]->zero_grad();
+         models[r]->head_loss(models[r]->hidden_states(idx), targets).backward();
+         plain[r] = test::grads_of(models[r]);
+       })) {
+    ASSERT_EQ(e, "");
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(models[r]->wte->weight.grad().is_sparse());
+    for (size_t i = 0; i < fused[r].size(); ++i) {
+      EXPECT_TRUE(torch::equal(fused[r][i], plain[r][i])) << "rank " << r << " parameter " << i;
+    }
   }
 }
 

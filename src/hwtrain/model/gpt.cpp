@@ -191,13 +191,14 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
               " exceeds model.block_size = ", cfg_.block_size);
 
   if (unit_hooks_) unit_hooks_->before_forward(0);
+  // Under a tied head that follows, the head's gradient absorbs the lookup's rows (tied_embedding.h).
+  const bool rows_only =
+      head_follows && cfg_.tied_head() && wte->weight.requires_grad() && torch::GradMode::is_enabled();
   torch::Tensor x_BTC;
   if (tp_) {
-    x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_);
-  } else if (head_follows && cfg_.tied_head() && wte->weight.requires_grad() && torch::GradMode::is_enabled()) {
-    x_BTC = tied_embedding_lookup(idx_BT, wte->weight);  // the head's gradient absorbs this one's rows
+    x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only);
   } else {
-    x_BTC = wte(idx_BT);
+    x_BTC = rows_only ? tied_embedding_lookup(idx_BT, wte->weight) : wte(idx_BT);
   }
   if (wpe) {
     torch::Tensor positions = torch::arange(T, idx_BT.options());

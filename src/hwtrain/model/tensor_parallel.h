@@ -125,9 +125,10 @@ torch::Tensor whole_of(const torch::Tensor& local, const ShardSpec& spec, int64_
 
 // idx (B, T) looked up in this rank's rows `range` of the embedding (`weight_local`), the other
 // ranks' rows summed in (tp_exit): the whole embedding's output on every rank, or this rank's
-// slice of the sequence under sequence parallelism.
+// slice of the sequence under sequence parallelism. `rows_only`: the weight's gradient as
+// tied_embedding_lookup gives it (model/tied_embedding.h), for a tied head in the same graph.
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight_local, RowRange range,
-                                       TensorParallelComm& comm);
+                                       TensorParallelComm& comm, bool rows_only = false);
 // Mean cross-entropy (fp32) over targets != -1 of logits sliced by vocabulary: logits_NV holds this
 // rank's columns `range` of each row's logits. Equal to cross_entropy of the whole logits.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N,
