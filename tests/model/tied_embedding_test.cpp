@@ -22,12 +22,13 @@ torch::Tensor ids(int64_t distinct, int64_t seed) {
 }
 
 TEST(TiedEmbedding, AloneItsGradientIsSparseAndEqualsTheDenseBackwardsToTheBit) {
-  for (int threads : {1, 2}) {
+  const int threads_before = torch::get_num_threads();
+  for (int threads : {1, 2}) {  // 4000 rows: the dense kernel splits them (grain 1000) over 2 threads
     torch::set_num_threads(threads);
     for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
-      for (int64_t distinct : {3, 40, 1000}) {
+      for (int64_t distinct : {3, 40, 4000}) {
         const torch::Tensor idx = ids(distinct, distinct);
-        const torch::Tensor w = torch::randn({1000, 24}).to(dtype).requires_grad_();
+        const torch::Tensor w = torch::randn({4000, 24}).to(dtype).requires_grad_();
         const torch::Tensor g = torch::randn({4, 96, 24}).to(dtype);
         bool coalesced = false;  // as handed over (a leaf's accumulated copy drops the flag)
         w.register_hook([&coalesced](const torch::Tensor& grad) { coalesced = grad.is_coalesced(); });
@@ -37,12 +38,12 @@ TEST(TiedEmbedding, AloneItsGradientIsSparseAndEqualsTheDenseBackwardsToTheBit) 
         ASSERT_TRUE(w.grad().is_sparse());
         EXPECT_TRUE(coalesced);
         EXPECT_LE(w.grad()._nnz(), distinct);
-        const torch::Tensor want = at::embedding_dense_backward(g, idx, 1000, -1, false);
+        const torch::Tensor want = at::embedding_dense_backward(g, idx, 4000, -1, false);
         EXPECT_TRUE(torch::equal(w.grad().to_dense(), want)) << dtype << " distinct " << distinct;
       }
     }
   }
-  torch::set_num_threads(1);
+  torch::set_num_threads(threads_before);
 }
 
 // The head's logits over the same weight, with the lookup or the plain embedding; the weight's gradient.

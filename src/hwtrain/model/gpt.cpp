@@ -192,8 +192,9 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
 
   if (unit_hooks_) unit_hooks_->before_forward(0);
   // Under a tied head that follows, the head's gradient absorbs the lookup's rows (tied_embedding.h).
-  const bool rows_only =
-      head_follows && cfg_.tied_head() && wte->weight.requires_grad() && torch::GradMode::is_enabled();
+  // On the CPU only: on CUDA its unique() waits for the device and cannot be captured in a CUDA graph.
+  const bool rows_only = head_follows && cfg_.tied_head() && wte->weight.requires_grad() &&
+                         wte->weight.device().is_cpu() && torch::GradMode::is_enabled();
   torch::Tensor x_BTC;
   if (tp_) {
     x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only);

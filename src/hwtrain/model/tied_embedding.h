@@ -7,7 +7,8 @@
 // and equal to the bit: the rows are summed by the same kernel (embedding_dense_backward) over the
 // batch's token ids renumbered in order, so each row's sum runs in the same order. Only where the
 // head's gradient reaches the same weight in the same backward: alone, the weight's .grad would be
-// sparse (GPT::embed decides, model/gpt.h).
+// sparse (GPT::embed decides, model/gpt.h). GPT uses it on the CPU only: on CUDA, unique() copies its
+// size to the host (a wait in every backward) and cannot be captured in a CUDA graph.
 #pragma once
 #include <torch/torch.h>
 
