@@ -19,7 +19,6 @@
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/launcher.h"
 #include "hwtrain/dist/process_group.h"
-#include "hwtrain/dist/work_group.h"
 
 using namespace hwt;
 using Clock = std::chrono::steady_clock;
@@ -40,18 +39,6 @@ ProcessGroup::WorkPtr native_gather(ProcessGroup& g, torch::Tensor& out, torch::
   return g.backend()._allgather_base(out, in, o);
 }
 
-// The broadcast form, written out here so that it is measured whatever all_gather_into chooses.
-ProcessGroup::WorkPtr broadcast_gather(ProcessGroup& g, torch::Tensor& out, torch::Tensor& in) {
-  const int64_t n = in.numel();
-  out.narrow(0, g.rank() * n, n).copy_(in);
-  std::vector<ProcessGroup::WorkPtr> parts;
-  for (int r = 0; r < g.world_size(); ++r) {
-    torch::Tensor slice = out.narrow(0, r * n, n);
-    parts.push_back(g.broadcast(slice, r));
-  }
-  return c10::make_intrusive<WorkGroup>(std::move(parts));
-}
-
 int worker(int rounds, int64_t max_bytes) {
   DistConfig config;
   config.timeout = 120;
@@ -66,7 +53,7 @@ int worker(int rounds, int64_t max_bytes) {
         torch::Tensor sync = torch::zeros({1});
         g.wait(g.all_reduce_sum(sync), "aligning the ranks");
         const auto t0 = Clock::now();
-        auto work = form == 0 ? native_gather(g, out, in) : broadcast_gather(g, out, in);
+        auto work = form == 0 ? native_gather(g, out, in) : g.all_gather_into(out, in);  // on Gloo: broadcasts
         g.wait(work, "the all-gather");
         const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
         if (r >= 0) (form == 0 ? native_us : bcast_us).push_back(us);
