@@ -5,25 +5,29 @@
 // the parameters whole and refreshes them from the masters after the step.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include "dist/dist_test_util.h"
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/zero1.h"
+#include "hwtrain/obs/host_allocation_counter.h"
 
 namespace hwt {
 namespace {
 
 // Three units in forward order: a "rest" of two odd-sized tensors used first and last (as a tied
-// embedding is), then two "blocks" of a (5 x 5) weight and a 5-bias.
-std::vector<ShardedUnitParams> make_units() {
+// embedding is), then two "blocks" of a (w x w) weight and a w-bias (w = 5 unless asked).
+std::vector<ShardedUnitParams> make_units(int64_t w = 5) {
   torch::manual_seed(3);
   std::vector<ShardedUnitParams> units;
-  units.push_back({"rest", {{"emb", torch::randn({3, 5}).requires_grad_()}, {"scale", torch::randn({7}).requires_grad_()}}, {}});
+  units.push_back({"rest", {{"emb", torch::randn({3, w}).requires_grad_()}, {"scale", torch::randn({w + 2}).requires_grad_()}}, {}});
   for (int b = 0; b < 2; ++b) {
     units.push_back({"h." + std::to_string(b),
-                     {{"h." + std::to_string(b) + ".w", torch::randn({5, 5}).requires_grad_()},
-                      {"h." + std::to_string(b) + ".b", torch::randn({5}).requires_grad_()}},
+                     {{"h." + std::to_string(b) + ".w", torch::randn({w, w}).requires_grad_()},
+                      {"h." + std::to_string(b) + ".b", torch::randn({w}).requires_grad_()}},
                      {}});
   }
   return units;
@@ -39,7 +43,7 @@ torch::Tensor forward(ShardedParameters& s, std::vector<ShardedUnitParams>& u, c
     h = torch::tanh(torch::mm(h, u[b].params[0].second) + u[b].params[1].second);
     h = s.after_forward(b, h);
   }
-  return (h * u[0].params[1].second.narrow(0, 0, 5)).sum();
+  return (h * u[0].params[1].second.narrow(0, 0, h.size(1))).sum();
 }
 
 TEST(DistWorker, ShardedZero3) {
@@ -141,6 +145,51 @@ TEST(DistWorker, ShardedZero2) {
     }
   }
   group->shutdown();
+}
+
+// Live CPU tensor bytes once they stop changing: Gloo's worker thread drops its own reference to a
+// work (and so its tensors) just after completing it, so a count read right after a wait can be high.
+int64_t settled_host_bytes() {
+  int64_t last = host_allocation().current_bytes;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int64_t now = host_allocation().current_bytes;
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
+}
+
+// After finish() a rank holds its gradient shards and nothing else of the step: every whole-unit
+// reduce buffer is freed once its reduce-scatter is folded (a Gloo work kept until after_step
+// would keep its input, the whole unit's gradient, alive through the rest of backward).
+TEST(DistWorker, ShardedReduceBuffersFreed) {
+  HWT_WORKER_ONLY();
+  ASSERT_TRUE(install_host_allocation_counter());
+  auto group = testing::worker_group();
+  for (const ShardStage stage : {ShardStage::Zero3, ShardStage::Zero2}) {
+    std::vector<ShardedUnitParams> units = make_units(256);
+    ShardingOptions o;
+    o.stage = stage;
+    ShardedParameters s(group, units, o);
+    const torch::Tensor x = torch::full({4, 256}, 0.01);
+    s.begin_micro_step(true);
+    const int64_t before = settled_host_bytes();
+    forward(s, units, x).backward();
+    s.finish();
+    int64_t shards = 0;
+    for (const auto& seg : s.segments()) shards += seg.master.numel() * 4;
+    const int64_t held = settled_host_bytes() - before;
+    EXPECT_GE(held, shards) << shard_stage_name(stage);
+    EXPECT_LE(held, shards + 4096) << shard_stage_name(stage) << ": " << held - shards
+                                   << " bytes beyond the gradient shards (a unit's whole gradient is 263,168)";
+  }
+  group->shutdown();
+}
+
+TEST(ShardedParameters, ReduceBuffersAreFreedOnceFolded) {
+  auto run = testing::run_workers("ShardedReduceBuffersFreed", 2);
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.reason << "\n" << run.output();
 }
 
 TEST(ShardedParameters, Zero3GathersOnlyWhatRunsAndAveragesGradients) {

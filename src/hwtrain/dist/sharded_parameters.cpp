@@ -40,8 +40,10 @@ bool has_storage(const torch::Tensor& flat) { return flat.storage().nbytes() > 0
 
 const char* shard_stage_name(ShardStage s) { return s == ShardStage::Zero2 ? "zero2" : "zero3"; }
 
+// A collective's span, for the communication time. It names its work by address only: holding the
+// work would keep its tensors (a unit's whole reduce buffer, on Gloo) alive until after_step.
 struct ShardedParameters::Flight {
-  ProcessGroup::WorkPtr work;
+  const c10d::Work* work;
   int64_t launched_ns;
   std::shared_ptr<std::atomic<int64_t>> done_ns;  // set by the backend's callback (or after its wait)
 };
@@ -147,12 +149,12 @@ void ShardedParameters::wait(const ProcessGroup::WorkPtr& work, const std::strin
   const int64_t done = steady_now_ns();
   for (auto& f : flights_) {  // a backend without futures: done when its wait returned
     int64_t unset = 0;
-    if (f.work == work) f.done_ns->compare_exchange_strong(unset, done);
+    if (f.work == work.get()) f.done_ns->compare_exchange_strong(unset, done);
   }
 }
 
 void ShardedParameters::track(const ProcessGroup::WorkPtr& work) {
-  Flight f{work, steady_now_ns(), std::make_shared<std::atomic<int64_t>>(0)};
+  Flight f{work.get(), steady_now_ns(), std::make_shared<std::atomic<int64_t>>(0)};
   auto done = f.done_ns;
   try {
     work->getFuture()->addCallback([done](c10::ivalue::Future&) { done->store(steady_now_ns()); });
