@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "hwtrain/core/error.h"
@@ -228,6 +231,69 @@ TEST_P(PipelineCase, OneStepEqualsTheWholeModelsAccumulatedStep) {
   }
   const int64_t tied_copy = cfg.tied_head() ? 1 : 0;
   EXPECT_EQ(checked, static_cast<int>(reference.size() + tied_copy)) << "every weight on exactly one stage";
+}
+
+// A stage's line to its neighbours that counts its sends not yet waited for (each holds its tensor).
+class CountingComm : public ThreadComm {
+ public:
+  using ThreadComm::ThreadComm;
+  std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override {
+    ThreadComm::send_async(t, peer, tag);
+    most = std::max(most, ++outstanding_);
+    auto waited = std::make_shared<bool>(false);
+    return [this, waited] {
+      if (!*waited) --outstanding_;
+      *waited = true;
+    };
+  }
+  int most = 0;  // sends in flight at once
+
+ private:
+  int outstanding_ = 0;
+};
+
+// Each send is waited for as soon as its receipt is certain, so a stage holds a few boundary tensors,
+// not every micro-batch's activation and gradient until the end of the step.
+TEST(PipelineSends, AreWaitedForAsSoonAsTheyAreReceivedNotAtTheEnd) {
+  const ModelConfig cfg = config_for("llama");
+  constexpr int64_t m = 16;
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randint(kVocab, {kMicro * m, 12}, torch::kLong);
+  const torch::Tensor y = torch::randint(kVocab, {kMicro * m, 12}, torch::kLong);
+  for (const int64_t v : {1, 2}) {
+    constexpr int64_t p = 2;
+    const std::vector<StageRange> cut = split_decoder(cfg, kVocab, p * v);
+    ThreadGroup line(static_cast<int>(p));
+    std::vector<std::shared_ptr<GptStage>> stages;
+    std::vector<std::shared_ptr<CountingComm>> comms;
+    for (int64_t s = 0; s < p; ++s) {
+      torch::manual_seed(9);
+      GPT gpt(cfg, kVocab);
+      StagePlace place{s, p, {}};
+      for (int64_t c = 0; c < v; ++c) place.chunks.push_back({cut[c * p + s].begin, cut[c * p + s].end});
+      comms.push_back(std::make_shared<CountingComm>(line, static_cast<int>(s)));
+      stages.push_back(std::make_shared<GptStage>(gpt, place, comms.back(), nullptr));
+    }
+    std::vector<std::thread> threads;
+    for (int64_t s = 0; s < p; ++s) {
+      threads.emplace_back([&, s] {
+        GptStage& stage = *stages[s];
+        PipelineStepHooks hooks;
+        hooks.forward = [&](const torch::Tensor& in, const torch::Tensor& t, int64_t c) { return stage.forward_stage(in, t, c); };
+        hooks.backward_loss = [](const torch::Tensor& loss) { (loss / static_cast<double>(m)).backward(); };
+        hooks.before_backward = [](bool) {};
+        StepMetrics metrics;
+        run_pipeline_step(stage, x, y, kMicro, m, torch::kCPU, hooks, metrics);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int64_t s = 0; s < p; ++s) {
+      // The activations the schedule holds anyway (the bound of the schedule tests above), and two
+      // gradients; all m x v of each direction were held before (16 and 48 here).
+      const int64_t held = v == 1 ? p - s : 2 * (p - s - 1) + (v - 1) * p + 1;
+      EXPECT_LE(comms[s]->most, held + 2) << "v " << v << " stage " << s;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PipelineCase,

@@ -49,6 +49,41 @@ std::vector<PipeAction> pipeline_schedule(int64_t stage, int64_t stages, int64_t
                      : interleaved_one_f_one_b(stage, stages, chunks, micro_batches);
 }
 
+namespace {
+
+// For each of this stage's micro-batch slots k (chunk x m + micro): the slots of the gradients it sent
+// to the previous stage that are received once the activation of slot k has arrived from it. The
+// previous stage sends that activation in a forward that its schedule runs after the backwards that
+// received those gradients, so waiting for their sends then cannot block (nor wait on any peer).
+std::vector<std::vector<size_t>> gradient_sends_done_by(const PipelineStage& stage, int64_t micro_batches) {
+  const int64_t p = stage.stage_count(), v = stage.chunk_count(), s = stage.stage_index();
+  std::vector<std::vector<size_t>> done(static_cast<size_t>(micro_batches * v));
+  if (p < 2) return done;
+  const int64_t prev = (s - 1 + p) % p, last = p * v - 1;
+  const auto our_slot = [&](int64_t prev_chunk, int64_t micro) {  // our slot fed by prev's chunk
+    return static_cast<size_t>(((prev_chunk * p + prev + 1 - s) / p) * micro_batches + micro);
+  };
+  std::vector<size_t> received;  // our gradients prev has received so far
+  for (const PipeAction& a : pipeline_schedule(prev, p, v, micro_batches)) {
+    if (a.chunk * p + prev == last) continue;  // prev's loss chunk: no message to or from us
+    if (a.op == PipeOp::Backward) {
+      received.push_back(our_slot(a.chunk, a.micro));
+    } else {
+      done[our_slot(a.chunk, a.micro)] = std::move(received);
+      received.clear();
+    }
+  }
+  return done;
+}
+
+void wait_once(std::function<void()>& send) {
+  if (!send) return;
+  send();
+  send = nullptr;  // frees the sent tensor
+}
+
+}  // namespace
+
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
@@ -60,7 +95,12 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
   const std::vector<int64_t> act_shape = stage.activation_shape(micro_batch, x_NT.size(1));
   const std::vector<PipeAction> schedule = pipeline_schedule(s, p, stage.chunk_count(), micro_batches);
   std::vector<torch::Tensor> inputs(static_cast<size_t>(micro_batches * stage.chunk_count())), outputs(inputs.size());
-  std::vector<std::function<void()>> sends;  // waited for at the end of the step
+  // Sends in flight, by slot: each waited for (and its tensor freed) as soon as its receipt is
+  // certain: an activation's when its gradient comes back, a gradient's by gradient_sends_done_by;
+  // the rest at the end of the step. Holding them all to the end kept every micro-batch's boundary
+  // activation and gradient alive through the step.
+  std::vector<std::function<void()>> activation_sends(inputs.size()), gradient_sends(inputs.size());
+  const std::vector<std::vector<size_t>> gradients_done_by = gradient_sends_done_by(stage, micro_batches);
   double loss_sum = 0;
   for (size_t i = 0; i < schedule.size(); ++i) {
     const PipeAction& a = schedule[i];
@@ -75,6 +115,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
         in = torch::empty(act_shape, act_options);
         stages.recv(in, prev, PipelineStage::activation_tag(vs));
         in.requires_grad_(true);
+        for (const size_t done : gradients_done_by[k]) wait_once(gradient_sends[done]);
       }
       const auto t0 = Clock::now();
       torch::Tensor out = hooks.forward(in, y, a.chunk);
@@ -82,8 +123,8 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
       if (stage.computes_loss(a.chunk)) {
         loss_sum += out.detach().item<double>();
       } else {
-        sends.push_back(
-            stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1)));
+        activation_sends[k] =
+            stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1));
       }
       inputs[k] = in;
       outputs[k] = out;
@@ -94,6 +135,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     if (!stage.computes_loss(a.chunk)) {
       grad = torch::empty(act_shape, act_options);
       stages.recv(grad, next, PipelineStage::gradient_tag(vs));
+      wait_once(activation_sends[k]);  // the next stage's backward of k ran: it had received it
     }
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
     if (stage.computes_loss(a.chunk)) {
@@ -103,12 +145,13 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     }
     m.backward_seconds += seconds_since(t1);
     if (!stage.takes_tokens(a.chunk)) {
-      sends.push_back(
-          stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1)));
+      gradient_sends[k] =
+          stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1));
     }
     inputs[k] = outputs[k] = torch::Tensor();  // this micro-batch's activations are freed
   }
-  for (auto& wait : sends) wait();
+  for (auto& send : activation_sends) wait_once(send);
+  for (auto& send : gradient_sends) wait_once(send);
   torch::Tensor loss = torch::full({1}, stage.is_last() ? loss_sum : 0.0, act_options.dtype(torch::kFloat64));
   stages.all_reduce_sum(loss);
   return loss.item<double>() / static_cast<double>(micro_batches);

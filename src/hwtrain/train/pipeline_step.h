@@ -10,8 +10,8 @@
 //   m must be a multiple of p.
 // - run_pipeline_step: one step's m micro-batches through this stage (model/pipeline_stage.h):
 //   activations go to the next stage and their gradients to the previous one with c10d send/recv,
-//   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends
-//   (each message tagged by its virtual stage and direction, so that the last stage's activations
+//   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends,
+//   each send waited for (and its tensor freed) once its receipt is certain (each message tagged by its virtual stage and direction, so that the last stage's activations
 //   for the first and the first stage's gradients for the last are told apart);
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
