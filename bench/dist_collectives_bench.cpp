@@ -3,14 +3,19 @@
 // ProcessGroup::all_gather_into uses on Gloo for ZeRO-3's units and the tensor-parallel gathers
 // alike), side by side in one run: per input size, the median of R rounds, the two forms
 // alternated round by round. Whether small gathers should keep c10d's form is this measurement.
-//   bench_dist_collectives [--worlds 2,4] [--rounds 40] [--max-mib 64]
+//   bench_dist_collectives [--worlds 2,4] [--rounds 40] [--max-mib 64] [--zero1 1]
 // Starts itself as the ranks of each world size (loopback, one thread each) and prints one
 // "result: ..." line per world and size from rank 0.
+// --zero1: instead, ZeRO-1's parameter sync after a step (dist/zero1.h) over GPT-2 124M's parameters,
+// the bucketed form (dist.bucket_size_mb = 25) against one packed buffer per owner (the form before
+// 2026-11-28), alternated round by round: median milliseconds and rank 0's most bytes allocated
+// beside the parameters (obs/host_allocation_counter.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +24,8 @@
 #include "hwtrain/dist/dist_env.h"
 #include "hwtrain/dist/launcher.h"
 #include "hwtrain/dist/process_group.h"
+#include "hwtrain/dist/zero1.h"
+#include "hwtrain/obs/host_allocation_counter.h"
 
 using namespace hwt;
 using Clock = std::chrono::steady_clock;
@@ -75,18 +82,81 @@ int worker(int rounds, int64_t max_bytes) {
   return 0;
 }
 
+// GPT-2 124M's parameters (tied head), in the model's order.
+NamedTensors gpt2_parameters() {
+  NamedTensors p;
+  const int64_t c = 768;
+  p.emplace_back("wte", torch::zeros({50257, c}));
+  p.emplace_back("wpe", torch::zeros({1024, c}));
+  for (int b = 0; b < 12; ++b) {
+    const std::string h = "h." + std::to_string(b) + ".";
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
+        {"ln_1.weight", {c}}, {"ln_1.bias", {c}}, {"attn.c_attn.weight", {c, 3 * c}}, {"attn.c_attn.bias", {3 * c}},
+        {"attn.c_proj.weight", {c, c}}, {"attn.c_proj.bias", {c}}, {"ln_2.weight", {c}}, {"ln_2.bias", {c}},
+        {"mlp.c_fc.weight", {c, 4 * c}}, {"mlp.c_fc.bias", {4 * c}}, {"mlp.c_proj.weight", {4 * c, c}},
+        {"mlp.c_proj.bias", {c}}};
+    for (const auto& [name, shape] : shapes) p.emplace_back(h + name, torch::zeros(shape));
+  }
+  p.emplace_back("ln_f.weight", torch::zeros({c}));
+  p.emplace_back("ln_f.bias", torch::zeros({c}));
+  return p;
+}
+
+int zero1_worker(int rounds) {
+  install_host_allocation_counter();
+  DistConfig config;
+  config.timeout = 120;
+  ProcessGroup g(read_dist_env(), config);
+  NamedTensors params = gpt2_parameters();
+  const Zero1Ownership o = assign_zero1_owners(params, g.world_size());
+  const int64_t forms[2] = {std::numeric_limits<int64_t>::max(), int64_t{25} << 20};  // one buffer per owner; buckets
+  std::vector<double> ms[2];
+  int64_t most[2] = {0, 0};
+  for (int r = -2; r < rounds; ++r) {
+    for (int form = 0; form < 2; ++form) {
+      for (size_t i = 0; i < params.size(); ++i) params[i].second.fill_(o.owner[i] == g.rank() ? r + form : -1);
+      torch::Tensor sync = torch::zeros({1});
+      g.wait(g.all_reduce_sum(sync), "aligning the ranks");
+      const int64_t before = host_allocation().current_bytes;
+      reset_host_allocation_peak();
+      const auto t0 = Clock::now();
+      sync_parameters_after_step(params, o, g, forms[form]);
+      const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      most[form] = std::max(most[form], host_allocation().peak_bytes - before);
+      if (r >= 0) ms[form].push_back(t);
+      for (const auto& [name, p] : params) {
+        if (!torch::equal(p, torch::full_like(p, r + form))) {
+          std::fprintf(stderr, "the ZeRO-1 sync left %s stale\n", name.c_str());
+          return 1;
+        }
+      }
+    }
+  }
+  if (g.rank() == 0) {
+    const double a = median(ms[0]), b = median(ms[1]);
+    std::printf("result: zero1 sync, world=%d one_buffer_ms=%.1f bucketed_ms=%.1f bucketed/one=%.2f "
+                "most_allocated_mib one_buffer=%.1f bucketed=%.1f\n",
+                g.world_size(), a, b, b / a, static_cast<double>(most[0]) / (1 << 20), static_cast<double>(most[1]) / (1 << 20));
+    std::fflush(stdout);
+  }
+  g.shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = std::stoi(arg(argc, argv, "--rounds", "40"));
   const int64_t max_bytes = std::stoll(arg(argc, argv, "--max-mib", "64")) << 20;
-  if (std::getenv("HWT_BENCH_RANK") != nullptr) return worker(rounds, max_bytes);
+  const bool zero1 = std::string(arg(argc, argv, "--zero1", "0")) != "0";
+  if (std::getenv("HWT_BENCH_RANK") != nullptr) return zero1 ? zero1_worker(rounds) : worker(rounds, max_bytes);
   std::stringstream worlds(arg(argc, argv, "--worlds", "2,4"));
   for (std::string w; std::getline(worlds, w, ',');) {
     LaunchOptions o;
     o.nproc_per_node = std::stoi(w);
     o.master_port = 29700 + o.nproc_per_node;
-    o.command = {"/proc/self/exe", "--rounds", std::to_string(rounds), "--max-mib", std::to_string(max_bytes >> 20)};
+    o.command = {"/proc/self/exe", "--rounds", std::to_string(rounds), "--max-mib", std::to_string(max_bytes >> 20),
+                 "--zero1", zero1 ? "1" : "0"};
     o.env = {{"HWT_BENCH_RANK", "1"}, {"OMP_NUM_THREADS", "1"}};
     const LaunchResult r = launch(o);
     if (r.exit_code != 0) {

@@ -1,5 +1,6 @@
 // ZeRO-1: the ownership covers every parameter exactly once and balances elements; after a step,
-// sync_parameters_after_step gives every rank the owners' values; rank 0 gathers the state shards.
+// sync_parameters_after_step gives every rank the owners' values, holding at most two buckets at
+// once; rank 0 gathers the state shards.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "dist/dist_test_util.h"
 #include "hwtrain/dist/zero1.h"
+#include "hwtrain/obs/host_allocation_counter.h"
 
 namespace hwt {
 namespace {
@@ -47,6 +49,7 @@ TEST(Zero1, OwnershipCoversEveryParameterOnceAndBalances) {
 
 TEST(DistWorker, Zero1Sync) {
   HWT_WORKER_ONLY();
+  ASSERT_TRUE(install_host_allocation_counter());
   DistConfig config;
   config.timeout = 30;
   ProcessGroup group(read_dist_env(), config);
@@ -57,11 +60,19 @@ TEST(DistWorker, Zero1Sync) {
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].second.fill_(o.owner[i] == rank ? 10.0 * static_cast<double>(i + 1) + o.owner[i] : -1.0);
   }
-  sync_parameters_after_step(params, o, group);
+  // Buckets of 1 KiB: the 4,000- and 2,048-byte parameters go alone and in place, the small ones
+  // packed; at most two buckets are allocated at once (every owned and received parameter before).
+  const int64_t bucket = 1024, before = host_allocation().current_bytes;
+  reset_host_allocation_peak();
+  sync_parameters_after_step(params, o, group, bucket);
+  EXPECT_LE(host_allocation().peak_bytes - before, 2 * bucket);
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_TRUE(torch::equal(params[i].second, torch::full_like(params[i].second, 10.0 * (i + 1) + o.owner[i])))
         << params[i].first;
   }
+  for (auto& [name, p] : params) p.fill_(o.owner_of(name) == rank ? 3.0 : -1.0);
+  sync_parameters_after_step(params, o, group);  // the default buckets: one per owner here
+  for (const auto& [name, p] : params) EXPECT_TRUE(torch::equal(p, torch::full_like(p, 3.0))) << name;
   NamedTensors shard;
   for (const auto& name : o.owned_by(rank)) {
     shard.emplace_back("exp_avg." + name, torch::full({2, 3}, rank + 0.5));

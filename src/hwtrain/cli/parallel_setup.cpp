@@ -83,13 +83,16 @@ namespace {
 // ZeRO-1: this rank's shard of the optimizer, the broadcast of updated shards, the gather for checkpoints.
 // `group`: the data-parallel ranks (a model-parallel rank shards its own weights' moments over the
 // ranks that hold the same weights).
-OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group) {
+OptimizerSharding zero1_sharding(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group, double bucket_mb) {
   NamedTensors params = trainer.optimizer().named_parameters();
   auto ownership = std::make_shared<Zero1Ownership>(assign_zero1_owners(params, group->world_size()));
   log_info("{}", describe_zero1_memory(*ownership));
   OptimizerSharding s;
   s.owned = ownership->owned_by(group->rank());
-  s.after_step = [params, ownership, group] { sync_parameters_after_step(params, *ownership, *group); };
+  const auto bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
+  s.after_step = [params, ownership, group, bucket_bytes] {
+    sync_parameters_after_step(params, *ownership, *group, bucket_bytes);
+  };
   s.gather = [group](const NamedTensors& local) { return gather_optimizer_state(local, *group); };
   return s;
 }
@@ -164,7 +167,7 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   ddp.bucket_size_mb = dist.bucket_size_mb;
   parts.ddp = std::make_shared<DataParallel>(group, trainer.model().module().parameters(), ddp);
   trainer.set_gradient_sync(parts.ddp);
-  if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group));
+  if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, dist.bucket_size_mb));
   return parts;
 }
 

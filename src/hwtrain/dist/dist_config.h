@@ -71,7 +71,7 @@ struct DistConfig {
   template <class V>
   void visit(V& v) {
     v("backend", backend, "process group backend: auto (nccl on CUDA, gloo on CPU), gloo or nccl");
-    v("bucket_size_mb", bucket_size_mb, "gradient all-reduce bucket size in MB");
+    v("bucket_size_mb", bucket_size_mb, "gradient all-reduce (and ZeRO-1 parameter broadcast) bucket size in MB");
     v("sharding", sharding,
       "what data-parallel ranks shard: none, zero1 (AdamW moments), zero2 (moments, fp32 master weights and "
       "gradients), zero3 (also the parameters, gathered a block at a time) or auto (the planner's choice by memory)");

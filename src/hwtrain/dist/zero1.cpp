@@ -48,7 +48,82 @@ std::vector<std::string> owned_parameter_names(const NamedTensors& params, int r
   return assign_zero1_owners(params, world_size).owned_by(rank);
 }
 
-void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership& ownership, ProcessGroup& group) {
+namespace {
+
+// One broadcast of ZeRO-1's parameter sync: a lone contiguous parameter itself (the owner sends it,
+// the others receive into theirs: no copy), or several packed into a flat buffer.
+struct Transfer {
+  int root = 0;
+  std::vector<torch::Tensor> tensors;
+  torch::Tensor flat;
+  bool packed = false;
+  ProcessGroup::WorkPtr work;
+};
+
+// Per owner and dtype, the owner's parameters in order, in runs of at most `bucket_bytes` (a larger
+// one goes alone). Every rank computes the same list.
+std::vector<Transfer> plan_transfers(const NamedTensors& params, const Zero1Ownership& ownership, int64_t bucket_bytes) {
+  std::vector<Transfer> out;
+  for (int r = 0; r < ownership.world_size; ++r) {
+    std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (ownership.owner[i] == r) by_dtype[params[i].second.scalar_type()].push_back(params[i].second.detach());
+    }
+    for (auto& [dtype, tensors] : by_dtype) {
+      Transfer t;
+      t.root = r;
+      int64_t bytes = 0;
+      for (auto& x : tensors) {
+        const int64_t b = x.numel() * static_cast<int64_t>(x.element_size());
+        if (!t.tensors.empty() && bytes + b > bucket_bytes) {
+          out.push_back(std::move(t));
+          t = Transfer();
+          t.root = r;
+          bytes = 0;
+        }
+        t.tensors.push_back(x);
+        bytes += b;
+      }
+      if (!t.tensors.empty()) out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+void start_transfer(Transfer& t, ProcessGroup& group) {
+  if (t.tensors.size() == 1 && t.tensors.front().is_contiguous()) {
+    t.flat = t.tensors.front().view(-1);
+  } else if (group.rank() == t.root) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& x : t.tensors) parts.push_back(x.reshape(-1));
+    t.flat = torch::cat(parts);
+    t.packed = true;
+  } else {
+    int64_t numel = 0;
+    for (const auto& x : t.tensors) numel += x.numel();
+    t.flat = torch::empty({numel}, t.tensors.front().options());
+    t.packed = true;
+  }
+  t.work = group.broadcast(t.flat, t.root);
+}
+
+void finish_transfer(Transfer& t, ProcessGroup& group) {
+  group.wait(t.work, "ZeRO-1 parameter broadcast from rank " + std::to_string(t.root));
+  if (t.packed && group.rank() != t.root) {
+    int64_t offset = 0;
+    for (auto& x : t.tensors) {
+      x.copy_(t.flat.narrow(0, offset, x.numel()).view_as(x));
+      offset += x.numel();
+    }
+  }
+  t.flat = torch::Tensor();
+  t.work.reset();
+}
+
+}  // namespace
+
+void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership& ownership, ProcessGroup& group,
+                                int64_t bucket_bytes) {
   if (ownership.names.size() != params.size() || ownership.world_size != group.world_size()) {
     throw ConfigError("ZeRO-1 ownership was computed for " + std::to_string(ownership.names.size()) +
                       " parameters and " + std::to_string(ownership.world_size) + " ranks, but the step has " +
@@ -56,42 +131,14 @@ void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership
                       " ranks");
   }
   torch::NoGradGuard no_grad;
-  struct Transfer {
-    int root;
-    std::vector<torch::Tensor> tensors;
-    torch::Tensor flat;
-    ProcessGroup::WorkPtr work;
-  };
-  std::vector<Transfer> transfers;
-  for (int r = 0; r < group.world_size(); ++r) {
-    std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (ownership.owner[i] == r) by_dtype[params[i].second.scalar_type()].push_back(params[i].second.detach());
-    }
-    for (auto& [dtype, tensors] : by_dtype) {
-      Transfer t{r, std::move(tensors), {}, {}};
-      int64_t numel = 0;
-      for (const auto& x : t.tensors) numel += x.numel();
-      if (group.rank() == r) {
-        std::vector<torch::Tensor> parts;
-        for (const auto& x : t.tensors) parts.push_back(x.reshape(-1));
-        t.flat = torch::cat(parts);
-      } else {
-        t.flat = torch::empty({numel}, t.tensors.front().options());
-      }
-      t.work = group.broadcast(t.flat, r);
-      transfers.push_back(std::move(t));
-    }
+  constexpr size_t kInFlight = 2;  // launching a third waits for the oldest: at most two buckets packed
+  std::vector<Transfer> transfers = plan_transfers(params, ownership, std::max<int64_t>(1, bucket_bytes));
+  size_t oldest = 0;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    if (i - oldest == kInFlight) finish_transfer(transfers[oldest++], group);
+    start_transfer(transfers[i], group);
   }
-  for (auto& t : transfers) {
-    group.wait(t.work, "ZeRO-1 parameter broadcast from rank " + std::to_string(t.root));
-    if (group.rank() == t.root) continue;
-    int64_t offset = 0;
-    for (auto& x : t.tensors) {
-      x.copy_(t.flat.narrow(0, offset, x.numel()).view_as(x));
-      offset += x.numel();
-    }
-  }
+  while (oldest < transfers.size()) finish_transfer(transfers[oldest++], group);
 }
 
 NamedTensors gather_optimizer_state(const NamedTensors& local_state, ProcessGroup& group) {

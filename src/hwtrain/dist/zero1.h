@@ -36,8 +36,11 @@ Zero1Ownership assign_zero1_owners(const NamedTensors& params, int world_size);
 std::vector<std::string> owned_parameter_names(const NamedTensors& params, int rank, int world_size);
 
 // After the optimizer step on the owned shard: every rank receives the other shards' updated
-// values (one broadcast per owner and dtype, all in flight together).
-void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership& ownership, ProcessGroup& group);
+// values: per owner and dtype, broadcasts of a parameter alone (in place) or of several packed into
+// a bucket of at most `bucket_bytes`, two in flight, so the sync holds at most two buckets beside
+// the parameters (one whole-model copy until 2026-11-28).
+void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership& ownership, ProcessGroup& group,
+                                int64_t bucket_bytes = int64_t{25} << 20);
 
 // Gathers every rank's `local_state` (its shard of the optimizer state, e.g. AdamW::state()) on
 // rank 0, which returns the union (its own entries first, then rank 1's, ...), on the CPU; the
