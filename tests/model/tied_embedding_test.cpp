@@ -4,10 +4,12 @@
 // leaves a dense gradient equal to the bit to the plain lookup's. In the GPT: forward_loss uses it
 // under a tied head, with every parameter's gradient equal to the plain path's (hidden_states alone),
 // and an untied head (llama) or a lookup no head follows keeps the dense gradient; so under tensor
-// parallelism (the vocabulary-parallel lookup, two thread ranks), rank by rank.
+// parallelism (the vocabulary-parallel lookup, two thread ranks), rank by rank, and in a one-stage
+// pipeline stage.
 #include <gtest/gtest.h>
 
 #include "hwtrain/model/gpt.h"
+#include "hwtrain/model/gpt_stage.h"
 #include "hwtrain/model/tied_embedding.h"
 #include "model/model_test_util.h"
 #include "support/thread_comm.h"
@@ -92,6 +94,38 @@ TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {
     model->hidden_states(idx).sum().backward();  // no head at all: a dense gradient still
     EXPECT_FALSE(model->wte->weight.grad().is_sparse());
   }
+}
+
+// A one-stage pipeline stage (its only chunk takes the tokens and computes the loss) uses the lookup
+// as forward_loss does, every gradient equal to the bit to the whole GPT's; a chunk without the head
+// (two stages' first) keeps the dense lookup.
+TEST(TiedEmbedding, AOneStagePipelineUsesItAndKeepsEveryGradientToTheBit) {
+  const ModelConfig cfg = test::tiny_config();
+  torch::manual_seed(1);
+  GPT whole(cfg, 64);
+  torch::manual_seed(1);
+  GPT staged(cfg, 64);
+  testing::ThreadGroup one(1);
+  GptStage stage(staged, StagePlace{0, 1, {{0, cfg.n_layer}}}, std::make_shared<testing::ThreadComm>(one, 0), nullptr);
+  ASSERT_TRUE(stage.takes_tokens(0) && stage.computes_loss(0));
+  const torch::Tensor idx = torch::randint(8, {3, 16}, torch::kLong), targets = torch::randint(64, {3, 16});
+  whole->forward_loss(idx, targets).backward();
+  const torch::Tensor loss = stage.forward_stage(idx, targets, 0);
+  EXPECT_EQ(test::count_graph_nodes(loss, "TiedEmbeddingLookup"), 1);
+  loss.backward();
+  auto reference = whole->named_parameters();
+  for (const auto& item : stage.module().named_parameters()) {
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+    EXPECT_FALSE(item.value().grad().is_sparse()) << item.key();
+    EXPECT_TRUE(torch::equal(item.value().grad(), reference[item.key()].grad())) << item.key();
+  }
+
+  torch::manual_seed(1);
+  GPT first(cfg, 64);
+  testing::ThreadGroup two(2);
+  GptStage head_elsewhere(first, StagePlace{0, 2, {{0, cfg.n_layer / 2}}}, std::make_shared<testing::ThreadComm>(two, 0),
+                          nullptr);
+  EXPECT_EQ(test::count_graph_nodes(head_elsewhere.forward_stage(idx, targets, 0), "TiedEmbeddingLookup"), 0);
 }
 
 TEST(TiedEmbedding, TheVocabularyParallelLookupKeepsEachRanksGradientsToTheBit) {

@@ -111,7 +111,9 @@ torch::Tensor GptStage::forward_stage(const torch::Tensor& input, const torch::T
   if (hooks) hooks->begin_forward();
   torch::Tensor x;
   if (takes_tokens(chunk)) {
-    x = gpt_->embed(input, /*head_follows=*/computes_loss(chunk) && !holds_tied_copy());
+    // The head follows in this graph only on a one-stage pipeline (the first virtual stage is then
+    // the last); otherwise the tied copy on the last stage gets the head's gradient.
+    x = gpt_->embed(input, /*head_follows=*/computes_loss(chunk));
     if (hooks) hooks->release(0);  // the embeddings' backward reads only the token ids
   } else {
     x = input.to(gpt_->h[blocks.begin]->parameters().front().scalar_type());
