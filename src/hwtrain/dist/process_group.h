@@ -61,6 +61,9 @@ class ProcessGroup {
   // (whose reduce-scatter all-reduces a whole clone of the input) the input is all-reduced in place
   // and `shard` is a view of it: no second whole-size buffer. Elsewhere `shard` is a new tensor.
   WorkPtr reduce_scatter_in_place(torch::Tensor& input, torch::Tensor& shard);
+  // Whether reduce_scatter_in_place of tensors like `t` is an all-reduce (Gloo on the CPU): then a
+  // caller may all-reduce the pieces of its input where they are instead of packing them first.
+  bool reduces_by_all_reduce(const torch::Tensor& t) const;
   // Blocks until `work` completes, at most dist.timeout. On failure throws DistError:
   // "<what> failed: <backend error>; <which rank is to blame>".
   void wait(const WorkPtr& work, const std::string& what);

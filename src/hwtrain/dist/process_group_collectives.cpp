@@ -59,6 +59,10 @@ ProcessGroup::WorkPtr ProcessGroup::reduce_scatter_sum(torch::Tensor& output, to
   return backend_->_reduce_scatter_base(output, input, options);
 }
 
+bool ProcessGroup::reduces_by_all_reduce(const torch::Tensor& t) const {
+  return gloo_on_cpu(backend_name_, world_size_, t);
+}
+
 ProcessGroup::WorkPtr ProcessGroup::reduce_scatter_in_place(torch::Tensor& input, torch::Tensor& shard) {
   const int64_t n = input.numel() / world_size_;
   TORCH_CHECK(input.dim() == 1 && n * world_size_ == input.numel(), "reduce_scatter_in_place: ", input.numel(),

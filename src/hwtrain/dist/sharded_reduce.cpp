@@ -2,10 +2,13 @@
 // autograd hooks, at most two in flight, folded into each unit's fp32 gradient shard as they finish.
 #include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 #include <stdexcept>
 
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/sharded_unit.h"
+#include "hwtrain/dist/work_group.h"
 
 namespace hwt {
 
@@ -13,6 +16,22 @@ namespace {
 // Reductions in flight at most: launching one more first waits for the oldest (FSDP keeps one
 // reduce-scatter pending beside the one being issued).
 constexpr size_t kReductionsInFlight = 2;
+// Where the reduce-scatter is an all-reduce, gradients of at least this many elements are reduced
+// where they are; the smaller ones of a unit are packed into one buffer (fewer collectives).
+constexpr int64_t kInPlaceElements = int64_t{1} << 16;
+
+// This rank's fp32 shard [rank x shard, (rank + 1) x shard) of a unit's flat layout, from the reduced
+// pieces (offset in the layout, elements); zeros where no piece lies (padding, gradients never made).
+torch::Tensor shard_of_pieces(const std::vector<std::pair<int64_t, torch::Tensor>>& pieces, int rank,
+                              int64_t shard, const torch::TensorOptions& options) {
+  torch::Tensor out = torch::zeros({shard}, options.dtype(torch::kFloat));
+  const int64_t lo = rank * shard, hi = lo + shard;
+  for (const auto& [offset, t] : pieces) {
+    const int64_t a = std::max(lo, offset), b = std::min(hi, offset + t.numel());
+    if (a < b) out.narrow(0, a - lo, b - a).copy_(t.narrow(0, a - offset, b - a));
+  }
+  return out;
+}
 }  // namespace
 
 void ShardedParameters::on_gradient_ready(size_t unit) {
@@ -29,7 +48,9 @@ void ShardedParameters::launch_reduce(Unit& u) {
   torch::NoGradGuard no_grad;
   u.reduce_launched = true;
   const bool any = std::any_of(u.params.begin(), u.params.end(), [](const torch::Tensor& p) { return p.grad().defined(); });
-  if (any) {
+  if (any && group_->reduces_by_all_reduce(u.master)) {
+    start_all_reduce(u);
+  } else if (any) {
     torch::Tensor input = torch::zeros({u.shard * group_->world_size()}, u.master.options().dtype(options_.reduce_dtype));
     for (size_t i = 0; i < u.params.size(); ++i) {
       torch::Tensor g = u.params[i].grad();
@@ -44,8 +65,11 @@ void ShardedParameters::launch_reduce(Unit& u) {
 void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
   reap(kReductionsInFlight - 1);  // room for this one
   input.div_(static_cast<double>(group_->world_size()));
-  Reduction r{&u, nullptr, std::move(input), torch::Tensor()};
+  Reduction r;
+  r.unit = &u;
+  r.input = std::move(input);
   r.work = group_->reduce_scatter_in_place(r.input, r.output);
+  r.bytes = (r.input.numel() + (r.output_views_input() ? 0 : r.output.numel())) * r.input.element_size();
   track(r.work);
   ++stats_.reduce_scatters;
   stats_.reduced_bytes += r.input.numel() * r.input.element_size();
@@ -54,11 +78,61 @@ void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
   reap(kReductionsInFlight);  // only those already finished
 }
 
+// Gloo on the CPU, whose reduce-scatter is an all-reduce of a whole buffer: the unit's large
+// gradients are averaged and all-reduced where they are, the small ones packed into one buffer, so
+// no whole-unit copy exists beside them (the tied rest's: 148 MiB for GPT-2 124M). Each element is
+// the same sum of the same averaged terms as in the packed form: bit-identical over two ranks; over
+// more Gloo may add them in another order.
+void ShardedParameters::start_all_reduce(Unit& u) {
+  reap(kReductionsInFlight - 1);  // room for this one
+  const c10::ScalarType dtype = options_.reduce_dtype;
+  const double n = static_cast<double>(group_->world_size());
+  Reduction r;
+  r.unit = &u;
+  std::vector<ProcessGroup::WorkPtr> works;
+  std::vector<size_t> packed;
+  int64_t packed_numel = 0;
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    const torch::Tensor g = u.params[i].grad();
+    if (!g.defined()) continue;
+    if (g.scalar_type() != dtype || !g.is_contiguous() || g.numel() < kInPlaceElements) {
+      packed.push_back(i);
+      packed_numel += g.numel();
+      continue;
+    }
+    torch::Tensor flat = g.view({-1});
+    flat.div_(n);
+    works.push_back(group_->all_reduce_sum(flat));
+    r.pieces.emplace_back(u.offsets[i], flat);
+    r.bytes += flat.numel() * flat.element_size();
+  }
+  if (!packed.empty()) {
+    torch::Tensor buffer = torch::empty({packed_numel}, u.master.options().dtype(dtype));
+    int64_t at = 0;
+    for (const size_t i : packed) {
+      const torch::Tensor g = u.params[i].grad();
+      torch::Tensor piece = buffer.narrow(0, at, g.numel());
+      piece.copy_(g.reshape(-1));
+      r.pieces.emplace_back(u.offsets[i], piece);
+      at += g.numel();
+    }
+    buffer.div_(n);
+    works.push_back(group_->all_reduce_sum(buffer));
+    r.bytes += buffer.numel() * buffer.element_size();
+  }
+  for (auto& p : u.params) p.mutable_grad() = torch::Tensor();  // the pieces hold what is reduced
+  r.work = c10::make_intrusive<WorkGroup>(std::move(works));
+  track(r.work);
+  ++stats_.reduce_scatters;
+  stats_.reduced_bytes += r.bytes;
+  reductions_.push_back(std::move(r));
+  stats_.peak_reducing_bytes = std::max(stats_.peak_reducing_bytes, reducing_bytes());
+  reap(kReductionsInFlight);  // only those already finished
+}
+
 int64_t ShardedParameters::reducing_bytes() const {
   int64_t b = 0;
-  for (const auto& r : reductions_) {
-    b += (r.input.numel() + (r.output_views_input() ? 0 : r.output.numel())) * r.input.element_size();
-  }
+  for (const auto& r : reductions_) b += r.bytes;
   return b;
 }
 
@@ -72,7 +146,9 @@ void ShardedParameters::reap(size_t keep) {
     reductions_.erase(reductions_.begin());  // before the wait: a failed one is not folded again
     wait(r.work, "reduce-scattering the gradients of " + r.unit->name);
     // Kept as it is when it is a fresh fp32 tensor; copied when it views the whole input (Gloo).
-    torch::Tensor shard = r.output.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/r.output_views_input());
+    torch::Tensor shard =
+        r.pieces.empty() ? r.output.to(torch::kFloat, /*non_blocking=*/false, /*copy=*/r.output_views_input())
+                         : shard_of_pieces(r.pieces, group_->rank(), r.unit->shard, r.unit->master.options());
     if (r.unit->grad.defined()) {
       r.unit->grad.add_(shard);
     } else {

@@ -31,11 +31,15 @@ struct ShardedParameters::Unit {
 };
 
 // A reduce-scatter in flight: the whole unit's gradients (input) and this rank's shard (output; on
-// Gloo a view of the input, all-reduced in place: dist/process_group.h).
+// Gloo a view of the input, all-reduced in place: dist/process_group.h). Or, where the reduce-scatter
+// is an all-reduce anyway (Gloo on the CPU), the unit's gradients all-reduced where they are: the
+// large ones in place, the small ones packed (pieces: offset in the unit's flat layout, elements).
 struct ShardedParameters::Reduction {
   Unit* unit = nullptr;
   ProcessGroup::WorkPtr work;
   torch::Tensor input, output;
+  std::vector<std::pair<int64_t, torch::Tensor>> pieces;
+  int64_t bytes = 0;  // held by it
   bool output_views_input() const { return output.storage().is_alias_of(input.storage()); }
 };
 
