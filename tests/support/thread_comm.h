@@ -4,6 +4,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <stdexcept>
@@ -43,10 +44,21 @@ class ThreadGroup {
     return result_;
   }
 
-  void post(int from, int to, int tag, const torch::Tensor& t) {
+  // Returns how many messages this mailbox has had posted, this one included.
+  int64_t post(int from, int to, int tag, const torch::Tensor& t) {
     std::lock_guard<std::mutex> lock(mutex_);
     mail_[{from, to, tag}].push_back(t.detach().clone());
     cv_.notify_all();
+    return ++posted_[{from, to, tag}];
+  }
+
+  // Blocks until the receiver has taken `count` messages from the mailbox (a send that completes
+  // only when it is received, as NCCL's); throws after `limit` (the pair would wait forever).
+  void wait_taken(int from, int to, int tag, int64_t count, std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool done = cv_.wait_for(lock, limit, [&] { return taken_[{from, to, tag}] >= count || aborted_; });
+    if (aborted_) throw std::runtime_error("another rank of the group failed");
+    if (!done) throw std::runtime_error("a send was waited for before its receive could be posted");
   }
 
   // A rank failed: every rank waiting in exchange or take, and every later one, throws.
@@ -63,6 +75,8 @@ class ThreadGroup {
     if (box.empty()) throw std::runtime_error("another rank of the group failed");
     torch::Tensor t = box.front();
     box.pop_front();
+    ++taken_[{from, to, tag}];
+    cv_.notify_all();
     return t;
   }
 
@@ -74,6 +88,7 @@ class ThreadGroup {
   int64_t generation_ = 0;
   bool aborted_ = false;
   std::map<std::tuple<int, int, int>, std::deque<torch::Tensor>> mail_;  // (from, to, tag)
+  std::map<std::tuple<int, int, int>, int64_t> posted_, taken_;          // messages per mailbox
   std::mutex mutex_;
   std::condition_variable cv_;
 };

@@ -10,9 +10,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/gpt.h"
@@ -233,35 +237,40 @@ TEST_P(PipelineCase, OneStepEqualsTheWholeModelsAccumulatedStep) {
   EXPECT_EQ(checked, static_cast<int>(reference.size() + tied_copy)) << "every weight on exactly one stage";
 }
 
-// A stage's line to its neighbours that counts its sends not yet waited for (each holds its tensor).
+// A stage's line to its neighbours whose sends complete only once received (as NCCL's; a wait that
+// comes too early fails instead of hanging), counting the sends not yet waited for (each holds its tensor).
 class CountingComm : public ThreadComm {
  public:
-  using ThreadComm::ThreadComm;
+  CountingComm(ThreadGroup& group, int rank) : ThreadComm(group, rank), group_(group), rank_(rank) {}
   std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override {
-    ThreadComm::send_async(t, peer, tag);
+    const int64_t seq = group_.post(rank_, peer, tag, t);
     most = std::max(most, ++outstanding_);
     auto waited = std::make_shared<bool>(false);
-    return [this, waited] {
-      if (!*waited) --outstanding_;
+    return [this, waited, peer, tag, seq] {
+      if (*waited) return;
+      group_.wait_taken(rank_, peer, tag, seq, std::chrono::seconds(20));
+      --outstanding_;
       *waited = true;
     };
   }
   int most = 0;  // sends in flight at once
 
  private:
+  ThreadGroup& group_;
+  int rank_;
   int outstanding_ = 0;
 };
 
-// Each send is waited for as soon as its receipt is certain, so a stage holds a few boundary tensors,
-// not every micro-batch's activation and gradient until the end of the step.
+// Each send is waited for as soon as its receipt is certain, never before (a send that blocks until
+// received would fail the step), so a stage holds a few boundary tensors, not every micro-batch's
+// activation and gradient until the end of the step.
 TEST(PipelineSends, AreWaitedForAsSoonAsTheyAreReceivedNotAtTheEnd) {
   const ModelConfig cfg = config_for("llama");
   constexpr int64_t m = 16;
   torch::manual_seed(5);
   const torch::Tensor x = torch::randint(kVocab, {kMicro * m, 12}, torch::kLong);
   const torch::Tensor y = torch::randint(kVocab, {kMicro * m, 12}, torch::kLong);
-  for (const int64_t v : {1, 2}) {
-    constexpr int64_t p = 2;
+  for (const auto& [p, v] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {3, 1}, {4, 1}, {2, 2}}) {
     const std::vector<StageRange> cut = split_decoder(cfg, kVocab, p * v);
     ThreadGroup line(static_cast<int>(p));
     std::vector<std::shared_ptr<GptStage>> stages;
@@ -274,24 +283,22 @@ TEST(PipelineSends, AreWaitedForAsSoonAsTheyAreReceivedNotAtTheEnd) {
       comms.push_back(std::make_shared<CountingComm>(line, static_cast<int>(s)));
       stages.push_back(std::make_shared<GptStage>(gpt, place, comms.back(), nullptr));
     }
-    std::vector<std::thread> threads;
+    const std::vector<std::string> errors = testing::run_ranks(line, [&](int s) {
+      GptStage& stage = *stages[static_cast<size_t>(s)];
+      PipelineStepHooks hooks;
+      hooks.forward = [&](const torch::Tensor& in, const torch::Tensor& t, int64_t c) { return stage.forward_stage(in, t, c); };
+      hooks.backward_loss = [](const torch::Tensor& loss) { (loss / static_cast<double>(m)).backward(); };
+      hooks.before_backward = [](bool) {};
+      StepMetrics metrics;
+      run_pipeline_step(stage, x, y, kMicro, m, torch::kCPU, hooks, metrics);
+    });
     for (int64_t s = 0; s < p; ++s) {
-      threads.emplace_back([&, s] {
-        GptStage& stage = *stages[s];
-        PipelineStepHooks hooks;
-        hooks.forward = [&](const torch::Tensor& in, const torch::Tensor& t, int64_t c) { return stage.forward_stage(in, t, c); };
-        hooks.backward_loss = [](const torch::Tensor& loss) { (loss / static_cast<double>(m)).backward(); };
-        hooks.before_backward = [](bool) {};
-        StepMetrics metrics;
-        run_pipeline_step(stage, x, y, kMicro, m, torch::kCPU, hooks, metrics);
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (int64_t s = 0; s < p; ++s) {
-      // The activations the schedule holds anyway (the bound of the schedule tests above), and two
-      // gradients; all m x v of each direction were held before (16 and 48 here).
+      EXPECT_EQ(errors[static_cast<size_t>(s)], "") << "p " << p << " v " << v << " stage " << s;
+      // 1F1B: the activations the schedule holds anyway (p - s) and two gradients; interleaved over
+      // two stages, its bound for the activations (the schedule tests above) and two. All m x v of
+      // each direction were held before (16 and 48 here).
       const int64_t held = v == 1 ? p - s : 2 * (p - s - 1) + (v - 1) * p + 1;
-      EXPECT_LE(comms[s]->most, held + 2) << "v " << v << " stage " << s;
+      EXPECT_LE(comms[static_cast<size_t>(s)]->most, held + 2) << "p " << p << " v " << v << " stage " << s;
     }
   }
 }
