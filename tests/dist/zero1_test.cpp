@@ -73,6 +73,23 @@ TEST(DistWorker, Zero1Sync) {
   for (auto& [name, p] : params) p.fill_(o.owner_of(name) == rank ? 3.0 : -1.0);
   sync_parameters_after_step(params, o, group);  // the default buckets: one per owner here
   for (const auto& [name, p] : params) EXPECT_TRUE(torch::equal(p, torch::full_like(p, 3.0))) << name;
+
+  // Several packed buckets per owner (twelve 400-byte parameters), a bf16 one, a transposed one
+  // (packed, not in place): still at most two buckets at once, and every value the owner's.
+  NamedTensors mixed;
+  for (int i = 0; i < 12; ++i) mixed.emplace_back("small" + std::to_string(i), torch::zeros({100}));
+  mixed.emplace_back("half", torch::zeros({300}, torch::kBFloat16));
+  mixed.emplace_back("transposed", torch::zeros({10, 20}).t());
+  const Zero1Ownership mo = assign_zero1_owners(mixed, group.world_size());
+  for (size_t i = 0; i < mixed.size(); ++i) mixed[i].second.fill_(mo.owner[i] == rank ? 5.0 + static_cast<double>(i) : -1.0);
+  const int64_t start = host_allocation().current_bytes;
+  reset_host_allocation_peak();
+  sync_parameters_after_step(mixed, mo, group, bucket);
+  EXPECT_LE(host_allocation().peak_bytes - start, 2 * bucket);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    const torch::Tensor& t = mixed[i].second;
+    EXPECT_TRUE(torch::equal(t, torch::full_like(t, 5.0 + static_cast<double>(i)))) << mixed[i].first;
+  }
   NamedTensors shard;
   for (const auto& name : o.owned_by(rank)) {
     shard.emplace_back("exp_avg." + name, torch::full({2, 3}, rank + 0.5));

@@ -93,16 +93,18 @@ std::vector<Transfer> plan_transfers(const NamedTensors& params, const Zero1Owne
 void start_transfer(Transfer& t, ProcessGroup& group) {
   if (t.tensors.size() == 1 && t.tensors.front().is_contiguous()) {
     t.flat = t.tensors.front().view(-1);
-  } else if (group.rank() == t.root) {
-    std::vector<torch::Tensor> parts;
-    for (const auto& x : t.tensors) parts.push_back(x.reshape(-1));
-    t.flat = torch::cat(parts);
-    t.packed = true;
   } else {
     int64_t numel = 0;
     for (const auto& x : t.tensors) numel += x.numel();
     t.flat = torch::empty({numel}, t.tensors.front().options());
     t.packed = true;
+    if (group.rank() == t.root) {  // each copied into its place: no temporary (a non-contiguous one's reshape)
+      int64_t offset = 0;
+      for (const auto& x : t.tensors) {
+        t.flat.narrow(0, offset, x.numel()).view(x.sizes()).copy_(x);
+        offset += x.numel();
+      }
+    }
   }
   t.work = group.broadcast(t.flat, t.root);
 }
@@ -112,7 +114,7 @@ void finish_transfer(Transfer& t, ProcessGroup& group) {
   if (t.packed && group.rank() != t.root) {
     int64_t offset = 0;
     for (auto& x : t.tensors) {
-      x.copy_(t.flat.narrow(0, offset, x.numel()).view_as(x));
+      x.copy_(t.flat.narrow(0, offset, x.numel()).view(x.sizes()));
       offset += x.numel();
     }
   }
