@@ -48,12 +48,20 @@ TEST(TiedEmbedding, AloneItsGradientIsSparseAndEqualsTheDenseBackwardsToTheBit) 
   torch::set_num_threads(threads_before);
 }
 
-// The head's logits over the same weight, with the lookup or the plain embedding; the weight's gradient.
-torch::Tensor tied_gradient(bool sparse, torch::Dtype dtype, const torch::Tensor& idx) {
+enum class Lookup { Plain, Sparse, Paired };
+
+// The head's logits over the same weight, with the plain embedding, the lookup, or the lookup paired
+// with the head; the weight's gradient. `head_grad`: where the head's gradient was made (its data).
+torch::Tensor tied_gradient(Lookup lookup, torch::Dtype dtype, const torch::Tensor& idx, const void** head_grad = nullptr) {
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({300, 16}).to(dtype).requires_grad_();
-  const torch::Tensor x = sparse ? tied_embedding_lookup(idx, w) : torch::embedding(w, idx);
-  const torch::Tensor logits = torch::matmul(torch::tanh(x), w.t());
+  auto slot = lookup == Lookup::Paired ? c10::make_intrusive<TiedGradientSlot>() : c10::intrusive_ptr<TiedGradientSlot>();
+  const torch::Tensor x = lookup == Lookup::Plain ? torch::embedding(w, idx) : tied_embedding_lookup(idx, w, slot);
+  torch::Tensor head = slot ? tied_head_weight(w, slot) : w;
+  if (head_grad && slot) {
+    head.register_hook([head_grad](const torch::Tensor& g) { *head_grad = g.data_ptr(); });
+  }
+  const torch::Tensor logits = torch::matmul(torch::tanh(x), head.t());
   logits.to(torch::kFloat).logsumexp(-1).sum().backward();
   return w.grad();
 }
@@ -62,11 +70,24 @@ TEST(TiedEmbedding, WithTheHeadTheWeightsGradientIsDenseAndUnchanged) {
   for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
     for (int64_t distinct : {5, 300}) {
       const torch::Tensor idx = ids(distinct, 7);
-      const torch::Tensor sparse = tied_gradient(true, dtype, idx), dense = tied_gradient(false, dtype, idx);
-      ASSERT_FALSE(sparse.is_sparse());
-      EXPECT_TRUE(torch::equal(sparse, dense)) << dtype << " distinct " << distinct;
+      const torch::Tensor dense = tied_gradient(Lookup::Plain, dtype, idx);
+      for (const Lookup lookup : {Lookup::Sparse, Lookup::Paired}) {
+        const torch::Tensor g = tied_gradient(lookup, dtype, idx);
+        ASSERT_FALSE(g.is_sparse());
+        EXPECT_TRUE(torch::equal(g, dense)) << dtype << " distinct " << distinct << " paired " << (lookup == Lookup::Paired);
+      }
     }
   }
+}
+
+// Paired, the head's gradient is the weight's gradient: the rows are added into it in place, where
+// autograd's own dense + sparse sum would make a second vocabulary x width tensor.
+TEST(TiedEmbedding, PairedTheRowsAreAddedIntoTheHeadsGradientInPlace) {
+  const torch::Tensor idx = ids(5, 7);
+  const void* head = nullptr;
+  const torch::Tensor g = tied_gradient(Lookup::Paired, torch::kFloat, idx, &head);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(g.data_ptr(), head);
 }
 
 TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {

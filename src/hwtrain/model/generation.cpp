@@ -9,7 +9,7 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_BT, KVCache& cach
 }
 
 torch::Tensor GPTImpl::logits_of(const torch::Tensor& h_BTC) {
-  return tp_ ? tensor_parallel_forward(h_BTC) : torch::linear(h_BTC, head_weight());
+  return tp_ ? tensor_parallel_forward(h_BTC) : torch::linear(h_BTC, paired_head_weight());
 }
 
 torch::Tensor GPTImpl::hidden_cached(const torch::Tensor& idx_BT, KVCache& cache) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/model/activation_checkpoint.h"
@@ -156,8 +157,13 @@ torch::Tensor GPTImpl::forward_loss(const torch::Tensor& idx_BT, const torch::Te
 
 torch::Tensor GPTImpl::head_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
   if (tp_) return tensor_parallel_loss(x_BTC, targets_BT);
-  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, head_weight()), targets_BT);
-  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), head_weight(), targets_BT.reshape({-1}));
+  if (!fused_lm_head_loss_) return loss(torch::linear(x_BTC, paired_head_weight()), targets_BT);
+  return hwt::fused_lm_head_loss(x_BTC.reshape({-1, cfg_.n_embd}), paired_head_weight(), targets_BT.reshape({-1}));
+}
+
+torch::Tensor GPTImpl::paired_head_weight() {
+  c10::intrusive_ptr<TiedGradientSlot> slot = std::exchange(tied_slot_, {});
+  return slot ? tied_head_weight(head_weight(), std::move(slot)) : head_weight();
 }
 
 torch::Tensor GPTImpl::hidden_states(const torch::Tensor& idx_BT, bool head_follows) {
@@ -196,10 +202,12 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
   const bool rows_only = head_follows && cfg_.tied_head() && wte->weight.requires_grad() &&
                          wte->weight.device().is_cpu() && torch::GradMode::is_enabled();
   torch::Tensor x_BTC;
+  tied_slot_.reset();
   if (tp_) {
     x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only);
   } else {
-    x_BTC = rows_only ? tied_embedding_lookup(idx_BT, wte->weight) : wte(idx_BT);
+    tied_slot_ = rows_only ? c10::make_intrusive<TiedGradientSlot>() : c10::intrusive_ptr<TiedGradientSlot>();
+    x_BTC = rows_only ? tied_embedding_lookup(idx_BT, wte->weight, tied_slot_) : wte(idx_BT);
   }
   if (wpe) {
     torch::Tensor positions = torch::arange(T, idx_BT.options());

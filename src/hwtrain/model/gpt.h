@@ -26,6 +26,7 @@
 #include "hwtrain/model/model_config.h"
 #include "hwtrain/model/parameter_units.h"
 #include "hwtrain/model/tensor_parallel.h"
+#include "hwtrain/model/tied_embedding.h"
 
 namespace hwt {
 
@@ -179,6 +180,8 @@ class GPTImpl : public torch::nn::Module {
   // the last position's logits alone).
   torch::Tensor hidden_cached(const torch::Tensor& idx_BT, KVCache& cache);
   torch::Tensor tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT);
+  // head_weight(), paired with this forward's tied lookup when embed() made one (model/tied_embedding.h).
+  torch::Tensor paired_head_weight();
 
   ModelConfig cfg_;
   int64_t vocab_size_;
@@ -195,6 +198,7 @@ class GPTImpl : public torch::nn::Module {
   std::shared_ptr<TensorParallelComm> tp_;
   RowRange vocab_rows_;                         // this rank's rows of the vocabulary under tensor parallelism
   std::map<std::string, int64_t> whole_rows_;  // a cut parameter's whole length along its cut dimension
+  c10::intrusive_ptr<TiedGradientSlot> tied_slot_;  // set by embed() for the head of the same forward
 };
 TORCH_MODULE(GPT);
 

@@ -1,7 +1,9 @@
-// tied_embedding_lookup (model/tied_embedding.h): the lookup and its sparse, row-exact backward.
+// tied_embedding_lookup and tied_head_weight (model/tied_embedding.h): the lookup, its sparse,
+// row-exact backward, and the pairing that adds those rows into the head's gradient in place.
 #include "hwtrain/model/tied_embedding.h"
 
 #include <tuple>
+#include <utility>
 
 namespace hwt {
 namespace {
@@ -9,11 +11,19 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+c10::intrusive_ptr<TiedGradientSlot> slot_of(AutogradContext* ctx) {
+  const c10::IValue& v = ctx->saved_data["slot"];
+  return v.isCapsule() ? c10::static_intrusive_pointer_cast<TiedGradientSlot>(v.toCapsule())
+                       : c10::intrusive_ptr<TiedGradientSlot>();
+}
+
 class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& idx, const torch::Tensor& weight) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& idx, const torch::Tensor& weight,
+                               c10::intrusive_ptr<TiedGradientSlot> slot) {
     ctx->save_for_backward({idx});
     ctx->saved_data["rows"] = weight.size(0);
+    if (slot) ctx->saved_data["slot"] = c10::IValue::make_capsule(std::move(slot));
     return torch::embedding(weight, idx);
   }
 
@@ -29,14 +39,43 @@ class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup
     torch::Tensor sparse = at::_sparse_coo_tensor_unsafe(rows.unsqueeze(0), sums, {vocab, grad.size(-1)},
                                                          sums.options().layout(torch::kSparse),
                                                          /*is_coalesced=*/true);
-    return {torch::Tensor(), sparse};
+    const c10::intrusive_ptr<TiedGradientSlot> slot = slot_of(ctx);
+    if (!slot) return {torch::Tensor(), sparse, torch::Tensor()};
+    slot->lookup_done = true;
+    torch::Tensor head = std::exchange(slot->head_grad, torch::Tensor());
+    if (!head.defined()) return {torch::Tensor(), sparse, torch::Tensor()};
+    // The same kernel autograd's dense + sparse sum runs, in place when nothing else holds the tensor.
+    const bool own = head.use_count() == 1 && head.is_contiguous() && !torch::GradMode::is_enabled();
+    return {torch::Tensor(), own ? head.add_(sparse) : head + sparse, torch::Tensor()};
+  }
+};
+
+class TiedHeadWeight : public torch::autograd::Function<TiedHeadWeight> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& weight,
+                               c10::intrusive_ptr<TiedGradientSlot> slot) {
+    ctx->saved_data["slot"] = c10::IValue::make_capsule(std::move(slot));
+    return weight.view_as(weight);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const c10::intrusive_ptr<TiedGradientSlot> slot = slot_of(ctx);
+    torch::Tensor& grad = grads[0];
+    if (!grad.defined() || slot->lookup_done || torch::GradMode::is_enabled()) return {grad, torch::Tensor()};
+    slot->head_grad = slot->head_grad.defined() ? slot->head_grad + grad : std::move(grad);
+    return {torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor tied_embedding_lookup(const torch::Tensor& idx, const torch::Tensor& weight) {
-  return TiedEmbeddingLookup::apply(idx, weight);
+torch::Tensor tied_embedding_lookup(const torch::Tensor& idx, const torch::Tensor& weight,
+                                    c10::intrusive_ptr<TiedGradientSlot> slot) {
+  return TiedEmbeddingLookup::apply(idx, weight, std::move(slot));
+}
+
+torch::Tensor tied_head_weight(const torch::Tensor& weight, c10::intrusive_ptr<TiedGradientSlot> slot) {
+  return TiedHeadWeight::apply(weight, std::move(slot));
 }
 
 }  // namespace hwt
