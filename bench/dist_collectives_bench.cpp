@@ -136,7 +136,8 @@ int zero1_worker(int rounds) {
     const double a = median(ms[0]), b = median(ms[1]);
     std::printf("result: zero1 sync, world=%d one_buffer_ms=%.1f bucketed_ms=%.1f bucketed/one=%.2f "
                 "most_allocated_mib one_buffer=%.1f bucketed=%.1f\n",
-                g.world_size(), a, b, b / a, static_cast<double>(most[0]) / (1 << 20), static_cast<double>(most[1]) / (1 << 20));
+                g.world_size(), a, b, b / a, static_cast<double>(most[0]) / (1 << 20),
+                static_cast<double>(most[1]) / (1 << 20));
     std::fflush(stdout);
   }
   g.shutdown();

@@ -23,7 +23,8 @@ namespace {
 std::vector<ShardedUnitParams> make_units(int64_t w = 5) {
   torch::manual_seed(3);
   std::vector<ShardedUnitParams> units;
-  units.push_back({"rest", {{"emb", torch::randn({3, w}).requires_grad_()}, {"scale", torch::randn({w + 2}).requires_grad_()}}, {}});
+  units.push_back(
+      {"rest", {{"emb", torch::randn({3, w}).requires_grad_()}, {"scale", torch::randn({w + 2}).requires_grad_()}}, {}});
   for (int b = 0; b < 2; ++b) {
     units.push_back({"h." + std::to_string(b),
                      {{"h." + std::to_string(b) + ".w", torch::randn({w, w}).requires_grad_()},

@@ -81,7 +81,9 @@ TEST(DistWorker, Zero1Sync) {
   mixed.emplace_back("half", torch::zeros({300}, torch::kBFloat16));
   mixed.emplace_back("transposed", torch::zeros({10, 20}).t());
   const Zero1Ownership mo = assign_zero1_owners(mixed, group.world_size());
-  for (size_t i = 0; i < mixed.size(); ++i) mixed[i].second.fill_(mo.owner[i] == rank ? 5.0 + static_cast<double>(i) : -1.0);
+  for (size_t i = 0; i < mixed.size(); ++i) {
+    mixed[i].second.fill_(mo.owner[i] == rank ? 5.0 + static_cast<double>(i) : -1.0);
+  }
   const int64_t start = host_allocation().current_bytes;
   reset_host_allocation_peak();
   sync_parameters_after_step(mixed, mo, group, bucket);

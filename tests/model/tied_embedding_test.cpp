@@ -52,10 +52,12 @@ enum class Lookup { Plain, Sparse, Paired };
 
 // The head's logits over the same weight, with the plain embedding, the lookup, or the lookup paired
 // with the head; the weight's gradient. `head_grad`: where the head's gradient was made (its data).
-torch::Tensor tied_gradient(Lookup lookup, torch::Dtype dtype, const torch::Tensor& idx, const void** head_grad = nullptr) {
+torch::Tensor tied_gradient(Lookup lookup, torch::Dtype dtype, const torch::Tensor& idx,
+                            const void** head_grad = nullptr) {
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({300, 16}).to(dtype).requires_grad_();
-  auto slot = lookup == Lookup::Paired ? c10::make_intrusive<TiedGradientSlot>() : c10::intrusive_ptr<TiedGradientSlot>();
+  c10::intrusive_ptr<TiedGradientSlot> slot;
+  if (lookup == Lookup::Paired) slot = c10::make_intrusive<TiedGradientSlot>();
   const torch::Tensor x = lookup == Lookup::Plain ? torch::embedding(w, idx) : tied_embedding_lookup(idx, w, slot);
   torch::Tensor head = slot ? tied_head_weight(w, slot) : w;
   if (head_grad && slot) {
@@ -74,7 +76,8 @@ TEST(TiedEmbedding, WithTheHeadTheWeightsGradientIsDenseAndUnchanged) {
       for (const Lookup lookup : {Lookup::Sparse, Lookup::Paired}) {
         const torch::Tensor g = tied_gradient(lookup, dtype, idx);
         ASSERT_FALSE(g.is_sparse());
-        EXPECT_TRUE(torch::equal(g, dense)) << dtype << " distinct " << distinct << " paired " << (lookup == Lookup::Paired);
+        EXPECT_TRUE(torch::equal(g, dense))
+            << dtype << " distinct " << distinct << " paired " << (lookup == Lookup::Paired);
       }
     }
   }
@@ -144,8 +147,8 @@ TEST(TiedEmbedding, AOneStagePipelineUsesItAndKeepsEveryGradientToTheBit) {
   torch::manual_seed(1);
   GPT first(cfg, 64);
   testing::ThreadGroup two(2);
-  GptStage head_elsewhere(first, StagePlace{0, 2, {{0, cfg.n_layer / 2}}}, std::make_shared<testing::ThreadComm>(two, 0),
-                          nullptr);
+  GptStage head_elsewhere(first, StagePlace{0, 2, {{0, cfg.n_layer / 2}}},
+                          std::make_shared<testing::ThreadComm>(two, 0), nullptr);
   EXPECT_EQ(test::count_graph_nodes(head_elsewhere.forward_stage(idx, targets, 0), "TiedEmbeddingLookup"), 0);
 }
 

@@ -286,7 +286,9 @@ TEST(PipelineSends, AreWaitedForAsSoonAsTheyAreReceivedNotAtTheEnd) {
     const std::vector<std::string> errors = testing::run_ranks(line, [&](int s) {
       GptStage& stage = *stages[static_cast<size_t>(s)];
       PipelineStepHooks hooks;
-      hooks.forward = [&](const torch::Tensor& in, const torch::Tensor& t, int64_t c) { return stage.forward_stage(in, t, c); };
+      hooks.forward = [&](const torch::Tensor& in, const torch::Tensor& t, int64_t c) {
+        return stage.forward_stage(in, t, c);
+      };
       hooks.backward_loss = [](const torch::Tensor& loss) { (loss / static_cast<double>(m)).backward(); };
       hooks.before_backward = [](bool) {};
       StepMetrics metrics;

@@ -62,7 +62,8 @@ struct Transfer {
 
 // Per owner and dtype, the owner's parameters in order, in runs of at most `bucket_bytes` (a larger
 // one goes alone). Every rank computes the same list.
-std::vector<Transfer> plan_transfers(const NamedTensors& params, const Zero1Ownership& ownership, int64_t bucket_bytes) {
+std::vector<Transfer> plan_transfers(const NamedTensors& params, const Zero1Ownership& ownership,
+                                     int64_t bucket_bytes) {
   std::vector<Transfer> out;
   for (int r = 0; r < ownership.world_size; ++r) {
     std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
