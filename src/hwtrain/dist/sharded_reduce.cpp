@@ -92,29 +92,38 @@ void ShardedParameters::start_all_reduce(Unit& u) {
   std::vector<ProcessGroup::WorkPtr> works;
   std::vector<size_t> packed;
   int64_t packed_numel = 0;
+  // Which gradients go alone is decided from the parameters alone, the same on every rank; a missing
+  // gradient is reduced as zeros, as in the packed form.
   for (size_t i = 0; i < u.params.size(); ++i) {
-    const torch::Tensor g = u.params[i].grad();
-    if (!g.defined()) continue;
-    if (g.scalar_type() != dtype || !g.is_contiguous() || g.numel() < kInPlaceElements) {
+    const torch::Tensor& p = u.params[i];
+    if (p.scalar_type() != dtype || !p.is_contiguous() || p.numel() < kInPlaceElements) {
       packed.push_back(i);
-      packed_numel += g.numel();
+      packed_numel += p.numel();
       continue;
     }
-    torch::Tensor flat = g.view({-1});
+    const torch::Tensor g = p.grad();
+    torch::Tensor flat;
+    if (!g.defined()) {
+      flat = torch::zeros({p.numel()}, p.options().dtype(dtype));
+    } else if (g.is_contiguous() && g.scalar_type() == dtype) {
+      flat = g.view({-1});
+    } else {
+      flat = g.reshape({-1}).to(dtype).contiguous();
+    }
     flat.div_(n);
     works.push_back(group_->all_reduce_sum(flat));
     r.pieces.emplace_back(u.offsets[i], flat);
     r.bytes += flat.numel() * flat.element_size();
   }
   if (!packed.empty()) {
-    torch::Tensor buffer = torch::empty({packed_numel}, u.master.options().dtype(dtype));
+    torch::Tensor buffer = torch::zeros({packed_numel}, u.master.options().dtype(dtype));
     int64_t at = 0;
     for (const size_t i : packed) {
       const torch::Tensor g = u.params[i].grad();
-      torch::Tensor piece = buffer.narrow(0, at, g.numel());
-      piece.copy_(g.reshape(-1));
+      torch::Tensor piece = buffer.narrow(0, at, u.params[i].numel());
+      if (g.defined()) piece.copy_(g.reshape(-1));
       r.pieces.emplace_back(u.offsets[i], piece);
-      at += g.numel();
+      at += piece.numel();
     }
     buffer.div_(n);
     works.push_back(group_->all_reduce_sum(buffer));

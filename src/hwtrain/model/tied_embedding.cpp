@@ -45,6 +45,9 @@ class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup
     torch::Tensor head = std::exchange(slot->head_grad, torch::Tensor());
     if (!head.defined()) return {torch::Tensor(), sparse, torch::Tensor()};
     // The same kernel autograd's dense + sparse sum runs, in place when nothing else holds the tensor.
+    // Its storage may be shared with the base of the view the head's backward returned (the transpose
+    // of a fresh product, which nothing else holds), so only the tensor's own count is checked: a head
+    // whose gradient shared its storage with a live tensor would need the out-of-place sum.
     const bool own = head.use_count() == 1 && head.is_contiguous() && !torch::GradMode::is_enabled();
     return {torch::Tensor(), own ? head.add_(sparse) : head + sparse, torch::Tensor()};
   }
@@ -75,6 +78,7 @@ torch::Tensor tied_embedding_lookup(const torch::Tensor& idx, const torch::Tenso
 }
 
 torch::Tensor tied_head_weight(const torch::Tensor& weight, c10::intrusive_ptr<TiedGradientSlot> slot) {
+  TORCH_CHECK(slot, "tied_head_weight needs the slot of its lookup");
   return TiedHeadWeight::apply(weight, std::move(slot));
 }
 
