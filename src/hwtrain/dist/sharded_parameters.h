@@ -163,6 +163,7 @@ class ShardedParameters : public GradientSync {
   void launch_reduce(Unit& u);
   void start_reduction(Unit& u, torch::Tensor input);
   void start_all_reduce(Unit& u);
+  void add_reduction(Reduction r, int64_t sent_bytes);
   void reap(size_t keep);  // folds finished reductions, and the oldest until at most `keep` are in flight
   int64_t reducing_bytes() const;
   void collect_reductions();

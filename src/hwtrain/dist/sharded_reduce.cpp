@@ -2,9 +2,9 @@
 // autograd hooks, at most two in flight, folded into each unit's fp32 gradient shard as they finish.
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 #include <vector>
-#include <stdexcept>
 
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/sharded_unit.h"
@@ -70,9 +70,15 @@ void ShardedParameters::start_reduction(Unit& u, torch::Tensor input) {
   r.input = std::move(input);
   r.work = group_->reduce_scatter_in_place(r.input, r.output);
   r.bytes = (r.input.numel() + (r.output_views_input() ? 0 : r.output.numel())) * r.input.element_size();
+  const int64_t sent = r.input.numel() * r.input.element_size();
+  add_reduction(std::move(r), sent);
+}
+
+// A started reduction joins those in flight: timed, counted, and the finished ones folded.
+void ShardedParameters::add_reduction(Reduction r, int64_t sent_bytes) {
   track(r.work);
   ++stats_.reduce_scatters;
-  stats_.reduced_bytes += r.input.numel() * r.input.element_size();
+  stats_.reduced_bytes += sent_bytes;
   reductions_.push_back(std::move(r));
   stats_.peak_reducing_bytes = std::max(stats_.peak_reducing_bytes, reducing_bytes());
   reap(kReductionsInFlight);  // only those already finished
@@ -131,12 +137,8 @@ void ShardedParameters::start_all_reduce(Unit& u) {
   }
   for (auto& p : u.params) p.mutable_grad() = torch::Tensor();  // the pieces hold what is reduced
   r.work = c10::make_intrusive<WorkGroup>(std::move(works));
-  track(r.work);
-  ++stats_.reduce_scatters;
-  stats_.reduced_bytes += r.bytes;
-  reductions_.push_back(std::move(r));
-  stats_.peak_reducing_bytes = std::max(stats_.peak_reducing_bytes, reducing_bytes());
-  reap(kReductionsInFlight);  // only those already finished
+  const int64_t sent = r.bytes;
+  add_reduction(std::move(r), sent);
 }
 
 int64_t ShardedParameters::reducing_bytes() const {

@@ -206,7 +206,7 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
   if (tp_) {
     x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only);
   } else {
-    tied_slot_ = rows_only ? c10::make_intrusive<TiedGradientSlot>() : c10::intrusive_ptr<TiedGradientSlot>();
+    if (rows_only) tied_slot_ = c10::make_intrusive<TiedGradientSlot>();
     x_BTC = rows_only ? tied_embedding_lookup(idx_BT, wte->weight, tied_slot_) : wte(idx_BT);
   }
   if (wpe) {
