@@ -91,13 +91,22 @@ std::vector<Transfer> plan_transfers(const NamedTensors& params, const Zero1Owne
   return out;
 }
 
-void start_transfer(Transfer& t, ProcessGroup& group) {
-  if (t.tensors.size() == 1 && t.tensors.front().is_contiguous()) {
+bool packs(const Transfer& t) { return t.tensors.size() > 1 || !t.tensors.front().is_contiguous(); }
+
+int64_t transfer_bytes(const Transfer& t) {
+  int64_t bytes = 0;
+  for (const auto& x : t.tensors) bytes += x.numel() * static_cast<int64_t>(x.element_size());
+  return bytes;
+}
+
+// `slot` is one of the two packing buffers, as bytes: a transfer reuses the one its predecessor but
+// one has finished with (waited for), so at most two buckets exist however late the backend drops
+// its own reference to a finished work's tensors (Gloo's worker thread does so after the wait).
+void start_transfer(Transfer& t, const torch::Tensor& slot, ProcessGroup& group) {
+  if (!packs(t)) {
     t.flat = t.tensors.front().view(-1);
   } else {
-    int64_t numel = 0;
-    for (const auto& x : t.tensors) numel += x.numel();
-    t.flat = torch::empty({numel}, t.tensors.front().options());
+    t.flat = slot.narrow(0, 0, transfer_bytes(t)).view(t.tensors.front().scalar_type());
     t.packed = true;
     if (group.rank() == t.root) {  // each copied into its place: no temporary (a non-contiguous one's reshape)
       int64_t offset = 0;
@@ -136,10 +145,19 @@ void sync_parameters_after_step(const NamedTensors& params, const Zero1Ownership
   torch::NoGradGuard no_grad;
   constexpr size_t kInFlight = 2;  // launching a third waits for the oldest: at most two buckets packed
   std::vector<Transfer> transfers = plan_transfers(params, ownership, std::max<int64_t>(1, bucket_bytes));
+  int64_t largest = 0;
+  torch::TensorOptions bytes = torch::TensorOptions().dtype(torch::kUInt8);
+  for (const auto& t : transfers) {
+    if (!packs(t)) continue;
+    largest = std::max(largest, transfer_bytes(t));
+    bytes = bytes.device(t.tensors.front().device());
+  }
+  std::vector<torch::Tensor> slots;
+  for (size_t k = 0; k < kInFlight && largest > 0; ++k) slots.push_back(torch::empty({largest}, bytes));
   size_t oldest = 0;
   for (size_t i = 0; i < transfers.size(); ++i) {
     if (i - oldest == kInFlight) finish_transfer(transfers[oldest++], group);
-    start_transfer(transfers[i], group);
+    start_transfer(transfers[i], slots.empty() ? torch::Tensor() : slots[i % kInFlight], group);
   }
   while (oldest < transfers.size()) finish_transfer(transfers[oldest++], group);
 }
