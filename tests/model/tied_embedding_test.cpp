@@ -93,6 +93,22 @@ TEST(TiedEmbedding, PairedTheRowsAreAddedIntoTheHeadsGradientInPlace) {
   EXPECT_EQ(g.data_ptr(), head);
 }
 
+// A slot whose lookup's graph was freed unrun (a forward that threw between the lookup and the head,
+// then a head over other hidden states): the head keeps its gradient instead of handing it to a lookup
+// whose backward will never run.
+TEST(TiedEmbedding, AHeadPairedWithAFreedLookupKeepsItsGradient) {
+  const torch::Tensor w = torch::randn({300, 16}).requires_grad_();
+  const auto slot = c10::make_intrusive<TiedGradientSlot>();
+  (void)tied_embedding_lookup(ids(5, 7), w, slot);  // its graph dies with the result
+  const torch::Tensor h = torch::randn({8, 16});
+  torch::matmul(h, tied_head_weight(w, slot).t()).logsumexp(-1).sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  const torch::Tensor plain = w.detach().clone().requires_grad_();
+  torch::matmul(h, plain.t()).logsumexp(-1).sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), plain.grad()));
+  EXPECT_FALSE(slot->head_grad.defined());
+}
+
 TEST(TiedEmbedding, TheGptsForwardLossKeepsEveryGradientToTheBit) {
   for (int family = 0; family < 3; ++family) {  // gpt2; llama untied (the plain lookup); llama tied
     ModelConfig cfg = test::tiny_config();

@@ -64,7 +64,9 @@ class TiedHeadWeight : public torch::autograd::Function<TiedHeadWeight> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const c10::intrusive_ptr<TiedGradientSlot> slot = slot_of(ctx);
     torch::Tensor& grad = grads[0];
-    if (!grad.defined() || slot->lookup_done || torch::GradMode::is_enabled()) return {grad, torch::Tensor()};
+    if (!grad.defined() || slot->lookup_done || slot->lookup.expired() || torch::GradMode::is_enabled()) {
+      return {grad, torch::Tensor()};
+    }
     slot->head_grad = slot->head_grad.defined() ? slot->head_grad + grad : std::move(grad);
     return {torch::Tensor(), torch::Tensor()};
   }
@@ -74,7 +76,9 @@ class TiedHeadWeight : public torch::autograd::Function<TiedHeadWeight> {
 
 torch::Tensor tied_embedding_lookup(const torch::Tensor& idx, const torch::Tensor& weight,
                                     c10::intrusive_ptr<TiedGradientSlot> slot) {
-  return TiedEmbeddingLookup::apply(idx, weight, std::move(slot));
+  torch::Tensor out = TiedEmbeddingLookup::apply(idx, weight, slot);
+  if (slot) slot->lookup = out.grad_fn();  // none without a graph: the head then keeps its gradient
+  return out;
 }
 
 torch::Tensor tied_head_weight(const torch::Tensor& weight, c10::intrusive_ptr<TiedGradientSlot> slot) {

@@ -16,6 +16,8 @@
 // .grad would be sparse (GPT::embed decides, model/gpt.h). GPT uses it on the CPU only: on CUDA,
 // unique() copies its size to the host (a wait in every backward) and cannot be captured in a CUDA graph.
 #pragma once
+#include <memory>
+
 #include <torch/custom_class.h>
 #include <torch/torch.h>
 
@@ -25,6 +27,9 @@ namespace hwt {
 struct TiedGradientSlot : torch::CustomClassHolder {
   torch::Tensor head_grad;     // the head's gradient for the weight, until the lookup's backward takes it
   bool lookup_done = false;    // the lookup's backward ran: a later head gradient goes to the weight itself
+  // The lookup's autograd node. Expired (its graph freed unrun: a forward that threw or was never
+  // backpropagated), nothing would take the head's gradient, so the head keeps it.
+  std::weak_ptr<torch::autograd::Node> lookup;
 };
 
 // weight[idx] (any shape of int64 ids). Its gradient for `weight`: the head's gradient from `slot`
@@ -33,7 +38,8 @@ torch::Tensor tied_embedding_lookup(const torch::Tensor& idx, const torch::Tenso
                                     c10::intrusive_ptr<TiedGradientSlot> slot = {});
 
 // `weight` for the head, paired with a lookup through `slot`: equal to it (a view), whose backward
-// hands the gradient to `slot` (unless the lookup's backward already ran, or the backward builds a graph).
+// hands the gradient to `slot` (unless the lookup's backward already ran or its graph is gone, or the
+// backward builds a graph).
 torch::Tensor tied_head_weight(const torch::Tensor& weight, c10::intrusive_ptr<TiedGradientSlot> slot);
 
 }  // namespace hwt
