@@ -2,7 +2,7 @@
 // through ModuleModel and ExampleData, with gradient accumulation, checkpoints, a bitwise resume
 // and 2-rank data parallelism equal to one rank; the built-in GPT keeps its own tests
 // (trainer_test.cpp, golden losses) through GptModel. Also the bad inputs: a non-scalar loss, an
-// example of another shape, ZeRO-3 without unit hooks.
+// example of another shape, ZeRO-3 without unit hooks, a weight registered twice.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -138,6 +138,24 @@ TEST(UserModel, ANonScalarLossIsRefusedNamingItsShape) {
     FAIL() << "a [4, 1] loss trained";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("the loss has shape [4, 1]; it must be a scalar"), std::string::npos) << e.what();
+  }
+}
+
+// A weight registered in two modules (a tied weight done so) is listed twice by LibTorch: refused,
+// naming both, rather than updated twice per step.
+TEST(UserModel, AWeightRegisteredTwiceIsRefusedNamingBoth) {
+  testing::TempDir dir;
+  Mlp mlp;
+  auto tied = std::make_shared<torch::nn::Module>();
+  tied->register_parameter("w", mlp->fc1->weight);
+  mlp->register_module("tied", tied);
+  auto model = make_module_model(mlp, [](const torch::Tensor& out, const torch::Tensor& y) { return torch::mse_loss(out, y); });
+  try {
+    Trainer trainer(options(2), plan(4, 1), model, data(), dir / "run");
+    FAIL() << "a model with a parameter registered twice was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'tied.w' is the same tensor as 'fc1.weight'"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,5 +1,7 @@
 #include "hwtrain/model/trainable_model.h"
 
+#include <map>
+
 #include "hwtrain/core/error.h"
 
 namespace hwt {
@@ -49,6 +51,17 @@ void check_scalar_loss(const torch::Tensor& loss, const std::string& what) {
   if (!loss.is_floating_point()) {
     throw ConfigError(what + ": the loss has dtype " + std::string(c10::toString(loss.scalar_type())) +
                       "; it must be a floating-point scalar");
+  }
+}
+
+void check_parameters_registered_once(torch::nn::Module& module) {
+  std::map<const void*, std::string> first;  // tensor -> the first name it is registered under
+  for (const auto& item : module.named_parameters()) {
+    const auto [it, fresh] = first.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    if (fresh) continue;
+    throw ConfigError("model parameter '" + item.key() + "' is the same tensor as '" + it->second +
+                      "': the optimizer would update it twice per step and count its gradient twice; "
+                      "register a tied weight once (another module may use it in its forward)");
   }
 }
 

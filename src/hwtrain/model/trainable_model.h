@@ -135,6 +135,10 @@ std::shared_ptr<ModuleModel> make_module_model(Holder holder,
   });
 }
 
+// ConfigError naming both names of a parameter registered twice (a tied weight registered in two
+// modules): LibTorch's named_parameters() lists it twice, where Python's removes duplicates.
+void check_parameters_registered_once(torch::nn::Module& module);
+
 // ConfigError "<what>: the loss has shape [..]; it must be a scalar ..." unless `loss` is 0-dim.
 void check_scalar_loss(const torch::Tensor& loss, const std::string& what);
 

@@ -47,6 +47,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
       micro_batch_size_(plan_.micro_batch_size),
       grad_accum_steps_(plan_.grad_accum_steps) {
   if (!model_ || !data_) throw ConfigError("the Trainer needs a model and training data");
+  check_parameters_registered_once(model_->module());
   TrainingParts built = make_training_parts(plan_, options_, *model_, *data_, rank_, world_size_);
   optimizer_ = std::move(built.optimizer);
   precision_ = std::move(built.precision);
