@@ -253,7 +253,7 @@ TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   const LayoutSearch search = search_parallel_layouts(problem);
   ASSERT_TRUE(search.chosen);
   EXPECT_GT(search.chosen->layout.pipeline_chunks, 1) << search.chosen->layout.summary();
-  EXPECT_NE(search.searched.find("interleaved 1F1B (2, 4 or 8 chunks per stage)"), std::string::npos) << search.searched;
+  EXPECT_NE(search.searched.find("interleaved 1F1B (2, 4 or 8 chunks per stage, pp > 2 on NCCL)"), std::string::npos) << search.searched;
 
   const LayoutSearch seven = search_parallel_layouts(problem_for("h100-80gb", 1, llama_preset("llama-2-7b", 4096), 128));
   ASSERT_TRUE(seven.chosen);
@@ -269,6 +269,28 @@ TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   EXPECT_NE(fixed.searched.find("dist.pipeline_chunks = 2"), std::string::npos) << fixed.searched;
   problem.pipeline_chunks = 3;  // 64 x 3 chunks > 128 blocks
   EXPECT_THROW(search_parallel_layouts(problem), ConfigError);
+}
+
+// Over two stages on GPUs (NCCL: messages between them arrive in the order sent) no layout is
+// interleaved, and a dist.pipeline_chunks the user sets there is refused naming it; Gloo's CPU
+// processes keep it. (A pinned pp with tensor parallelism searched once divided by zero where
+// tp x pp exceeded the GPUs.)
+TEST(ParallelLayoutInterleaved, NotOverTwoStagesOnGpus) {
+  LayoutProblem problem = problem_for("h100-80gb", 1, llama_preset("llama-2-7b", 4096), 128);
+  problem.pipeline_parallel = 2;
+  const LayoutSearch search = search_parallel_layouts(problem);
+  ASSERT_TRUE(search.chosen);
+  for (const LayoutOption& o : search.table) EXPECT_EQ(o.layout.pipeline_chunks, 1) << o.layout.summary();
+  problem.pipeline_chunks = 2;
+  const LayoutSearch pinned = search_parallel_layouts(problem);
+  EXPECT_FALSE(pinned.chosen) << "two interleaved stages planned on GPUs";
+  ASSERT_FALSE(pinned.table.empty());
+  EXPECT_NE(pinned.table.front().verdict.find("dist.pipeline_chunks = 2 needs pp > 2 over NCCL"), std::string::npos)
+      << pinned.table.front().verdict;
+  problem.ordered_point_to_point = false;  // Gloo
+  const LayoutSearch gloo = search_parallel_layouts(problem);
+  ASSERT_TRUE(gloo.chosen);
+  EXPECT_EQ(gloo.chosen->layout.pipeline_chunks, 2);
 }
 
 // A value the user sets is kept, and the search says so; the rest is still searched.

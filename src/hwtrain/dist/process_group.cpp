@@ -182,6 +182,23 @@ void ProcessGroup::recv(torch::Tensor& tensor, int src, int tag) {
   wait(backend_->recv(tensors, src, tag), "receiving from rank " + std::to_string(world_rank(src)));
 }
 
+bool ProcessGroup::coalesces_point_to_point() const { return backend_->supportsCoalescing(); }
+
+ProcessGroup::WorkPtr ProcessGroup::send_recv_async(torch::Tensor& send, int dst, int send_tag, torch::Tensor& recv,
+                                                    int src, int recv_tag) {
+  TORCH_CHECK(coalesces_point_to_point(), "the ", backend_name(), " backend does not group point-to-point operations");
+  std::vector<torch::Tensor> sent{send}, received{recv};
+  backend_->startCoalescing();
+  try {
+    backend_->send(sent, dst, send_tag);
+    backend_->recv(received, src, recv_tag);
+  } catch (...) {
+    backend_->endCoalescing();
+    throw;
+  }
+  return backend_->endCoalescing();
+}
+
 void ProcessGroup::barrier(const std::string& what) {
   c10d::BarrierOptions options;
   options.timeout = timeout_;

@@ -73,6 +73,10 @@ class ProcessGroup {
   // send before it receives, or two neighbours sending to each other wait forever).
   WorkPtr send_async(torch::Tensor& tensor, int dst, int tag);
   void recv(torch::Tensor& tensor, int src, int tag);
+  // A send and a receive issued as one group (NCCL: one coalesced launch, as batch_isend_irecv, so
+  // that neither waits for the other); the work finishes both. Only where coalesces_point_to_point().
+  bool coalesces_point_to_point() const;
+  WorkPtr send_recv_async(torch::Tensor& send, int dst, int send_tag, torch::Tensor& recv, int src, int recv_tag);
   void barrier(const std::string& what);
 
   // Start-up check that every rank runs the same thing: each publishes `fingerprint` (lines of

@@ -110,6 +110,23 @@ std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int p
   return [group, work, tensor, peer] { group->wait(work, "sending to rank " + std::to_string(group->world_rank(peer))); };
 }
 
+std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send, int send_peer, int send_tag,
+                                                      torch::Tensor& recv, int recv_peer, int recv_tag) {
+  if (!group_->coalesces_point_to_point()) {
+    return TensorParallelComm::send_and_recv(send, send_peer, send_tag, recv, recv_peer, recv_tag);
+  }
+  TORCH_CHECK(recv.is_contiguous(), "ProcessGroupComm::send_and_recv needs a contiguous receiving tensor");
+  auto tensor = std::make_shared<torch::Tensor>(send.contiguous());
+  ++stats_.sends;
+  stats_.bytes += static_cast<int64_t>(tensor->nbytes());
+  const auto start = Clock::now();
+  group_->wait(group_->send_recv_async(*tensor, send_peer, send_tag, recv, recv_peer, recv_tag),
+               "exchanging with ranks " + std::to_string(group_->world_rank(send_peer)) + " and " +
+                   std::to_string(group_->world_rank(recv_peer)));
+  stats_.seconds += seconds_since(start);
+  return [tensor] {};  // the group's work covered the send (its tensor kept until waited for)
+}
+
 void ProcessGroupComm::recv(torch::Tensor& t, int peer, int tag) {
   TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::recv needs a contiguous tensor");
   const auto start = Clock::now();

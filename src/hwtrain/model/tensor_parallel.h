@@ -44,6 +44,16 @@ class TensorParallelComm {
   // sent (an interleaved pipeline's activations and gradients on two stages); one tag is in order.
   virtual std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) = 0;
   virtual void recv(torch::Tensor& t, int peer, int tag) = 0;
+  // `send` to one peer and `recv` from one (maybe the same), issued as one group so that neither
+  // waits for the other (NCCL: one coalesced launch, as torch.distributed.batch_isend_irecv; where
+  // sends wait for their receives, two neighbours that each send before receiving would wait
+  // forever). `recv` is received on return; the returned function waits for the send.
+  virtual std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int send_tag,
+                                              torch::Tensor& recv, int recv_peer, int recv_tag) {
+    std::function<void()> wait = send_async(send, send_peer, send_tag);
+    this->recv(recv, recv_peer, recv_tag);
+    return wait;
+  }
   // Whether a send can wait for its receive in the order the pair's operations were issued (NCCL:
   // one stream per pair, both directions). Then two ranks must not each send before receiving what
   // the other sends (GptStage::generate decodes one micro-batch at a time there).

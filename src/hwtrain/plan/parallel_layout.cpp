@@ -74,9 +74,12 @@ void rank(std::vector<Candidate>& cs) {
 }
 
 std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) {
-  if (problem.pipeline_parallel) return {*problem.pipeline_parallel};
-  std::vector<int64_t> out;
   const int64_t ranks = problem.machine.num_gpus / tp;
+  if (problem.pipeline_parallel) {  // with a searched tp, only where tp x pp divides the GPUs
+    if (ranks % *problem.pipeline_parallel == 0) return {*problem.pipeline_parallel};
+    return {};
+  }
+  std::vector<int64_t> out;
   for (int64_t pp = 1; pp <= std::min(ranks, problem.base.model.n_layer); ++pp)
     if (ranks % pp == 0) out.push_back(pp);
   return out;
@@ -97,11 +100,18 @@ std::vector<int64_t> micro_choices(const LayoutProblem& problem, int64_t per_rep
   return out;
 }
 
+// Whether interleaved chunks can run over pp stages (not two over NCCL: check_pipeline_transport).
+bool interleaves(const LayoutProblem& problem, int64_t pp) {
+  return pp > 2 || (pp == 2 && !problem.ordered_point_to_point);
+}
+
 // 1, 2, 4 or 8 chunks per stage while every chunk keeps a block; or the user's.
 std::vector<int64_t> chunk_choices(const LayoutProblem& problem, int64_t pp) {
   if (problem.pipeline_chunks) return {*problem.pipeline_chunks};
   std::vector<int64_t> out{1};
-  for (int64_t v = 2; pp > 1 && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) out.push_back(v);
+  for (int64_t v = 2; interleaves(problem, pp) && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) {
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -153,6 +163,11 @@ PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
       (pp == 1 || pp * *problem.pipeline_chunks > problem.base.model.n_layer)) {
     best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
                    (pp == 1 ? std::string(" needs pp > 1") : " x pp " + std::to_string(pp) + " is more chunks than blocks");
+    return {best, best};
+  }
+  if (problem.pipeline_chunks && *problem.pipeline_chunks > 1 && pp > 1 && !interleaves(problem, pp)) {
+    best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
+                   " needs pp > 2 over NCCL (messages between two stages arrive in the order sent)";
     return {best, best};
   }
   std::vector<Candidate> variants;
@@ -236,7 +251,9 @@ std::string searched_text(const LayoutProblem& problem, const std::vector<int64_
                   std::to_string(problem.global_batch) + ": tp in {" + numbers(tps) + "}, pp up to " +
                   std::to_string(problem.base.model.n_layer) + " blocks, dp = " + problem.devices + " / (tp x pp)" +
                   (problem.pipeline_chunks ? std::string()
-                                           : ", interleaved 1F1B (2, 4 or 8 chunks per stage) where it is predicted " +
+                                           : ", interleaved 1F1B (2, 4 or 8 chunks per stage" +
+                                                 std::string(problem.ordered_point_to_point ? ", pp > 2 on NCCL" : "") +
+                                                 ") where it is predicted " +
                                                  format_number("%.0f", 100.0 * kInterleaveGain) +
                                                  "% faster than the best plain-1F1B layout");
   std::vector<std::string> fixed;

@@ -76,6 +76,45 @@ std::vector<std::vector<size_t>> gradient_sends_done_by(const PipelineStage& sta
   return done;
 }
 
+// A stage's sends and receives in schedule order, each send held until the next action: if that
+// action first receives from the same peer, the two are issued as one group (send_and_recv), as
+// Megatron-LM's send_forward_recv_backward and send_backward_recv_forward do. Where a send waits
+// for its receive in the order each rank issued them (NCCL), two neighbours that each sent before
+// receiving from the other would wait forever (support/in_order_comm.h shows it); over Gloo the
+// group is the send and the receive in turn.
+class Line {
+ public:
+  explicit Line(TensorParallelComm& comm) : comm_(comm) {}
+  // `wait` receives the function that waits for the send (it must outlive the step).
+  void send(const torch::Tensor& t, int peer, int tag, std::function<void()>& wait) {
+    flush();
+    held_ = {t, peer, tag, &wait};
+  }
+  void recv(torch::Tensor& t, int peer, int tag) {
+    if (held_.wait && held_.peer == peer) {
+      *held_.wait = comm_.send_and_recv(held_.tensor, held_.peer, held_.tag, t, peer, tag);
+      held_ = Held();
+      return;
+    }
+    flush();
+    comm_.recv(t, peer, tag);
+  }
+  void flush() {
+    if (!held_.wait) return;
+    *held_.wait = comm_.send_async(held_.tensor, held_.peer, held_.tag);
+    held_ = Held();
+  }
+
+ private:
+  struct Held {
+    torch::Tensor tensor;
+    int peer = -1, tag = 0;
+    std::function<void()>* wait = nullptr;
+  };
+  TensorParallelComm& comm_;
+  Held held_;
+};
+
 void wait_once(std::function<void()>& send) {
   if (!send) return;
   send();
@@ -84,11 +123,19 @@ void wait_once(std::function<void()>& send) {
 
 }  // namespace
 
+void check_pipeline_transport(const TensorParallelComm& line, int64_t stages, int64_t chunks) {
+  if (chunks < 2 || stages > 2 || !line.sends_wait_for_receives()) return;
+  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) + " with dist.pipeline_parallel = " +
+                    std::to_string(stages) + " cannot run over NCCL, whose messages between two stages "
+                    "arrive in the order sent; valid: dist.pipeline_chunks = 1, or dist.pipeline_parallel >= 3");
+}
+
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
   TensorParallelComm& stages = stage.stages();
   const int64_t p = stage.stage_count();
+  check_pipeline_transport(stages, p, stage.chunk_count());
   const int s = static_cast<int>(stage.stage_index());
   const int prev = static_cast<int>((s - 1 + p) % p), next = static_cast<int>((s + 1) % p);
   const auto act_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -101,11 +148,14 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
   // activation and gradient alive through the step.
   std::vector<std::function<void()>> activation_sends(inputs.size()), gradient_sends(inputs.size());
   const std::vector<std::vector<size_t>> gradients_done_by = gradient_sends_done_by(stage, micro_batches);
+  Line line(stages);
   double loss_sum = 0;
   for (size_t i = 0; i < schedule.size(); ++i) {
     const PipeAction& a = schedule[i];
     const size_t k = static_cast<size_t>(a.chunk * micro_batches + a.micro);
     const int64_t vs = stage.virtual_stage(a.chunk);
+    const bool receives = a.op == PipeOp::Forward ? !stage.takes_tokens(a.chunk) : !stage.computes_loss(a.chunk);
+    if (!receives) line.flush();  // nothing to group the held send with: on its way before this compute
     if (a.op == PipeOp::Forward) {
       const auto y = y_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       torch::Tensor in;
@@ -113,7 +163,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
         in = x_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       } else {
         in = torch::empty(act_shape, act_options);
-        stages.recv(in, prev, PipelineStage::activation_tag(vs));
+        line.recv(in, prev, PipelineStage::activation_tag(vs));
         in.requires_grad_(true);
         for (const size_t done : gradients_done_by[k]) wait_once(gradient_sends[done]);
       }
@@ -123,8 +173,8 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
       if (stage.computes_loss(a.chunk)) {
         loss_sum += out.detach().item<double>();
       } else {
-        activation_sends[k] =
-            stages.send_async(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1));
+        line.send(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1),
+                  activation_sends[k]);
       }
       inputs[k] = in;
       outputs[k] = out;
@@ -134,7 +184,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     torch::Tensor grad;
     if (!stage.computes_loss(a.chunk)) {
       grad = torch::empty(act_shape, act_options);
-      stages.recv(grad, next, PipelineStage::gradient_tag(vs));
+      line.recv(grad, next, PipelineStage::gradient_tag(vs));
       wait_once(activation_sends[k]);  // the next stage's backward of k ran: it had received it
     }
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
@@ -145,11 +195,12 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
     }
     m.backward_seconds += seconds_since(t1);
     if (!stage.takes_tokens(a.chunk)) {
-      gradient_sends[k] =
-          stages.send_async(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1));
+      line.send(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1),
+                gradient_sends[k]);
     }
     inputs[k] = outputs[k] = torch::Tensor();  // this micro-batch's activations are freed
   }
+  line.flush();
   for (auto& send : activation_sends) wait_once(send);
   for (auto& send : gradient_sends) wait_once(send);
   torch::Tensor loss = torch::full({1}, stage.is_last() ? loss_sum : 0.0, act_options.dtype(torch::kFloat64));

@@ -10,9 +10,11 @@
 //   m must be a multiple of p.
 // - run_pipeline_step: one step's m micro-batches through this stage (model/pipeline_stage.h):
 //   activations go to the next stage and their gradients to the previous one with c10d send/recv,
-//   sends asynchronous and receives blocking, so that neighbours never wait on each other's sends,
-//   each send waited for (and its tensor freed) once its receipt is certain (each message tagged by its virtual stage and direction, so that the last stage's activations
-//   for the first and the first stage's gradients for the last are told apart);
+//   sends asynchronous and receives blocking, a send and the receive from the same peer that follows
+//   it issued as one group (NCCL's sends wait for their receives: two neighbours that each sent
+//   first would wait forever), each send waited for (and its tensor freed) once its receipt is
+//   certain, each message tagged by its virtual stage and direction (the last stage's activations
+//   for the first and the first stage's gradients for the last told apart on Gloo);
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
 #pragma once
@@ -49,6 +51,13 @@ struct PipelineStepHooks {
   // chunks, the other chunks' gradients are final before it and are reduced with it).
   std::function<void(bool last)> before_backward;
 };
+
+// ConfigError naming dist.pipeline_chunks and dist.pipeline_parallel where an interleaved schedule
+// cannot run over `line`: over two stages, each direction between them carries activations and
+// gradients in orders the two stages' schedules do not share, which tags keep apart on Gloo but
+// NCCL (untagged, in order, sends waiting for their receives) cannot; Megatron-LM requires more
+// than two stages for it too. run_pipeline_step checks it as well.
+void check_pipeline_transport(const TensorParallelComm& line, int64_t stages, int64_t chunks);
 
 // x_NT, y_NT: this replica's rows of the step (micro_batch x micro_batches). Collective over the
 // stages. Returns the step's mean loss (the same on every stage).
