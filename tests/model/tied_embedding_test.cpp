@@ -4,8 +4,8 @@
 // leaves a dense gradient equal to the bit to the plain lookup's. In the GPT: forward_loss uses it
 // under a tied head, with every parameter's gradient equal to the plain path's (hidden_states alone),
 // and an untied head (llama) or a lookup no head follows keeps the dense gradient; so under tensor
-// parallelism (the vocabulary-parallel lookup, two thread ranks), rank by rank, and in a one-stage
-// pipeline stage.
+// parallelism (the vocabulary-parallel lookup paired with the head's shard, two thread ranks), rank
+// by rank, and in a one-stage pipeline stage.
 #include <gtest/gtest.h>
 
 #include "hwtrain/model/gpt.h"
@@ -184,6 +184,7 @@ TEST(TiedEmbedding, TheVocabularyParallelLookupKeepsEachRanksGradientsToTheBit) 
   for (const auto& e : testing::run_ranks(group, [&](int r) {
          const torch::Tensor loss = models[r]->forward_loss(idx, targets);
          EXPECT_EQ(test::count_graph_nodes(loss, "TiedEmbeddingLookup"), 1);
+         EXPECT_EQ(test::count_graph_nodes(loss, "TiedHeadWeight"), 1);  // paired: the rows summed in place
          loss.backward();
          fused[r] = test::grads_of(models[r]);
          models[r]->zero_grad();

@@ -203,10 +203,10 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
                          wte->weight.device().is_cpu() && torch::GradMode::is_enabled();
   torch::Tensor x_BTC;
   tied_slot_.reset();
+  if (rows_only) tied_slot_ = c10::make_intrusive<TiedGradientSlot>();
   if (tp_) {
-    x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only);
+    x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only, tied_slot_);
   } else {
-    if (rows_only) tied_slot_ = c10::make_intrusive<TiedGradientSlot>();
     x_BTC = rows_only ? tied_embedding_lookup(idx_BT, wte->weight, tied_slot_) : wte(idx_BT);
   }
   if (wpe) {

@@ -113,7 +113,7 @@ torch::Tensor GPTImpl::tensor_parallel_forward(const torch::Tensor& x_BTC) {
 }
 
 torch::Tensor GPTImpl::tensor_parallel_loss(const torch::Tensor& x_BTC, const torch::Tensor& targets_BT) {
-  const torch::Tensor local_BTV = column_parallel(x_BTC, {{head_weight(), {}}}, tp_.get())[0];
+  const torch::Tensor local_BTV = column_parallel(x_BTC, {{paired_head_weight(), {}}}, tp_.get())[0];
   return vocab_parallel_cross_entropy(local_BTV.reshape({-1, local_BTV.size(-1)}), targets_BT.reshape({-1}),
                                       vocab_rows_, *tp_);
 }

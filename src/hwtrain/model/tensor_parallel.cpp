@@ -155,11 +155,12 @@ torch::Tensor whole_of(const torch::Tensor& local, const ShardSpec& spec, int64_
 }
 
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight_local, RowRange range,
-                                       TensorParallelComm& comm, bool rows_only) {
+                                       TensorParallelComm& comm, bool rows_only,
+                                       c10::intrusive_ptr<TiedGradientSlot> slot) {
   const torch::Tensor outside = (idx < range.start) | (idx >= range.end);
   const torch::Tensor local = (idx - range.start).masked_fill(outside, 0);
   const torch::Tensor rows =
-      rows_only ? tied_embedding_lookup(local, weight_local) : torch::embedding(weight_local, local);
+      rows_only ? tied_embedding_lookup(local, weight_local, std::move(slot)) : torch::embedding(weight_local, local);
   torch::Tensor out = rows.masked_fill(outside.unsqueeze(-1), 0.0);
   return tp_exit(out, comm);
 }

@@ -26,6 +26,7 @@
 
 #include "hwtrain/model/linear.h"
 #include "hwtrain/model/model_config.h"
+#include "hwtrain/model/tied_embedding.h"
 
 namespace hwt {
 
@@ -136,9 +137,11 @@ torch::Tensor whole_of(const torch::Tensor& local, const ShardSpec& spec, int64_
 // idx (B, T) looked up in this rank's rows `range` of the embedding (`weight_local`), the other
 // ranks' rows summed in (tp_exit): the whole embedding's output on every rank, or this rank's
 // slice of the sequence under sequence parallelism. `rows_only`: the weight's gradient as
-// tied_embedding_lookup gives it (model/tied_embedding.h), for a tied head in the same graph.
+// tied_embedding_lookup gives it (model/tied_embedding.h), for a tied head in the same graph, paired
+// with that head through `slot` if given (the rows added into the head's gradient in place).
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& idx, const torch::Tensor& weight_local, RowRange range,
-                                       TensorParallelComm& comm, bool rows_only = false);
+                                       TensorParallelComm& comm, bool rows_only = false,
+                                       c10::intrusive_ptr<TiedGradientSlot> slot = {});
 // Mean cross-entropy (fp32) over targets != -1 of logits sliced by vocabulary: logits_NV holds this
 // rank's columns `range` of each row's logits. Equal to cross_entropy of the whole logits.
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_NV, const torch::Tensor& targets_N,
