@@ -204,7 +204,7 @@ std::optional<std::vector<std::pair<std::string, torch::Tensor>>> ShardedParamet
 void ShardedParameters::discard() {
   for (auto& r : reductions_) {
     try {
-      group_->wait(r.work, "reduce-scattering the gradients of " + r.unit->name);
+      wait(r.work, "reduce-scattering the gradients of " + r.unit->name);  // closes its timing flight too
     } catch (const std::exception&) {
     }
   }
