@@ -24,22 +24,8 @@ CommStats& CommStats::operator+=(const CommStats& o) {
 // A post hook on a parameter's AccumulateGrad node. The node is owned here: the parameter keeps
 // only a weak reference, and a new node (without the hook) would replace a dropped one.
 void broadcast_tensors(ProcessGroup& group, const std::vector<torch::Tensor>& tensors, int root,
-                       const std::string& what) {
-  torch::NoGradGuard no_grad;
-  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
-  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-  for (auto& [dtype, group_tensors] : by_dtype) {
-    std::vector<torch::Tensor> flat_parts;
-    for (const auto& t : group_tensors) flat_parts.push_back(t.detach().reshape(-1));
-    torch::Tensor flat = torch::cat(flat_parts);
-    group.wait(group.broadcast(flat, root), what);
-    if (group.rank() == root) continue;
-    int64_t offset = 0;
-    for (auto& t : group_tensors) {
-      t.detach().copy_(flat.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
-  }
+                       const std::string& what, int64_t bucket_bytes) {
+  broadcast_from_owners(tensors, std::vector<int>(tensors.size(), root), group, bucket_bytes, what);
 }
 
 DataParallel::DataParallel(std::shared_ptr<ProcessGroup> group, std::vector<torch::Tensor> parameters,
@@ -83,7 +69,8 @@ DataParallel::DataParallel(std::shared_ptr<ProcessGroup> group, std::vector<torc
   if (options_.broadcast_parameters) {
     std::vector<torch::Tensor> trainable;
     for (const auto& p : params_) trainable.push_back(p);
-    broadcast_tensors(*group_, trainable, 0, "broadcasting the initial parameters from rank 0");
+    broadcast_tensors(*group_, trainable, 0, "broadcasting the initial parameters",
+                      static_cast<int64_t>(options_.bucket_size_mb * 1024.0 * 1024.0));
   }
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "hwtrain/dist/bucketed_broadcast.h"
 #include "hwtrain/dist/gradient_hook.h"
 #include "hwtrain/dist/gradient_sync.h"
 #include "hwtrain/dist/process_group.h"
@@ -99,9 +100,10 @@ class DataParallel : public GradientSync {
   CommStats last_, total_;
 };
 
-// Broadcasts `tensors` (any dtypes and shapes, on the group's device) from `root`, one flat
-// buffer per dtype; every rank ends with root's values.
+// Broadcasts `tensors` (any dtypes and shapes, on the group's device) from `root` in buckets
+// (dist/bucketed_broadcast.h: a large tensor in place, small ones packed, at most two buckets beside
+// them; one whole copy per dtype until 2026-11-28); every rank ends with root's values.
 void broadcast_tensors(ProcessGroup& group, const std::vector<torch::Tensor>& tensors, int root,
-                       const std::string& what = "broadcast");
+                       const std::string& what = "broadcast", int64_t bucket_bytes = kDefaultBroadcastBucketBytes);
 
 }  // namespace hwt
