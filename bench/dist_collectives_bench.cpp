@@ -3,13 +3,15 @@
 // ProcessGroup::all_gather_into uses on Gloo for ZeRO-3's units and the tensor-parallel gathers
 // alike), side by side in one run: per input size, the median of R rounds, the two forms
 // alternated round by round. Whether small gathers should keep c10d's form is this measurement.
-//   bench_dist_collectives [--worlds 2,4] [--rounds 40] [--max-mib 64] [--zero1 1]
+//   bench_dist_collectives [--worlds 2,4] [--rounds 40] [--max-mib 64] [--zero1 1|root]
 // Starts itself as the ranks of each world size (loopback, one thread each) and prints one
 // "result: ..." line per world and size from rank 0.
 // --zero1: instead, ZeRO-1's parameter sync after a step (dist/zero1.h) over GPT-2 124M's parameters,
 // the bucketed form (dist.bucket_size_mb = 25) against one packed buffer per owner (the form before
 // 2026-11-28), alternated round by round: median milliseconds and rank 0's most bytes allocated
-// beside the parameters (obs/host_allocation_counter.h).
+// beside the parameters (obs/host_allocation_counter.h). --zero1 root: every parameter from rank 0,
+// the start-up broadcast of the initial weights (dist/ddp.h's broadcast_tensors), whose one packed
+// buffer per dtype before 2026-11-28 is the one-buffer form here.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -102,13 +104,17 @@ NamedTensors gpt2_parameters() {
   return p;
 }
 
-int zero1_worker(int rounds) {
+int zero1_worker(int rounds, bool from_root) {
   install_host_allocation_counter();
   DistConfig config;
   config.timeout = 120;
   ProcessGroup g(read_dist_env(), config);
   NamedTensors params = gpt2_parameters();
-  const Zero1Ownership o = assign_zero1_owners(params, g.world_size());
+  Zero1Ownership o = assign_zero1_owners(params, g.world_size());
+  if (from_root) {  // the start-up broadcast: rank 0 owns everything
+    o.owner.assign(params.size(), 0);
+    o.numel_per_rank.assign(static_cast<size_t>(g.world_size()), 0);
+  }
   const int64_t forms[2] = {std::numeric_limits<int64_t>::max(), int64_t{25} << 20};  // one buffer per owner; buckets
   std::vector<double> ms[2];
   int64_t most[2] = {0, 0};
@@ -134,9 +140,9 @@ int zero1_worker(int rounds) {
   }
   if (g.rank() == 0) {
     const double a = median(ms[0]), b = median(ms[1]);
-    std::printf("result: zero1 sync, world=%d one_buffer_ms=%.1f bucketed_ms=%.1f bucketed/one=%.2f "
+    std::printf("result: %s, world=%d one_buffer_ms=%.1f bucketed_ms=%.1f bucketed/one=%.2f "
                 "most_allocated_mib one_buffer=%.1f bucketed=%.1f\n",
-                g.world_size(), a, b, b / a, static_cast<double>(most[0]) / (1 << 20),
+                from_root ? "broadcast from rank 0" : "zero1 sync", g.world_size(), a, b, b / a, static_cast<double>(most[0]) / (1 << 20),
                 static_cast<double>(most[1]) / (1 << 20));
     std::fflush(stdout);
   }
@@ -149,15 +155,18 @@ int zero1_worker(int rounds) {
 int main(int argc, char** argv) {
   const int rounds = std::stoi(arg(argc, argv, "--rounds", "40"));
   const int64_t max_bytes = std::stoll(arg(argc, argv, "--max-mib", "64")) << 20;
-  const bool zero1 = std::string(arg(argc, argv, "--zero1", "0")) != "0";
-  if (std::getenv("HWT_BENCH_RANK") != nullptr) return zero1 ? zero1_worker(rounds) : worker(rounds, max_bytes);
+  const std::string mode = arg(argc, argv, "--zero1", "0");
+  const bool zero1 = mode != "0";
+  if (std::getenv("HWT_BENCH_RANK") != nullptr) {
+    return zero1 ? zero1_worker(rounds, mode == "root") : worker(rounds, max_bytes);
+  }
   std::stringstream worlds(arg(argc, argv, "--worlds", "2,4"));
   for (std::string w; std::getline(worlds, w, ',');) {
     LaunchOptions o;
     o.nproc_per_node = std::stoi(w);
     o.master_port = 29700 + o.nproc_per_node;
     o.command = {"/proc/self/exe", "--rounds", std::to_string(rounds), "--max-mib", std::to_string(max_bytes >> 20),
-                 "--zero1", zero1 ? "1" : "0"};
+                 "--zero1", mode};
     o.env = {{"HWT_BENCH_RANK", "1"}, {"OMP_NUM_THREADS", "1"}};
     const LaunchResult r = launch(o);
     if (r.exit_code != 0) {
