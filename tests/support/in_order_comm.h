@@ -1,12 +1,13 @@
-// A stage's line to its neighbours that keeps NCCL's point-to-point rules, for testing in one
-// process what only a multi-GPU run would otherwise show (ThreadGroup's mailboxes underneath):
+// A stage's line to its neighbours that keeps NCCL's rules for point-to-point operations issued as
+// ProcessGroupComm issues them there (every one in a coalesced group over the group's communicator),
+// for testing in one process what only a multi-GPU run would otherwise show (ThreadGroup's
+// mailboxes underneath):
 // - tags are ignored: messages between a pair match in the order each direction issues them;
-// - a send completes only once its receive runs, and waiting for it blocks until then (the compute
-//   stream waits on it, and everything issued after waits on the compute stream);
-// - a rank's operations with one peer run in the order it issued them (one stream per pair), so a
-//   receive cannot run before this rank's earlier sends to that peer were received;
-// - except within one group (send_and_recv: NCCL's coalesced launch, batch_isend_irecv), whose
-//   operations run together.
+// - each rank runs its groups (and collectives) in issue order on one stream, whatever the peer:
+//   a group starts only once this rank's earlier sends were received;
+// - a group completes once all its operations have (a send once its receive runs), and the host
+//   waits for a receiving group (send_and_recv included, send and all) before going on; a lone
+//   send's wait blocks until it is received.
 // A schedule that would hang on NCCL fails here after `limit` with "a send was waited for before its
 // receive could be posted".
 #pragma once
@@ -26,8 +27,8 @@ class InOrderComm : public ThreadComm {
     blocking_sends = true;
   }
   std::function<void()> send_async(const torch::Tensor& t, int peer, int /*tag*/) override {
-    const int64_t seq = group_.post(rank_, peer, 0, t);
-    sent_[peer] = seq;
+    earlier_sends_received();
+    const int64_t seq = post(t, peer);
     auto waited = std::make_shared<bool>(false);
     return [this, waited, peer, seq] {
       if (*waited) return;
@@ -36,18 +37,28 @@ class InOrderComm : public ThreadComm {
     };
   }
   void recv(torch::Tensor& t, int peer, int /*tag*/) override {
-    group_.wait_taken(rank_, peer, 0, sent_[peer], limit_);  // this pair's earlier sends ran first
+    earlier_sends_received();
     t.copy_(group_.take(peer, rank_, 0));
   }
   std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int /*send_tag*/,
                                       torch::Tensor& recv, int recv_peer, int /*recv_tag*/) override {
-    group_.wait_taken(rank_, recv_peer, 0, sent_[recv_peer], limit_);  // those before the group
-    std::function<void()> wait = send_async(send, send_peer, 0);
+    earlier_sends_received();
+    const int64_t seq = post(send, send_peer);
     recv.copy_(group_.take(recv_peer, rank_, 0));
-    return wait;
+    group_.wait_taken(rank_, send_peer, 0, seq, limit_);  // the group completes with its send
+    return [] {};
+  }
+  void all_reduce_sum(torch::Tensor& t) override {
+    earlier_sends_received();
+    ThreadComm::all_reduce_sum(t);
   }
 
  private:
+  int64_t post(const torch::Tensor& t, int peer) { return sent_[peer] = group_.post(rank_, peer, 0, t); }
+  void earlier_sends_received() {
+    for (const auto& [peer, count] : sent_) group_.wait_taken(rank_, peer, 0, count, limit_);
+  }
+
   ThreadGroup& group_;
   int rank_;
   std::chrono::seconds limit_;

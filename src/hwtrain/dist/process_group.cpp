@@ -184,19 +184,18 @@ void ProcessGroup::recv(torch::Tensor& tensor, int src, int tag) {
 
 bool ProcessGroup::coalesces_point_to_point() const { return backend_->supportsCoalescing(); }
 
-ProcessGroup::WorkPtr ProcessGroup::send_recv_async(torch::Tensor& send, int dst, int send_tag, torch::Tensor& recv,
-                                                    int src, int recv_tag) {
+ProcessGroup::WorkPtr ProcessGroup::start_point_to_point(const std::vector<PeerOp>& ops, const std::string& what) {
   TORCH_CHECK(coalesces_point_to_point(), "the ", backend_name(), " backend does not group point-to-point operations");
-  std::vector<torch::Tensor> sent{send}, received{recv};
   backend_->startCoalescing();
   try {
-    backend_->send(sent, dst, send_tag);
-    backend_->recv(received, src, recv_tag);
-  } catch (...) {
-    backend_->endCoalescing();
-    throw;
+    for (const PeerOp& op : ops) {
+      std::vector<torch::Tensor> tensors{*op.tensor};
+      op.send ? backend_->send(tensors, op.peer, op.tag) : backend_->recv(tensors, op.peer, op.tag);
+    }
+    return backend_->endCoalescing();
+  } catch (const std::exception& e) {  // a group half issued cannot be matched: the group is broken
+    fail(what, error_text(e));
   }
-  return backend_->endCoalescing();
 }
 
 void ProcessGroup::barrier(const std::string& what) {

@@ -73,10 +73,18 @@ class ProcessGroup {
   // send before it receives, or two neighbours sending to each other wait forever).
   WorkPtr send_async(torch::Tensor& tensor, int dst, int tag);
   void recv(torch::Tensor& tensor, int src, int tag);
-  // A send and a receive issued as one group (NCCL: one coalesced launch, as batch_isend_irecv, so
-  // that neither waits for the other); the work finishes both. Only where coalesces_point_to_point().
+  // Point-to-point operations issued as one group (NCCL: one coalesced launch over the group's
+  // communicator, as batch_isend_irecv), finished together by the returned work. Only where
+  // coalesces_point_to_point(). On NCCL a lone send or receive goes over a separate two-rank
+  // communicator whose messages never match a group's, so a caller that groups some operations
+  // between two ranks must group all of them (ProcessGroupComm does). `tensor`s must outlive the work.
+  struct PeerOp {
+    bool send = true;
+    torch::Tensor* tensor = nullptr;
+    int peer = 0, tag = 0;
+  };
   bool coalesces_point_to_point() const;
-  WorkPtr send_recv_async(torch::Tensor& send, int dst, int send_tag, torch::Tensor& recv, int src, int recv_tag);
+  WorkPtr start_point_to_point(const std::vector<PeerOp>& ops, const std::string& what);
   void barrier(const std::string& what);
 
   // Start-up check that every rank runs the same thing: each publishes `fingerprint` (lines of

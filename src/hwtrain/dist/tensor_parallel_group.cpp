@@ -101,13 +101,19 @@ std::function<torch::Tensor()> ProcessGroupComm::reduce_scatter_async(const torc
   return timed(start_reduce_scatter(t));
 }
 
+// Where the backend groups point-to-point operations (NCCL) every one goes in a group, even alone:
+// NCCL sends a lone one over a two-rank communicator of its own, whose messages never match those
+// of a group (over the whole group's communicator) between the same two ranks.
 std::function<void()> ProcessGroupComm::send_async(const torch::Tensor& t, int peer, int tag) {
   auto tensor = std::make_shared<torch::Tensor>(t.contiguous());
   ++stats_.sends;
   stats_.bytes += static_cast<int64_t>(tensor->nbytes());
-  auto work = group_->send_async(*tensor, peer, tag);
+  const std::string what = "sending to rank " + std::to_string(group_->world_rank(peer));
+  auto work = group_->coalesces_point_to_point()
+                  ? group_->start_point_to_point({{true, tensor.get(), peer, tag}}, what)
+                  : group_->send_async(*tensor, peer, tag);
   std::shared_ptr<ProcessGroup> group = group_;
-  return [group, work, tensor, peer] { group->wait(work, "sending to rank " + std::to_string(group->world_rank(peer))); };
+  return [group, work, tensor, what] { group->wait(work, what); };
 }
 
 std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send, int send_peer, int send_tag,
@@ -119,10 +125,12 @@ std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send,
   auto tensor = std::make_shared<torch::Tensor>(send.contiguous());
   ++stats_.sends;
   stats_.bytes += static_cast<int64_t>(tensor->nbytes());
+  const std::string what = "exchanging with ranks " + std::to_string(group_->world_rank(send_peer)) + " and " +
+                           std::to_string(group_->world_rank(recv_peer));
   const auto start = Clock::now();
-  group_->wait(group_->send_recv_async(*tensor, send_peer, send_tag, recv, recv_peer, recv_tag),
-               "exchanging with ranks " + std::to_string(group_->world_rank(send_peer)) + " and " +
-                   std::to_string(group_->world_rank(recv_peer)));
+  group_->wait(group_->start_point_to_point({{true, tensor.get(), send_peer, send_tag},
+                                             {false, &recv, recv_peer, recv_tag}}, what),
+               what);
   stats_.seconds += seconds_since(start);
   return [tensor] {};  // the group's work covered the send (its tensor kept until waited for)
 }
@@ -130,7 +138,12 @@ std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send,
 void ProcessGroupComm::recv(torch::Tensor& t, int peer, int tag) {
   TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::recv needs a contiguous tensor");
   const auto start = Clock::now();
-  group_->recv(t, peer, tag);
+  if (group_->coalesces_point_to_point()) {
+    const std::string what = "receiving from rank " + std::to_string(group_->world_rank(peer));
+    group_->wait(group_->start_point_to_point({{false, &t, peer, tag}}, what), what);
+  } else {
+    group_->recv(t, peer, tag);
+  }
   stats_.seconds += seconds_since(start);
 }
 

@@ -123,11 +123,10 @@ void wait_once(std::function<void()>& send) {
 
 }  // namespace
 
-void check_pipeline_transport(const TensorParallelComm& line, int64_t stages, int64_t chunks) {
-  if (chunks < 2 || stages > 2 || !line.sends_wait_for_receives()) return;
-  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) + " with dist.pipeline_parallel = " +
-                    std::to_string(stages) + " cannot run over NCCL, whose messages between two stages "
-                    "arrive in the order sent; valid: dist.pipeline_chunks = 1, or dist.pipeline_parallel >= 3");
+void check_pipeline_transport(const TensorParallelComm& line, int64_t /*stages*/, int64_t chunks) {
+  if (chunks < 2 || !line.sends_wait_for_receives()) return;
+  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) + " (interleaved 1F1B) cannot run over NCCL "
+                    "yet: its grouped sends wait for their receives in a cycle of stages; valid: dist.pipeline_chunks = 1");
 }
 
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
@@ -180,13 +179,13 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
       outputs[k] = out;
       continue;
     }
-    hooks.before_backward(i + 1 == schedule.size());
     torch::Tensor grad;
-    if (!stage.computes_loss(a.chunk)) {
+    if (!stage.computes_loss(a.chunk)) {  // first: the held send goes with it, not after the hook's waits
       grad = torch::empty(act_shape, act_options);
       line.recv(grad, next, PipelineStage::gradient_tag(vs));
       wait_once(activation_sends[k]);  // the next stage's backward of k ran: it had received it
     }
+    hooks.before_backward(i + 1 == schedule.size());
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
     if (stage.computes_loss(a.chunk)) {
       hooks.backward_loss(outputs[k]);

@@ -52,11 +52,13 @@ struct PipelineStepHooks {
   std::function<void(bool last)> before_backward;
 };
 
-// ConfigError naming dist.pipeline_chunks and dist.pipeline_parallel where an interleaved schedule
-// cannot run over `line`: over two stages, each direction between them carries activations and
-// gradients in orders the two stages' schedules do not share, which tags keep apart on Gloo but
-// NCCL (untagged, in order, sends waiting for their receives) cannot; Megatron-LM requires more
-// than two stages for it too. run_pipeline_step checks it as well.
+// ConfigError naming dist.pipeline_chunks where an interleaved schedule cannot run over `line`:
+// over NCCL (sends waiting for their receives, each rank's operations in one order, tags ignored).
+// Over two stages each direction carries activations and gradients in orders the two schedules do
+// not share, which only tags keep apart; over more, each stage's send + receive group waits for the
+// next stage's, around the ring of virtual stages (a review's model of NCCL's rules found it at
+// p = 3, 4, 5). Megatron-LM groups a step's four operations in one launch for it: not done here.
+// run_pipeline_step checks it as well.
 void check_pipeline_transport(const TensorParallelComm& line, int64_t stages, int64_t chunks);
 
 // x_NT, y_NT: this replica's rows of the step (micro_batch x micro_batches). Collective over the
