@@ -21,7 +21,8 @@ class ProcessGroupComm : public TensorParallelComm {
   torch::Tensor reduce_scatter(const torch::Tensor& t) override;
   std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override;
   void recv(torch::Tensor& t, int peer, int tag) override;
-  // One coalesced group where the backend has them (NCCL), else the send then the receive.
+  // One coalesced group where the backend has them (NCCL), else the send then the receive. On NCCL
+  // send_async and recv are groups of one as well (tensor_parallel_group.cpp says why).
   std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int send_tag, torch::Tensor& recv,
                                       int recv_peer, int recv_tag) override;
   bool sends_wait_for_receives() const override { return group_->backend_name() == "nccl"; }
