@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 
-
 namespace hwt {
 namespace {
 
@@ -15,7 +14,6 @@ struct Transfer {
   int root = 0;
   std::vector<torch::Tensor> tensors;
   torch::Tensor flat;
-  bool packed = false;
   ProcessGroup::WorkPtr work;
 };
 
@@ -66,7 +64,6 @@ void start_transfer(Transfer& t, const torch::Tensor& slot, ProcessGroup& group)
     t.flat = t.tensors.front().view(-1);
   } else {
     t.flat = slot.narrow(0, 0, transfer_bytes(t)).view(t.tensors.front().scalar_type());
-    t.packed = true;
     if (group.rank() == t.root) {  // each copied into its place: no temporary (a non-contiguous one's reshape)
       int64_t offset = 0;
       for (const auto& x : t.tensors) {
@@ -80,7 +77,7 @@ void start_transfer(Transfer& t, const torch::Tensor& slot, ProcessGroup& group)
 
 void finish_transfer(Transfer& t, ProcessGroup& group, const std::string& what) {
   group.wait(t.work, what + " from rank " + std::to_string(group.world_rank(t.root)));
-  if (t.packed && group.rank() != t.root) {
+  if (packs(t) && group.rank() != t.root) {
     int64_t offset = 0;
     for (auto& x : t.tensors) {
       x.copy_(t.flat.narrow(0, offset, x.numel()).view(x.sizes()));

@@ -202,8 +202,7 @@ torch::Tensor GPTImpl::embed(const torch::Tensor& idx_BT, bool head_follows) {
   const bool rows_only = head_follows && cfg_.tied_head() && wte->weight.requires_grad() &&
                          wte->weight.device().is_cpu() && torch::GradMode::is_enabled();
   torch::Tensor x_BTC;
-  tied_slot_.reset();
-  if (rows_only) tied_slot_ = c10::make_intrusive<TiedGradientSlot>();
+  tied_slot_ = rows_only ? c10::make_intrusive<TiedGradientSlot>() : c10::intrusive_ptr<TiedGradientSlot>();
   if (tp_) {
     x_BTC = vocab_parallel_embedding(idx_BT, wte->weight, vocab_rows_, *tp_, rows_only, tied_slot_);
   } else {

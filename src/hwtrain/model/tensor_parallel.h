@@ -55,9 +55,10 @@ class TensorParallelComm {
     this->recv(recv, recv_peer, recv_tag);
     return wait;
   }
-  // Whether a send can wait for its receive in the order the pair's operations were issued (NCCL:
-  // one stream per pair, both directions). Then two ranks must not each send before receiving what
-  // the other sends (GptStage::generate decodes one micro-batch at a time there).
+  // Whether a send can wait for its receive in the order the operations were issued (NCCL: each
+  // rank's grouped operations in one order on one stream, dist/tensor_parallel_group.cpp). Then two
+  // ranks must not each send before receiving what the other sends (GptStage::generate decodes one
+  // micro-batch at a time there; run_pipeline_step groups each send with the receive after it).
   virtual bool sends_wait_for_receives() const { return false; }
 
   // The collectives started and finished later: the returned function waits (once) and gives the

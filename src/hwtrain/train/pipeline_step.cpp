@@ -123,10 +123,11 @@ void wait_once(std::function<void()>& send) {
 
 }  // namespace
 
-void check_pipeline_transport(const TensorParallelComm& line, int64_t /*stages*/, int64_t chunks) {
+void check_pipeline_transport(const TensorParallelComm& line, int64_t chunks) {
   if (chunks < 2 || !line.sends_wait_for_receives()) return;
-  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) + " (interleaved 1F1B) cannot run over NCCL "
-                    "yet: its grouped sends wait for their receives in a cycle of stages; valid: dist.pipeline_chunks = 1");
+  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) +
+                    " (interleaved 1F1B) cannot run over NCCL yet: its grouped sends wait for their receives "
+                    "in a cycle of stages; valid: dist.pipeline_chunks = 1");
 }
 
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
@@ -134,7 +135,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
                          const PipelineStepHooks& hooks, StepMetrics& m) {
   TensorParallelComm& stages = stage.stages();
   const int64_t p = stage.stage_count();
-  check_pipeline_transport(stages, p, stage.chunk_count());
+  check_pipeline_transport(stages, stage.chunk_count());
   const int s = static_cast<int>(stage.stage_index());
   const int prev = static_cast<int>((s - 1 + p) % p), next = static_cast<int>((s + 1) % p);
   const auto act_options = torch::TensorOptions().dtype(torch::kFloat).device(device);

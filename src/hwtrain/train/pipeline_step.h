@@ -59,7 +59,7 @@ struct PipelineStepHooks {
 // next stage's, around the ring of virtual stages (a review's model of NCCL's rules found it at
 // p = 3, 4, 5). Megatron-LM groups a step's four operations in one launch for it: not done here.
 // run_pipeline_step checks it as well.
-void check_pipeline_transport(const TensorParallelComm& line, int64_t stages, int64_t chunks);
+void check_pipeline_transport(const TensorParallelComm& line, int64_t chunks);
 
 // x_NT, y_NT: this replica's rows of the step (micro_batch x micro_batches). Collective over the
 // stages. Returns the step's mean loss (the same on every stage).
