@@ -244,21 +244,18 @@ TEST(ParallelLayoutInterleaved, ChunksDivideTheBubbleMultiplyTheMessagesAndTheAc
   EXPECT_EQ(a.time.compute, b.time.compute);
 }
 
-// Over a transport that interleaves (Gloo here; NCCL does not yet, see NotOnNccl below) the search
-// interleaves where it predicts at least 3% faster than plain 1F1B (the 1T row: a long pipeline's
-// bubble), says when interleaving gained too little to be chosen (a 7B Llama on 8 H100s), and keeps
-// a dist.pipeline_chunks the user set in every row of its table.
+// The search interleaves where it predicts at least 3% faster than plain 1F1B (the 1T row: a long
+// pipeline's bubble), says when interleaving gained too little to be chosen (a 7B Llama on 8 H100s),
+// and keeps a dist.pipeline_chunks the user set in every row of its table.
 TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   const MegatronRow& row = kMegatron[3];
   LayoutProblem problem = megatron_problem(row);
-  problem.ordered_point_to_point = false;
   const LayoutSearch search = search_parallel_layouts(problem);
   ASSERT_TRUE(search.chosen);
   EXPECT_GT(search.chosen->layout.pipeline_chunks, 1) << search.chosen->layout.summary();
   EXPECT_NE(search.searched.find("interleaved 1F1B (2, 4 or 8 chunks per stage)"), std::string::npos) << search.searched;
 
   LayoutProblem seven_problem = problem_for("h100-80gb", 1, llama_preset("llama-2-7b", 4096), 128);
-  seven_problem.ordered_point_to_point = false;
   const LayoutSearch seven = search_parallel_layouts(seven_problem);
   ASSERT_TRUE(seven.chosen);
   EXPECT_EQ(seven.chosen->layout.pipeline_chunks, 1) << seven.chosen->layout.summary();
@@ -275,29 +272,16 @@ TEST(ParallelLayoutInterleaved, SearchedWhereItGainsAndKeptWhereTheUserSetsIt) {
   EXPECT_THROW(search_parallel_layouts(problem), ConfigError);
 }
 
-// On NCCL (GPUs) no layout is interleaved (train/pipeline_step.h's check_pipeline_transport), and a
-// dist.pipeline_chunks the user sets there is refused naming it; Gloo keeps it. (A pinned pp with
-// tensor parallelism searched once divided by zero where tp x pp exceeded the GPUs.)
-TEST(ParallelLayoutInterleaved, NotOnNccl) {
-  LayoutProblem problem = megatron_problem(kMegatron[3]);  // where interleaving wins over a transport that has it
-  const LayoutSearch search = search_parallel_layouts(problem);
-  ASSERT_TRUE(search.chosen);
-  for (const LayoutOption& o : search.table) EXPECT_EQ(o.layout.pipeline_chunks, 1) << o.layout.summary();
-  EXPECT_NE(search.searched.find("plain 1F1B (interleaving does not run on NCCL yet)"), std::string::npos)
-      << search.searched;
+// A pinned pp and chunks with tensor parallelism searched plans on GPUs (it once divided by zero
+// where tp x pp exceeded the GPUs): interleaving runs on NCCL too (train/pipeline_ticks.h).
+TEST(ParallelLayoutInterleaved, PinnedPipelineWithSearchedTensorParallel) {
   LayoutProblem two = problem_for("h100-80gb", 1, llama_preset("llama-2-7b", 4096), 128);
   two.pipeline_parallel = 2;
   two.pipeline_chunks = 2;
   const LayoutSearch pinned = search_parallel_layouts(two);
-  EXPECT_FALSE(pinned.chosen) << "interleaved stages planned on GPUs";
-  ASSERT_FALSE(pinned.table.empty());
-  EXPECT_NE(pinned.table.front().verdict.find("dist.pipeline_chunks = 2 (interleaved 1F1B) does not run on NCCL yet"),
-            std::string::npos)
-      << pinned.table.front().verdict;
-  two.ordered_point_to_point = false;  // Gloo
-  const LayoutSearch gloo = search_parallel_layouts(two);
-  ASSERT_TRUE(gloo.chosen);
-  EXPECT_EQ(gloo.chosen->layout.pipeline_chunks, 2);
+  ASSERT_TRUE(pinned.chosen);
+  for (const LayoutOption& o : pinned.table) EXPECT_EQ(o.layout.pipeline_chunks, 2) << o.layout.summary();
+  EXPECT_EQ(pinned.chosen->layout.pipeline_parallel, 2);
 }
 
 // A value the user sets is kept, and the search says so; the rest is still searched.

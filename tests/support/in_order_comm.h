@@ -6,8 +6,8 @@
 // - each rank runs its groups (and collectives) in issue order on one stream, whatever the peer:
 //   a group starts only once this rank's earlier sends were received;
 // - a group completes once all its operations have (a send once its receive runs), and the host
-//   waits for a receiving group (send_and_recv included, send and all) before going on; a lone
-//   send's wait blocks until it is received.
+//   waits for a receiving group (send_and_recv and exchange: sends and all) before going on; a
+//   lone send's wait blocks until it is received.
 // A schedule that would hang on NCCL fails here after `limit` with "a send was waited for before its
 // receive could be posted".
 #pragma once
@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "support/thread_comm.h"
 
@@ -47,6 +48,17 @@ class InOrderComm : public ThreadComm {
     recv.copy_(group_.take(recv_peer, rank_, 0));
     group_.wait_taken(rank_, send_peer, 0, seq, limit_);  // the group completes with its send
     return [] {};
+  }
+  void exchange(const std::vector<Transfer>& transfers) override {  // one group: all or nothing
+    earlier_sends_received();
+    std::map<int, int64_t> last;  // per peer: this group's last send
+    for (const Transfer& t : transfers) {
+      if (t.send) last[t.peer] = post(*t.tensor, t.peer);
+    }
+    for (const Transfer& t : transfers) {
+      if (!t.send) t.tensor->copy_(group_.take(t.peer, rank_, 0));
+    }
+    for (const auto& [peer, seq] : last) group_.wait_taken(rank_, peer, 0, seq, limit_);
   }
   void all_reduce_sum(torch::Tensor& t) override {
     earlier_sends_received();

@@ -106,7 +106,6 @@ std::shared_ptr<GptStage> make_stage(const DeviceMesh& mesh, const MeshCoordinat
   const int rank = world.rank();
   const std::vector<int> line = mesh.pipeline_group(rank);
   stages = std::make_shared<ProcessGroupComm>(world.subgroup(line, "pipeline-" + std::to_string(line.front())));
-  check_pipeline_transport(*stages, chunks);
   std::shared_ptr<TensorParallelComm> shared;
   if (model->config().tied_head() && (at.pipeline == 0 || at.pipeline == mesh.pipeline_parallel() - 1)) {
     const std::vector<int> ends{line.front(), line.back()};

@@ -135,6 +135,30 @@ std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send,
   return [tensor] {};  // the group's work covered the send (its tensor kept until waited for)
 }
 
+void ProcessGroupComm::exchange(const std::vector<Transfer>& transfers) {
+  if (!group_->coalesces_point_to_point()) return TensorParallelComm::exchange(transfers);
+  std::vector<torch::Tensor> sent;  // contiguous copies of the sends, alive until the group is done
+  sent.reserve(transfers.size());
+  std::vector<ProcessGroup::PeerOp> ops;
+  std::string what = "exchanging with ranks";
+  for (const Transfer& t : transfers) {
+    if (t.send) {
+      sent.push_back(t.tensor->contiguous());
+      ++stats_.sends;
+      stats_.bytes += static_cast<int64_t>(sent.back().nbytes());
+    } else {
+      TORCH_CHECK(t.tensor->is_contiguous(), "ProcessGroupComm::exchange needs contiguous receiving tensors");
+    }
+    ops.push_back({t.send, t.send ? &sent.back() : t.tensor, t.peer, t.tag});
+    const std::string peer = " " + std::to_string(group_->world_rank(t.peer));
+    if ((what + " ").find(peer + " ") == std::string::npos) what += peer;
+  }
+  if (ops.empty()) return;
+  const auto start = Clock::now();
+  group_->wait(group_->start_point_to_point(ops, what), what);
+  stats_.seconds += seconds_since(start);
+}
+
 void ProcessGroupComm::recv(torch::Tensor& t, int peer, int tag) {
   TORCH_CHECK(t.is_contiguous(), "ProcessGroupComm::recv needs a contiguous tensor");
   const auto start = Clock::now();

@@ -25,6 +25,8 @@ class ProcessGroupComm : public TensorParallelComm {
   // send_async and recv are groups of one as well (tensor_parallel_group.cpp says why).
   std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int send_tag, torch::Tensor& recv,
                                       int recv_peer, int recv_tag) override;
+  // One coalesced group where the backend has them (NCCL), else the base class's turn.
+  void exchange(const std::vector<Transfer>& transfers) override;
   bool sends_wait_for_receives() const override { return group_->backend_name() == "nccl"; }
   // In the background (c10d's own threads); their waits count as blocked time, the rest is hidden.
   std::function<void()> all_reduce_sum_async(torch::Tensor& t) override;

@@ -79,6 +79,17 @@ struct VocabParallelCrossEntropy : public torch::autograd::Function<VocabParalle
 
 }  // namespace
 
+void TensorParallelComm::exchange(const std::vector<Transfer>& transfers) {
+  std::vector<std::function<void()>> sends;
+  for (const Transfer& t : transfers) {
+    if (t.send) sends.push_back(send_async(*t.tensor, t.peer, t.tag));
+  }
+  for (const Transfer& t : transfers) {
+    if (!t.send) recv(*t.tensor, t.peer, t.tag);
+  }
+  for (auto& wait : sends) wait();
+}
+
 int64_t comm_address(TensorParallelComm& comm) { return reinterpret_cast<int64_t>(&comm); }
 TensorParallelComm& comm_at(int64_t address) { return *reinterpret_cast<TensorParallelComm*>(address); }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "hwtrain/model/linear.h"
 #include "hwtrain/model/model_config.h"
@@ -55,6 +56,16 @@ class TensorParallelComm {
     this->recv(recv, recv_peer, recv_tag);
     return wait;
   }
+  // Sends and receives issued as one group and all finished on return (NCCL: one coalesced launch
+  // and its wait, as torch.distributed.batch_isend_irecv in Megatron-LM's batched pipeline p2p):
+  // over NCCL the operations between one pair of ranks match in the order each side lists them.
+  // Here: every send started, then every receive, then the sends waited for.
+  struct Transfer {
+    bool send = true;
+    torch::Tensor* tensor = nullptr;  // received in place (contiguous)
+    int peer = 0, tag = 0;
+  };
+  virtual void exchange(const std::vector<Transfer>& transfers);
   // Whether a send can wait for its receive in the order the operations were issued (NCCL: each
   // rank's grouped operations in one order on one stream, dist/tensor_parallel_group.cpp). Then two
   // ranks must not each send before receiving what the other sends (GptStage::generate decodes one

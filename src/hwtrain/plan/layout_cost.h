@@ -54,8 +54,6 @@ struct LayoutProblem {
   // reduce-scatter in place of the all-reduces (see layout_cost.cpp's tensor_parallel_seconds).
   bool sequence_parallel = true;
   const char* devices = "GPUs";  // what the machine's ranks are, for the search's description
-  // NCCL's point-to-point (GPUs): no interleaving there yet (train/pipeline_step.h's check_pipeline_transport).
-  bool ordered_point_to_point = true;
 };
 
 // Seconds per optimizer step, term by term, on the critical path (the slowest stage).

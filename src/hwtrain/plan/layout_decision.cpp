@@ -84,7 +84,6 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   const GpuInfo* gpu = plan_gpu(p, in);
   problem.machine = gpu ? gpu_machine(p, in, *gpu, assumed) : cpu_machine(p, in, assumed);
   if (!gpu) problem.devices = "CPU processes";
-  problem.ordered_point_to_point = gpu != nullptr;  // NCCL there, Gloo on the CPU
   problem.global_batch = target_batch_size(in);
   problem.max_micro_batch = in.want.max_batch_size;
   problem.micro_batch_size = in.want.micro_batch_size;

@@ -100,14 +100,11 @@ std::vector<int64_t> micro_choices(const LayoutProblem& problem, int64_t per_rep
   return out;
 }
 
-// Whether interleaved chunks can run over pp stages (not over NCCL yet: check_pipeline_transport).
-bool interleaves(const LayoutProblem& problem, int64_t pp) { return pp > 1 && !problem.ordered_point_to_point; }
-
 // 1, 2, 4 or 8 chunks per stage while every chunk keeps a block; or the user's.
 std::vector<int64_t> chunk_choices(const LayoutProblem& problem, int64_t pp) {
   if (problem.pipeline_chunks) return {*problem.pipeline_chunks};
   std::vector<int64_t> out{1};
-  for (int64_t v = 2; interleaves(problem, pp) && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) {
+  for (int64_t v = 2; pp > 1 && v <= 8 && pp * v <= problem.base.model.n_layer; v *= 2) {
     out.push_back(v);
   }
   return out;
@@ -161,11 +158,6 @@ PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
       (pp == 1 || pp * *problem.pipeline_chunks > problem.base.model.n_layer)) {
     best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
                    (pp == 1 ? std::string(" needs pp > 1") : " x pp " + std::to_string(pp) + " is more chunks than blocks");
-    return {best, best};
-  }
-  if (problem.pipeline_chunks && *problem.pipeline_chunks > 1 && pp > 1 && !interleaves(problem, pp)) {
-    best.invalid = "dist.pipeline_chunks = " + std::to_string(*problem.pipeline_chunks) +
-                   " (interleaved 1F1B) does not run on NCCL yet";
     return {best, best};
   }
   std::vector<Candidate> variants;
@@ -249,10 +241,9 @@ std::string searched_text(const LayoutProblem& problem, const std::vector<int64_
                   std::to_string(problem.global_batch) + ": tp in {" + numbers(tps) + "}, pp up to " +
                   std::to_string(problem.base.model.n_layer) + " blocks, dp = " + problem.devices + " / (tp x pp)" +
                   (problem.pipeline_chunks ? std::string()
-                   : problem.ordered_point_to_point
-                       ? std::string(", plain 1F1B (interleaving does not run on NCCL yet)")
-                       : ", interleaved 1F1B (2, 4 or 8 chunks per stage) where it is predicted " +
-                             format_number("%.0f", 100.0 * kInterleaveGain) + "% faster than the best plain-1F1B layout");
+                                           : ", interleaved 1F1B (2, 4 or 8 chunks per stage) where it is predicted " +
+                                                 format_number("%.0f", 100.0 * kInterleaveGain) +
+                                                 "% faster than the best plain-1F1B layout");
   std::vector<std::string> fixed;
   if (problem.tensor_parallel) fixed.push_back("dist.tensor_parallel = " + std::to_string(*problem.tensor_parallel));
   if (problem.pipeline_parallel) fixed.push_back("dist.pipeline_parallel = " + std::to_string(*problem.pipeline_parallel));

@@ -4,6 +4,7 @@
 
 #include "hwtrain/core/clock.h"
 #include "hwtrain/core/error.h"
+#include "hwtrain/train/pipeline_ticks.h"
 
 namespace hwt {
 
@@ -19,6 +20,11 @@ std::vector<PipeAction> one_f_one_b(int64_t stage, int64_t stages, int64_t micro
   return out;
 }
 
+PipeAction interleaved_action(PipeOp op, int64_t k, int64_t stages, int64_t chunks) {
+  const int64_t chunk = (k % (stages * chunks)) / stages;
+  return {op, (k / (stages * chunks)) * stages + k % stages, op == PipeOp::Forward ? chunk : chunks - 1 - chunk};
+}
+
 std::vector<PipeAction> interleaved_one_f_one_b(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches) {
   if (micro_batches % stages != 0) {
     throw ConfigError("train.grad_accum_steps = " + std::to_string(micro_batches) + " micro-batches cannot be " +
@@ -26,13 +32,8 @@ std::vector<PipeAction> interleaved_one_f_one_b(int64_t stage, int64_t stages, i
                       "dist.pipeline_chunks = " + std::to_string(chunks) + " chunks: it must be a multiple of " +
                       std::to_string(stages));
   }
-  const int64_t total = micro_batches * chunks, group = stages * chunks;
-  // The k-th forward (backward) of this stage: micro-batches in groups of `stages`, each group through
-  // every chunk in turn (backwards through the chunks in reverse).
-  const auto action = [&](PipeOp op, int64_t k) {
-    const int64_t chunk = (k % group) / stages;
-    return PipeAction{op, (k / group) * stages + k % stages, op == PipeOp::Forward ? chunk : chunks - 1 - chunk};
-  };
+  const int64_t total = micro_batches * chunks;
+  const auto action = [&](PipeOp op, int64_t k) { return interleaved_action(op, k, stages, chunks); };
   const int64_t warmup = micro_batches == stages ? total : std::min(total, 2 * (stages - stage - 1) + (chunks - 1) * stages);
   std::vector<PipeAction> out;
   for (int64_t k = 0; k < warmup; ++k) out.push_back(action(PipeOp::Forward, k));
@@ -123,19 +124,20 @@ void wait_once(std::function<void()>& send) {
 
 }  // namespace
 
-void check_pipeline_transport(const TensorParallelComm& line, int64_t chunks) {
-  if (chunks < 2 || !line.sends_wait_for_receives()) return;
-  throw ConfigError("dist.pipeline_chunks = " + std::to_string(chunks) +
-                    " (interleaved 1F1B) cannot run over NCCL yet: its grouped sends wait for their receives "
-                    "in a cycle of stages; valid: dist.pipeline_chunks = 1");
+double pipeline_mean_loss(PipelineStage& stage, double loss_sum, int64_t micro_batches, torch::Device device) {
+  torch::Tensor loss = torch::full({1}, stage.is_last() ? loss_sum : 0.0, torch::dtype(torch::kFloat64).device(device));
+  stage.stages().all_reduce_sum(loss);
+  return loss.item<double>() / static_cast<double>(micro_batches);
 }
 
 double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
   TensorParallelComm& stages = stage.stages();
+  if (stage.chunk_count() > 1 && stages.sends_wait_for_receives()) {
+    return run_interleaved_in_ticks(stage, x_NT, y_NT, micro_batch, micro_batches, device, hooks, m);
+  }
   const int64_t p = stage.stage_count();
-  check_pipeline_transport(stages, stage.chunk_count());
   const int s = static_cast<int>(stage.stage_index());
   const int prev = static_cast<int>((s - 1 + p) % p), next = static_cast<int>((s + 1) % p);
   const auto act_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -203,9 +205,7 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
   line.flush();
   for (auto& send : activation_sends) wait_once(send);
   for (auto& send : gradient_sends) wait_once(send);
-  torch::Tensor loss = torch::full({1}, stage.is_last() ? loss_sum : 0.0, act_options.dtype(torch::kFloat64));
-  stages.all_reduce_sum(loss);
-  return loss.item<double>() / static_cast<double>(micro_batches);
+  return pipeline_mean_loss(stage, loss_sum, micro_batches, device);
 }
 
 }  // namespace hwt

@@ -16,6 +16,9 @@
 //   certain, each message tagged by its virtual stage and direction (the last stage's activations
 //   for the first and the first stage's gradients for the last told apart on Gloo);
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
+//   Interleaved where sends wait for their receives (NCCL), it runs in ticks instead, each ending in
+//   one group of sends and receives (train/pipeline_ticks.h): the held sends above would wait in a
+//   cycle around the ring of virtual stages there.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
 #pragma once
 #include <torch/torch.h>
@@ -37,6 +40,9 @@ struct PipeAction {
 };
 
 std::vector<PipeAction> one_f_one_b(int64_t stage, int64_t stages, int64_t micro_batches);
+// The k-th forward (backward) of every stage of an interleaved schedule: the micro-batches in groups
+// of `stages`, each group through every chunk in turn (backwards through the chunks in reverse).
+PipeAction interleaved_action(PipeOp op, int64_t k, int64_t stages, int64_t chunks);
 // Throws ConfigError unless micro_batches is a multiple of stages (named as train.grad_accum_steps).
 std::vector<PipeAction> interleaved_one_f_one_b(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches);
 // one_f_one_b for one chunk, else interleaved_one_f_one_b.
@@ -52,14 +58,8 @@ struct PipelineStepHooks {
   std::function<void(bool last)> before_backward;
 };
 
-// ConfigError naming dist.pipeline_chunks where an interleaved schedule cannot run over `line`:
-// over NCCL (sends waiting for their receives, each rank's operations in one order, tags ignored).
-// Over two stages each direction carries activations and gradients in orders the two schedules do
-// not share, which only tags keep apart; over more, each stage's send + receive group waits for the
-// next stage's, around the ring of virtual stages (a review's model of NCCL's rules found it at
-// p = 3, 4, 5). Megatron-LM groups a step's four operations in one launch for it: not done here.
-// run_pipeline_step checks it as well.
-void check_pipeline_transport(const TensorParallelComm& line, int64_t chunks);
+// The step's mean loss on every stage: the last stage's sum of its micro-batches' losses, shared.
+double pipeline_mean_loss(PipelineStage& stage, double loss_sum, int64_t micro_batches, torch::Device device);
 
 // x_NT, y_NT: this replica's rows of the step (micro_batch x micro_batches). Collective over the
 // stages. Returns the step's mean loss (the same on every stage).
