@@ -52,25 +52,19 @@ std::vector<PipeAction> pipeline_schedule(int64_t stage, int64_t stages, int64_t
 
 namespace {
 
-// For each of this stage's micro-batch slots k (chunk x m + micro): the slots of the gradients it sent
-// to the previous stage that are received once the activation of slot k has arrived from it. The
-// previous stage sends that activation in a forward that its schedule runs after the backwards that
-// received those gradients, so waiting for their sends then cannot block (nor wait on any peer).
-std::vector<std::vector<size_t>> gradient_sends_done_by(const PipelineStage& stage, int64_t micro_batches) {
-  const int64_t p = stage.stage_count(), v = stage.chunk_count(), s = stage.stage_index();
-  std::vector<std::vector<size_t>> done(static_cast<size_t>(micro_batches * v));
-  if (p < 2) return done;
-  const int64_t prev = (s - 1 + p) % p, last = p * v - 1;
-  const auto our_slot = [&](int64_t prev_chunk, int64_t micro) {  // our slot fed by prev's chunk
-    return static_cast<size_t>(((prev_chunk * p + prev + 1 - s) / p) * micro_batches + micro);
-  };
-  std::vector<size_t> received;  // our gradients prev has received so far
-  for (const PipeAction& a : pipeline_schedule(prev, p, v, micro_batches)) {
-    if (a.chunk * p + prev == last) continue;  // prev's loss chunk: no message to or from us
+// For each micro-batch k of stage s (1F1B): the micro-batches whose gradients it sent to the previous
+// stage that are received once k's activation has arrived from it. The previous stage sends that
+// activation in a forward that its schedule runs after the backwards that received those gradients,
+// so waiting for their sends then cannot block (nor wait on any peer).
+std::vector<std::vector<size_t>> gradient_sends_done_by(int64_t s, int64_t p, int64_t micro_batches) {
+  std::vector<std::vector<size_t>> done(static_cast<size_t>(micro_batches));
+  if (s == 0) return done;  // the first stage sends no gradients
+  std::vector<size_t> received;  // our gradients the previous stage has received so far
+  for (const PipeAction& a : one_f_one_b(s - 1, p, micro_batches)) {
     if (a.op == PipeOp::Backward) {
-      received.push_back(our_slot(a.chunk, a.micro));
+      received.push_back(static_cast<size_t>(a.micro));
     } else {
-      done[our_slot(a.chunk, a.micro)] = std::move(received);
+      done[static_cast<size_t>(a.micro)] = std::move(received);
       received.clear();
     }
   }
@@ -134,48 +128,47 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
                          int64_t micro_batch, int64_t micro_batches, torch::Device device,
                          const PipelineStepHooks& hooks, StepMetrics& m) {
   TensorParallelComm& stages = stage.stages();
-  if (stage.chunk_count() > 1 && stages.sends_wait_for_receives()) {
+  if (stage.chunk_count() > 1) {
     return run_interleaved_in_ticks(stage, x_NT, y_NT, micro_batch, micro_batches, device, hooks, m);
   }
   const int64_t p = stage.stage_count();
   const int s = static_cast<int>(stage.stage_index());
-  const int prev = static_cast<int>((s - 1 + p) % p), next = static_cast<int>((s + 1) % p);
+  const int prev = s - 1, next = s + 1;
   const auto act_options = torch::TensorOptions().dtype(torch::kFloat).device(device);
   const std::vector<int64_t> act_shape = stage.activation_shape(micro_batch, x_NT.size(1));
-  const std::vector<PipeAction> schedule = pipeline_schedule(s, p, stage.chunk_count(), micro_batches);
-  std::vector<torch::Tensor> inputs(static_cast<size_t>(micro_batches * stage.chunk_count())), outputs(inputs.size());
-  // Sends in flight, by slot: each waited for (and its tensor freed) as soon as its receipt is
-  // certain: an activation's when its gradient comes back, a gradient's by gradient_sends_done_by;
+  const std::vector<PipeAction> schedule = one_f_one_b(s, p, micro_batches);
+  std::vector<torch::Tensor> inputs(static_cast<size_t>(micro_batches)), outputs(inputs.size());
+  // Sends in flight, by micro-batch: each waited for (and its tensor freed) as soon as its receipt
+  // is certain: an activation's when its gradient comes back, a gradient's by gradient_sends_done_by;
   // the rest at the end of the step. Holding them all to the end kept every micro-batch's boundary
   // activation and gradient alive through the step.
   std::vector<std::function<void()>> activation_sends(inputs.size()), gradient_sends(inputs.size());
-  const std::vector<std::vector<size_t>> gradients_done_by = gradient_sends_done_by(stage, micro_batches);
+  const std::vector<std::vector<size_t>> gradients_done_by = gradient_sends_done_by(s, p, micro_batches);
   Line line(stages);
   double loss_sum = 0;
   for (size_t i = 0; i < schedule.size(); ++i) {
     const PipeAction& a = schedule[i];
-    const size_t k = static_cast<size_t>(a.chunk * micro_batches + a.micro);
-    const int64_t vs = stage.virtual_stage(a.chunk);
-    const bool receives = a.op == PipeOp::Forward ? !stage.takes_tokens(a.chunk) : !stage.computes_loss(a.chunk);
+    const size_t k = static_cast<size_t>(a.micro);
+    const bool receives = a.op == PipeOp::Forward ? !stage.is_first() : !stage.is_last();
     if (!receives) line.flush();  // nothing to group the held send with: on its way before this compute
     if (a.op == PipeOp::Forward) {
       const auto y = y_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       torch::Tensor in;
-      if (stage.takes_tokens(a.chunk)) {
+      if (stage.is_first()) {
         in = x_NT.narrow(0, a.micro * micro_batch, micro_batch).to(device, /*non_blocking=*/true);
       } else {
         in = torch::empty(act_shape, act_options);
-        line.recv(in, prev, PipelineStage::activation_tag(vs));
+        line.recv(in, prev, PipelineStage::activation_tag(s));
         in.requires_grad_(true);
         for (const size_t done : gradients_done_by[k]) wait_once(gradient_sends[done]);
       }
       const auto t0 = Clock::now();
-      torch::Tensor out = hooks.forward(in, y, a.chunk);
+      torch::Tensor out = hooks.forward(in, y, 0);
       m.forward_seconds += seconds_since(t0);
-      if (stage.computes_loss(a.chunk)) {
+      if (stage.is_last()) {
         loss_sum += out.detach().item<double>();
       } else {
-        line.send(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(vs + 1),
+        line.send(out.detach().to(torch::kFloat).contiguous(), next, PipelineStage::activation_tag(s + 1),
                   activation_sends[k]);
       }
       inputs[k] = in;
@@ -183,21 +176,21 @@ double run_pipeline_step(PipelineStage& stage, const torch::Tensor& x_NT, const 
       continue;
     }
     torch::Tensor grad;
-    if (!stage.computes_loss(a.chunk)) {  // first: the held send goes with it, not after the hook's waits
+    if (!stage.is_last()) {  // first: the held send goes with it, not after the hook's waits
       grad = torch::empty(act_shape, act_options);
-      line.recv(grad, next, PipelineStage::gradient_tag(vs));
+      line.recv(grad, next, PipelineStage::gradient_tag(s));
       wait_once(activation_sends[k]);  // the next stage's backward of k ran: it had received it
     }
     hooks.before_backward(i + 1 == schedule.size());
     const auto t1 = Clock::now();  // compute only: the time waiting for the next stage is the bubble's
-    if (stage.computes_loss(a.chunk)) {
+    if (stage.is_last()) {
       hooks.backward_loss(outputs[k]);
     } else {
       torch::autograd::backward({outputs[k]}, {grad.to(outputs[k].scalar_type())});
     }
     m.backward_seconds += seconds_since(t1);
-    if (!stage.takes_tokens(a.chunk)) {
-      line.send(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(vs - 1),
+    if (!stage.is_first()) {
+      line.send(inputs[k].grad().to(torch::kFloat).contiguous(), prev, PipelineStage::gradient_tag(s - 1),
                 gradient_sends[k]);
     }
     inputs[k] = outputs[k] = torch::Tensor();  // this micro-batch's activations are freed

@@ -9,16 +9,13 @@
 //   bubble shrinks v-fold, to (p - 1) / (v m + p - 1), for v times the point-to-point messages.
 //   m must be a multiple of p.
 // - run_pipeline_step: one step's m micro-batches through this stage (model/pipeline_stage.h):
-//   activations go to the next stage and their gradients to the previous one with c10d send/recv,
-//   sends asynchronous and receives blocking, a send and the receive from the same peer that follows
-//   it issued as one group (NCCL's sends wait for their receives: two neighbours that each sent
-//   first would wait forever), each send waited for (and its tensor freed) once its receipt is
-//   certain, each message tagged by its virtual stage and direction (the last stage's activations
-//   for the first and the first stage's gradients for the last told apart on Gloo);
+//   activations go to the next stage and their gradients to the previous one with c10d send/recv;
 //   the last stage computes the loss and starts backward; the loss is shared with every stage.
-//   Interleaved where sends wait for their receives (NCCL), it runs in ticks instead, each ending in
-//   one group of sends and receives (train/pipeline_ticks.h): the held sends above would wait in a
-//   cycle around the ring of virtual stages there.
+//   1F1B: sends asynchronous and receives blocking, a send and the receive from the same peer that
+//   follows it issued as one group (NCCL's sends wait for their receives: two neighbours that each
+//   sent first would wait forever), each send waited for (and its tensor freed) once its receipt is
+//   certain. Interleaved: in ticks, each ending in one group of sends and receives
+//   (train/pipeline_ticks.h); held sends wait in a cycle around the ring of virtual stages on NCCL.
 //   Gradient accumulation is exact: each micro-batch's loss is scaled by 1/m, as one process does.
 #pragma once
 #include <torch/torch.h>

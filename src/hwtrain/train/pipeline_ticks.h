@@ -1,6 +1,7 @@
-// The interleaved 1F1B step where a send waits for its receive (NCCL), in ticks, as Megatron-LM
-// runs it with batched point-to-point (forward_backward_pipelining_with_interleaving with
-// batch_p2p_comm): no send then waits on a receive that a later one holds up.
+// The interleaved 1F1B step in ticks, as Megatron-LM runs it with batched point-to-point
+// (forward_backward_pipelining_with_interleaving with batch_p2p_comm), on every transport: where a
+// send waits for its receive (NCCL) no send then waits on a receive that a later one holds up, and
+// on Gloo it ran as fast as holding sends (docs/benchmarks.md) and frees each send in its tick.
 // - Stage s runs its k-th forward (interleaved_action) at the step's tick k + s and its j-th
 //   backward at tick b_s + j + s, b_s = 2 (p - s - 1) + (v - 1) p (plus p where m = p, the schedule
 //   that runs every forward first): a tick holds a warm-up forward, a forward and a backward, or a
@@ -12,9 +13,9 @@
 // - Whatever a stage receives at tick T it uses at a later tick (the layout above gives it, checked
 //   by the tests for p = 2..6, v = 2..4, m = p..4p), so tick T's groups need nothing from a later
 //   tick: by induction over the ticks none waits forever, in whatever order a rank's groups run.
-// Losses and gradients are run_pipeline_step's to the bit: the same forwards and backwards in the
-// same order. Each group's sends are waited for in it: no overlap of a send with the next tick's
-// compute (Megatron's overlap_p2p_comm is not done here).
+// Losses and gradients are one process's accumulated step's (within 1e-5 in the tests), the same to
+// the bit whether messages match by tag (Gloo) or in order (NCCL). Each group's sends are waited for in it: no overlap of a send with the next tick's
+// compute (Megatron's overlap_p2p_comm is not done here), and no send outlives its tick.
 #pragma once
 #include <torch/torch.h>
 
@@ -35,8 +36,7 @@ struct PipelineTick {
 // Throws ConfigError as interleaved_one_f_one_b does.
 std::vector<PipelineTick> interleaved_ticks(int64_t stage, int64_t stages, int64_t chunks, int64_t micro_batches);
 
-// run_pipeline_step's contract, for chunk_count() > 1, in ticks (run_pipeline_step calls it where
-// the stages' sends wait for their receives).
+// run_pipeline_step's contract for chunk_count() > 1 (run_pipeline_step calls it).
 double run_interleaved_in_ticks(PipelineStage& stage, const torch::Tensor& x_NT, const torch::Tensor& y_NT,
                                 int64_t micro_batch, int64_t micro_batches, torch::Device device,
                                 const PipelineStepHooks& hooks, StepMetrics& m);
