@@ -9,7 +9,8 @@
 //   waits for a receiving group (send_and_recv and exchange: sends and all) before going on; a
 //   lone send's wait blocks until it is received.
 // A schedule that would hang on NCCL fails here after `limit` with "a send was waited for before its
-// receive could be posted".
+// receive could be posted" (or, where every rank waits to receive, "a receive waited for a message
+// that was never sent").
 #pragma once
 #include <chrono>
 #include <functional>
@@ -39,13 +40,13 @@ class InOrderComm : public ThreadComm {
   }
   void recv(torch::Tensor& t, int peer, int /*tag*/) override {
     earlier_sends_received();
-    t.copy_(group_.take(peer, rank_, 0));
+    t.copy_(group_.take(peer, rank_, 0, limit_));
   }
   std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int /*send_tag*/,
                                       torch::Tensor& recv, int recv_peer, int /*recv_tag*/) override {
     earlier_sends_received();
     const int64_t seq = post(send, send_peer);
-    recv.copy_(group_.take(recv_peer, rank_, 0));
+    recv.copy_(group_.take(recv_peer, rank_, 0, limit_));
     group_.wait_taken(rank_, send_peer, 0, seq, limit_);  // the group completes with its send
     return [] {};
   }
@@ -56,7 +57,7 @@ class InOrderComm : public ThreadComm {
       if (t.send) last[t.peer] = post(*t.tensor, t.peer);
     }
     for (const Transfer& t : transfers) {
-      if (!t.send) t.tensor->copy_(group_.take(t.peer, rank_, 0));
+      if (!t.send) t.tensor->copy_(group_.take(t.peer, rank_, 0, limit_));
     }
     for (const auto& [peer, seq] : last) group_.wait_taken(rank_, peer, 0, seq, limit_);
   }

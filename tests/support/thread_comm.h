@@ -68,10 +68,17 @@ class ThreadGroup {
     cv_.notify_all();
   }
 
-  torch::Tensor take(int from, int to, int tag) {
+  // Blocks until a message is there; with `limit`, throws after it (every rank waiting to receive
+  // what another sends only later would wait forever).
+  torch::Tensor take(int from, int to, int tag, std::chrono::seconds limit = std::chrono::seconds::max()) {
     std::unique_lock<std::mutex> lock(mutex_);
     auto& box = mail_[{from, to, tag}];
-    cv_.wait(lock, [&] { return !box.empty() || aborted_; });
+    const auto ready = [&] { return !box.empty() || aborted_; };
+    if (limit == std::chrono::seconds::max()) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_for(lock, limit, ready)) {
+      throw std::runtime_error("a receive waited for a message that was never sent");
+    }
     if (box.empty()) throw std::runtime_error("another rank of the group failed");
     torch::Tensor t = box.front();
     box.pop_front();

@@ -3,8 +3,9 @@
 // with fewer micro-batches than stages too, and interleaved 1F1B (in ticks, train/pipeline_ticks.h)
 // on 2, 3 and 4 stages of 2 and 3 chunks, never wait forever and give every gradient and the loss
 // bit for bit as over a transport whose sends never wait (tagged mailboxes, Gloo's semantics), and
-// within 1e-5 of one process's accumulated step. Without grouping each send with the receive that
-// follows it 1F1B hung there, and interleaving with held sends did.
+// within 1e-5 of one process's accumulated step; so does evaluation through the stages after it
+// (GptStage::forward_loss, each send waited for at once). Without grouping each send with the
+// receive that follows it 1F1B hung there, and interleaving with held sends did.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -44,7 +45,7 @@ ModelConfig line_config(int64_t layers) {
 
 struct LineStep {
   std::vector<std::string> errors;
-  std::vector<double> losses;
+  std::vector<double> losses, eval_losses;  // eval: micro-batch 0, forward only (GptStage::forward_loss)
   std::vector<std::vector<torch::Tensor>> grads;  // per stage, in parameter order
   std::vector<std::vector<std::string>> names;    // their names
 };
@@ -76,6 +77,7 @@ LineStep run_line_step(int64_t p, int64_t v, int64_t m, LineKind how) {
   }
   LineStep r;
   r.losses.assign(static_cast<size_t>(p), 0.0);
+  r.eval_losses = r.losses;
   r.errors = testing::run_ranks(line, [&](int s) {
     GptStage& stage = *stages[static_cast<size_t>(s)];
     PipelineStepHooks hooks;
@@ -86,6 +88,9 @@ LineStep run_line_step(int64_t p, int64_t v, int64_t m, LineKind how) {
     hooks.before_backward = [](bool) {};
     StepMetrics metrics;
     r.losses[static_cast<size_t>(s)] = run_pipeline_step(stage, x, y, kLineMicro, m, torch::kCPU, hooks, metrics);
+    torch::NoGradGuard no_grad;
+    r.eval_losses[static_cast<size_t>(s)] =
+        stage.forward_loss(x.narrow(0, 0, kLineMicro), y.narrow(0, 0, kLineMicro)).item<double>();
   });
   for (const auto& stage : stages) {
     r.grads.emplace_back();
@@ -114,10 +119,13 @@ void expect_whole_model_step(int64_t p, int64_t v, int64_t m, const LineStep& go
     (l / static_cast<double>(m)).backward();
     loss += l.item<double>() / static_cast<double>(m);
   }
+  torch::NoGradGuard no_grad;
+  const double eval = whole->forward_loss(x.narrow(0, 0, kLineMicro), y.narrow(0, 0, kLineMicro)).item<double>();
   auto reference = whole->named_parameters();
   size_t checked = 0;
   for (size_t s = 0; s < got.names.size(); ++s) {
     EXPECT_NEAR(got.losses[s], loss, 1e-5) << where;
+    EXPECT_NEAR(got.eval_losses[s], eval, 1e-5) << where << " (evaluation)";
     for (size_t k = 0; k < got.names[s].size(); ++k, ++checked) {
       const torch::Tensor& want = reference[got.names[s][k]].grad();
       EXPECT_LT((got.grads[s][k] - want).abs().max().item<double>(), 1e-5) << where << " " << got.names[s][k];
@@ -132,6 +140,7 @@ void expect_same_step(const LineStep& want, const LineStep& got, const std::stri
     EXPECT_EQ(got.errors[i], "") << where << " stage " << i;
     if (!got.errors[i].empty()) continue;
     EXPECT_EQ(got.losses[i], want.losses[i]) << where;
+    EXPECT_EQ(got.eval_losses[i], want.eval_losses[i]) << where << " (evaluation)";
     ASSERT_EQ(got.grads[i].size(), want.grads[i].size());
     for (size_t k = 0; k < want.grads[i].size(); ++k) {
       ASSERT_TRUE(got.grads[i][k].defined()) << where;

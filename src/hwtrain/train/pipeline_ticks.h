@@ -14,8 +14,10 @@
 //   by the tests for p = 2..6, v = 2..4, m = p..4p), so tick T's groups need nothing from a later
 //   tick: by induction over the ticks none waits forever, in whatever order a rank's groups run.
 // Losses and gradients are one process's accumulated step's (within 1e-5 in the tests), the same to
-// the bit whether messages match by tag (Gloo) or in order (NCCL). Each group's sends are waited for in it: no overlap of a send with the next tick's
-// compute (Megatron's overlap_p2p_comm is not done here), and no send outlives its tick.
+// the bit whether messages match by tag (Gloo) or in order (NCCL). The host waits for each group in
+// its tick (on NCCL a host-device sync per tick, where Megatron-LM only makes the stream wait): no
+// overlap of a send with the next tick's compute (Megatron's overlap_p2p_comm is not done here),
+// and no send outlives its tick.
 #pragma once
 #include <torch/torch.h>
 
