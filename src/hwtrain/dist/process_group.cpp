@@ -3,6 +3,7 @@
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -160,7 +161,11 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::wait(const WorkPtr& work, const std::string& what) {
   fault_point("collective");
   try {
-    work->wait(timeout_);
+    // NCCL: the current stream waits for the work and the host goes on queueing kernels, as
+    // torch.distributed's work.wait() does; the backend's watchdog enforces dist.timeout there
+    // (make_nccl_backend). A timeout passed here would make WorkNCCL::wait block the host until the
+    // work completes: every tensor-parallel collective, every pipeline tick, every bucket.
+    work->wait(backend_name_ == "nccl" ? ::kNoTimeout : timeout_);
   } catch (const std::exception& e) {
     fail(what, error_text(e));
   }

@@ -64,8 +64,10 @@ class ProcessGroup {
   // Whether reduce_scatter_in_place of tensors like `t` is an all-reduce (Gloo on the CPU): then a
   // caller may all-reduce the pieces of its input where they are instead of packing them first.
   bool reduces_by_all_reduce(const torch::Tensor& t) const;
-  // Blocks until `work` completes, at most dist.timeout. On failure throws DistError:
-  // "<what> failed: <backend error>; <which rank is to blame>".
+  // Gloo: blocks until `work` completes, at most dist.timeout. On failure throws DistError:
+  // "<what> failed: <backend error>; <which rank is to blame>". NCCL: the current CUDA stream waits
+  // for the work, not the host (reading a result on the host, .item() or a copy, waits for it); a
+  // work that fails or outlives dist.timeout is ended by NCCL's watchdog, which ends the process.
   void wait(const WorkPtr& work, const std::string& what);
   // Blocking point-to-point transfers (gathering sharded state on rank 0).
   void send(torch::Tensor& tensor, int dst, int tag);

@@ -34,7 +34,8 @@ class ProcessGroupComm : public TensorParallelComm {
   std::function<torch::Tensor()> reduce_scatter_async(const torch::Tensor& t) override;
   ProcessGroup& group() { return *group_; }
 
-  // What the group has carried so far (this rank's view; blocking time includes waiting for peers).
+  // What the group has carried so far (this rank's view; blocking time includes waiting for peers on
+  // Gloo; on NCCL, whose waits are the stream's (ProcessGroup::wait), it is the host's time to issue).
   // bytes: what this rank sends in ring algorithms (an all-reduce of N bytes 2 N (t-1)/t, an
   // all-gather or reduce-scatter of N whole bytes N (t-1)/t), plus its point-to-point sends; so a
   // sequence-parallel gather + scatter pair counts as much as the all-reduce it replaces.
