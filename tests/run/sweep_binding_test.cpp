@@ -33,11 +33,14 @@ TEST(SweepBinding, EveryValueOfTheSpaceIsTriedOnTheBaseConfig) {
     EXPECT_NE(msg.find("bf17"), std::string::npos) << msg;
     EXPECT_NE(msg.find("optimization.mixed_precision_dtype"), std::string::npos) << msg;
   }
-  // Against the base, not the defaults: an lr below the base's min_lr is refused, fine once it is 0.
+  // Against the base, not the defaults: an lr below a min_lr the base sets is refused, fine once it
+  // is 0 or -1 (lr / 10, the default, so a space over lr alone works).
   sweep::SweepConfig lr = space_of("train.lr", {});
   lr.space.params[0].kind = sweep::ParamKind::kLogUniform;
   lr.space.params[0].low = 1e-5;
   lr.space.params[0].high = 1e-2;
+  EXPECT_NO_THROW(check_space_values(lr, base));
+  base.train.min_lr = 2e-4;
   EXPECT_THROW(check_space_values(lr, base), ConfigError);
   base.train.min_lr = 0;
   EXPECT_NO_THROW(check_space_values(lr, base));

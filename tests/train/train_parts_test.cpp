@@ -6,6 +6,7 @@
 #include "hwtrain/train/adamw.h"
 #include "hwtrain/train/autocast.h"
 #include "hwtrain/train/grad_scaler.h"
+#include "hwtrain/core/error.h"
 #include "hwtrain/train/lr_schedule.h"
 
 namespace hwt {
@@ -27,6 +28,20 @@ TEST(LrSchedule, WarmupThenCosineToFloor) {
   EXPECT_NEAR(scheduled_lr(c, 60), 0.55, 1e-12);
   c.lr_schedule = LrSchedule::kConstant;
   EXPECT_DOUBLE_EQ(scheduled_lr(c, 60), 1.0);
+}
+
+// The default floor is lr / 10 (min_lr = -1), so an lr set alone below the old fixed 2e-4 is valid.
+TEST(LrSchedule, TheDefaultFloorIsATenthOfTheLr) {
+  TrainConfig c;
+  c.lr = 1e-4;
+  EXPECT_NO_THROW(c.validate());
+  c.warmup_steps = 0;
+  c.max_steps = 10;
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 10), 1e-5);
+  c.min_lr = 2e-4;  // a floor above the peak stays an error
+  EXPECT_THROW(c.validate(), ConfigError);
+  c.min_lr = -0.5;
+  EXPECT_THROW(c.validate(), ConfigError);
 }
 
 TEST(GradScaler, SkipsBacksOffAndGrows) {

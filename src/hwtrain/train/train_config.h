@@ -28,7 +28,7 @@ struct TrainConfig {
   int64_t micro_batch_size = 16;
   int64_t grad_accum_steps = 1;
   double lr = 2e-3;  // small models tolerate a high one
-  double min_lr = 2e-4;  // nanoGPT: lr / 10
+  double min_lr = -1;  // -1: lr / 10, as nanoGPT (min_lr_value())
   int64_t warmup_steps = 100;
   int64_t decay_steps = 0;
   LrSchedule lr_schedule = LrSchedule::kCosine;
@@ -47,14 +47,18 @@ struct TrainConfig {
   double sample_temperature = 0.8;
   int64_t sample_top_k = 40;
 
+  // The decay's floor: min_lr, or lr / 10 where it is -1 (the default, so an lr set alone keeps it below).
+  double min_lr_value() const { return min_lr == -1 ? lr / 10 : min_lr; }
+
   void validate() const {
     check_at_least("train.max_steps", max_steps, 1);
     check_non_negative("train.time_budget", time_budget, "0 = no limit");
     check_at_least("train.micro_batch_size", micro_batch_size, 1);
     check_at_least("train.grad_accum_steps", grad_accum_steps, 1);
     check_positive("train.lr", lr);
-    if (!(min_lr >= 0 && min_lr <= lr)) {
-      option_range_error("train.min_lr", option_text(min_lr), "must be in [0, train.lr = " + option_text(lr) + "]");
+    if (!(min_lr == -1 || (min_lr >= 0 && min_lr <= lr))) {
+      option_range_error("train.min_lr", option_text(min_lr),
+                         "must be in [0, train.lr = " + option_text(lr) + "], or -1 for train.lr / 10");
     }
     check_at_least("train.warmup_steps", warmup_steps, 0);
     check_at_least("train.decay_steps", decay_steps, 0);
@@ -84,7 +88,7 @@ struct TrainConfig {
       "unless set)");
     v("grad_accum_steps", grad_accum_steps, "micro-batches accumulated per optimizer step");
     v("lr", lr, "peak learning rate");
-    v("min_lr", min_lr, "floor of the learning-rate decay");
+    v("min_lr", min_lr, "floor of the learning-rate decay; -1 = lr / 10");
     v("warmup_steps", warmup_steps, "steps of linear warmup from 0 to lr");
     v("decay_steps", decay_steps, "length of the decay; 0 = max_steps");
     v("lr_schedule", lr_schedule, "learning-rate schedule after the warmup: cosine or linear decay to min_lr, or constant");
