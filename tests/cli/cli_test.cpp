@@ -139,6 +139,19 @@ TEST_F(Cli, BadConfigs) {
   expect_error(run("train --set model.n_embd=100 --set model.n_head=3", dir.path()), "not divisible");
   expect_error(run("train --set train.lr=fast", dir.path()), "train.lr");
   expect_error(run("train --config nothere.toml", dir.path()), "nothere.toml");
+  dir.write("confdir/run.toml", "[train]\nmax_steps = 5\n");
+  expect_error(run("plan --config confdir", dir.path()), "confdir: it is a directory");
+  // The plan's machine flags: a count without its preset, two machines at once, a count out of range.
+  expect_error(run("plan --gpus 8 --nodes 4", dir.path()), "add --preset");
+  dir.write("hw.json", "{}");
+  expect_error(run("plan --preset h100-80gb --hardware hw.json", dir.path()), "give one");
+  // Flags out of range are refused by the argument parser, in its own one-line form.
+  Result r = run("plan --preset h100-80gb --gpus 100000 --nodes 100000", dir.path());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--gpus: Value 100000 not in range 1 to 64"), std::string::npos) << r.output;
+  r = run("generate --top-k -3", dir.path());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--top-k: must be a whole number >= 0, got -3"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, BadResumeAndOutputLeaveCheckpointsIntact) {
@@ -157,6 +170,12 @@ TEST_F(Cli, BadResumeAndOutputLeaveCheckpointsIntact) {
       << corrupt.substr(0, corrupt.size() / 2);
   expect_error(run("train --resume bad " + common() + " --set train.max_steps=6", dir.path()), "model.safetensors");
   EXPECT_EQ(read_file(model), before);
+  // Nothing left to train: refused before anything is written.
+  const std::string config = read_file(dir / "good" / "checkpoints" / "step_00000004" / "config.toml");
+  expect_error(run("train --resume good --out good " + common() + " --set train.max_steps=3", dir.path()),
+               "train.max_steps = 3 is not past step 4");
+  EXPECT_EQ(read_file(model), before);
+  EXPECT_EQ(read_file(dir / "good" / "checkpoints" / "step_00000004" / "config.toml"), config);
 
   dir.write("afile", "x");
   expect_error(run("train --data corpus " + common() + " --out afile/sub", dir.path()), "afile");
@@ -233,6 +252,7 @@ TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
   expect_error(r, "checkpoint " + ckpt);
   expect_error(r, "NaN or infinite");
   expect_error(run("generate run1 -n 5", dir.path()), "NaN or infinite");
+  expect_error(run("export run1 -o exported", dir.path()), "NaN or infinite");
   // Finite weights whose activations overflow: the loss itself is not finite.
   r = run("train --data corpus " + common() + " --out run1 --overwrite", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
@@ -240,6 +260,25 @@ TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
   r = run("eval run1 --data corpus", dir.path());
   expect_error(r, "checkpoint " + ckpt);
   expect_error(r, "non-finite validation loss");
+}
+
+// A diverged fp32 run stops after K non-finite losses in a row, naming the key, and saves no
+// checkpoint after a non-finite loss: the one from before is kept (keep_last = 2 would have rotated
+// it out), its weights finite (the step's update at lr 1e6 has blown them up, so its validation
+// loss is not: eval says so, not that the weights are NaN).
+TEST_F(Cli, ADivergedRunStopsAndKeepsItsFiniteCheckpoints) {
+  Result r = run("train --data corpus " + common() +
+                     " --set train.max_steps=8 --set train.lr=1e6 --set train.warmup_steps=0"
+                     " --set checkpoint.interval=1 --set checkpoint.keep_last=2"
+                     " --set optimization.mixed_precision_dtype=fp32 --out wild",
+                 dir.path());
+  expect_error(r, "training diverged: 3 consecutive steps had a non-finite loss in fp32");
+  expect_error(r, "optimization.nonfinite_fallback_steps = 3");
+  const auto kept = CheckpointStore(dir / "wild" / "checkpoints", 2).list();
+  ASSERT_FALSE(kept.empty()) << r.output;
+  r = run("eval " + kept.back().string() + " --data corpus", dir.path());
+  EXPECT_EQ(r.output.find("holds NaN or infinite values"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("loaded " + kept.back().string()), std::string::npos) << r.output;
 }
 
 // The pid of `hwtrain args` started in `cwd` (output to cwd/log), not waited for.

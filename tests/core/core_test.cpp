@@ -64,6 +64,12 @@ TEST(Files, UncreatableDirectoryIsReported) {
     EXPECT_NE(std::string(e.what()).find("file/sub"), std::string::npos);
   }
   EXPECT_THROW(read_file(dir / "nope"), IoError);
+  try {  // a directory opens as an empty stream: refused, not read as ""
+    read_file(dir.path());
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
 
 

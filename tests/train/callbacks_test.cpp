@@ -1,6 +1,8 @@
 // The built-in callbacks on scripted metric sequences, through a fake TrainerControl: early
 // stopping, LR on plateau, LR monitor, Ctrl-C, best-checkpoint keeping, and the config factory.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <signal.h>
 
 #include "hwtrain/core/error.h"
@@ -299,6 +301,30 @@ TEST(ModelCheckpoint, StepMetricIsComparedAtScheduledSaves) {
   }
   EXPECT_EQ(t.num_saves, 3);
   EXPECT_EQ(read_checkpoint_manifest(dir / "checkpoints" / "best_loss").step, 4);
+}
+
+// A diverged step's weights may be NaN: it is not saved (nor the final one after it), so the
+// rotation never drops the finite checkpoints saved before.
+TEST(ModelCheckpoint, AStepWithANonFiniteLossIsNotSaved) {
+  hwt::testing::TempDir dir;
+  FakeTrainerControl t(dir.path());
+  t.run_options.checkpoint.keep_last = 2;
+  ModelCheckpointOptions o;
+  o.every_steps = 1;
+  o.save_final = true;
+  ModelCheckpoint cb(o);
+  cb.on_train_begin(t);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> loss = {3.0, 2.5, nan, nan};
+  for (int s = 1; s <= 4; ++s) {
+    t.current_step = s;
+    cb.on_step_end(t, step_record(s, loss[static_cast<size_t>(s - 1)]));
+  }
+  cb.on_train_end(t);
+  EXPECT_EQ(t.num_saves, 2);
+  auto kept = CheckpointStore(dir / "checkpoints", 2).list();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[1].filename(), "step_00000002");
 }
 
 TEST(ModelCheckpoint, SavesEveryMinutes) {

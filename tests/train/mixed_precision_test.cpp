@@ -33,6 +33,32 @@ TEST(MixedPrecision, APinnedPrecisionRefusesToChange) {
   EXPECT_EQ(mp.precision(), Precision::Bf16);
 }
 
+// In fp32 there is nothing to fall back to: K consecutive non-finite losses stop the run, naming
+// the key and what to change; a finite one in between starts the count again; K = 0 never stops.
+TEST(MixedPrecision, Fp32StopsAfterKConsecutiveNonFiniteLosses) {
+  Plan plan;
+  plan.precision = Precision::Fp32;
+  plan.loss_scaling.nonfinite_fallback_steps = 3;
+  MixedPrecision mp(plan);
+  EXPECT_FALSE(mp.note_step(false));
+  EXPECT_FALSE(mp.note_step(false));
+  EXPECT_FALSE(mp.note_step(true));
+  EXPECT_FALSE(mp.note_step(false));
+  EXPECT_FALSE(mp.note_step(false));
+  try {
+    mp.note_step(false);
+    ADD_FAILURE() << "the third consecutive non-finite loss in fp32 must stop the run";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("training diverged: 3 consecutive steps"), std::string::npos) << what;
+    EXPECT_NE(what.find("optimization.nonfinite_fallback_steps = 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("train.lr"), std::string::npos) << what;
+  }
+  plan.loss_scaling.nonfinite_fallback_steps = 0;
+  MixedPrecision never(plan);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(never.note_step(false));
+}
+
 // The plan's loss-scale bounds reach the fp16 scaler the trainer steps with.
 TEST(MixedPrecision, Fp16ScalerTakesThePlansBounds) {
   Plan plan;

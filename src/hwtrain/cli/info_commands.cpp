@@ -24,11 +24,26 @@ struct PlanArgs {
   ConfigOptions config;
   std::string hardware_file, preset;
   int64_t gpus_per_node = 1, nodes = 1;
+  bool counts_given = false;  // --gpus or --nodes on the command line
   bool json = false;
 };
 
+// The machine flags that go together: --gpus and --nodes describe a --preset, which a --hardware
+// file would contradict; the counts are bounded (the layout search's tables grow with the GPUs).
+void check_machine_flags(const PlanArgs& a, bool counts_given) {
+  if (!a.preset.empty() && !a.hardware_file.empty()) {
+    throw ConfigError("plan: --preset " + a.preset + " and --hardware " + a.hardware_file +
+                      " each describe the machine: give one");
+  }
+  if (counts_given && a.preset.empty()) {
+    throw ConfigError("plan: --gpus and --nodes describe a --preset machine; add --preset (one of " +
+                      join(hardware_preset_names()) + ")");
+  }
+}
+
 int run_plan(const PlanArgs& a) {
   init_logging(-1, "warn");
+  check_machine_flags(a, a.counts_given);
   RunConfig config = resolve_config(a.config, std::nullopt);
   HardwareProfile hw;
   PlanContext ctx;
@@ -88,15 +103,22 @@ Command add_plan(CLI::App& app) {
   add_config_options(cmd, a->config);
   cmd->add_option("--hardware", a->hardware_file, "plan for the machine described in this JSON file (doctor --json)");
   cmd->add_option("--preset", a->preset, "plan for a named accelerator: " + join(hardware_preset_names()));
-  cmd->add_option("--gpus", a->gpus_per_node, "GPUs per node with --preset")->capture_default_str();
-  cmd->add_option("--nodes", a->nodes, "nodes with --preset")->capture_default_str();
+  CLI::Option* gpus = cmd->add_option("--gpus", a->gpus_per_node, "GPUs per node with --preset (1 to 64)")
+                          ->check(CLI::Range(1, 64))
+                          ->capture_default_str();
+  CLI::Option* nodes = cmd->add_option("--nodes", a->nodes, "nodes with --preset (1 to 4096)")
+                           ->check(CLI::Range(1, 4096))
+                           ->capture_default_str();
   cmd->add_flag("--json", a->json, "print the plan as JSON");
   cmd->footer(
       "Examples:\n"
       "  hwtrain plan --set model.preset=gpt2\n"
       "  hwtrain plan --preset h100-80gb --gpus 8 --set model.n_layer=32 --set model.n_embd=4096 --set model.n_head=32\n"
       "  hwtrain plan --preset h100-80gb --gpus 8 --nodes 8 --set model.preset=llama-3.1-70b   (3D layout search)");
-  return {cmd, [a] { return run_plan(*a); }};
+  return {cmd, [a, gpus, nodes] {
+            a->counts_given = gpus->count() + nodes->count() > 0;
+            return run_plan(*a);
+          }};
 }
 
 Command add_report(CLI::App& app) {

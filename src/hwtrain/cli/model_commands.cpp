@@ -241,11 +241,27 @@ int run_eval(const EvalArgs& a) {
 
 namespace {
 
+// A whole number of at least `low` (CLI11's own range checks print 1.8e308 as the upper bound).
+CLI::Validator at_least(long long low) {
+  return CLI::Validator(
+      [low](std::string& text) {
+        try {
+          size_t used = 0;
+          const long long v = std::stoll(text, &used);
+          if (used == text.size() && v >= low) return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be a whole number >= " + std::to_string(low) + ", got " + text;
+      },
+      ">= " + std::to_string(low));
+}
+
 // generate's and eval's --pipeline.
 void add_pipeline_option(CLI::App* cmd, int64_t& pipeline) {
   cmd->add_option("--pipeline", pipeline,
                   "launched on N ranks: cut the model into this many pipeline stages, each split over N / this "
                   "many ranks by tensor parallelism (1: tensor parallelism over all N)")
+      ->check(at_least(1))
       ->capture_default_str();
 }
 
@@ -260,9 +276,11 @@ Command add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
   cmd->add_option("-p,--prompt", a->prompt, "text to continue");
-  cmd->add_option("-n,--tokens", a->tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("-n,--tokens", a->tokens, "tokens to generate")->check(at_least(0))->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "sampling temperature")->capture_default_str();
-  cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0 = all")
+      ->check(at_least(0))
+      ->capture_default_str();
   cmd->add_option("--top-p", a->top_p, "nucleus sampling: the most likely tokens up to this probability mass; 1 = all")
       ->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole window for every token (the reference path)");

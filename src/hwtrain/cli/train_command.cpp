@@ -248,6 +248,14 @@ int run_train(const TrainArgs& a) {
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
   if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
+  if (resumed && resumed->state.contains("step") && resumed->state["step"].is_number_integer()) {
+    const int64_t done = resumed->state["step"].get<int64_t>();  // read and bounded with the checkpoint
+    if (config.train.max_steps <= done) {  // before anything is written
+      throw ConfigError("train.max_steps = " + std::to_string(config.train.max_steps) + " is not past step " +
+                        std::to_string(done) + " of the checkpoint " + checkpoint->string() +
+                        ": nothing to train; valid: more than " + std::to_string(done));
+    }
+  }
   const std::optional<DeviceMesh> fixed_mesh = run_mesh_shape(config, env.world_size);  // empty: "auto"
   const PlanContext context = mesh_plan_context(fixed_mesh, env);
   std::shared_ptr<ProcessGroup> group;

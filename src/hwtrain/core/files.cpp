@@ -22,6 +22,8 @@ std::string errno_text() { return std::strerror(errno); }
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot read " + path.string() + ": " + errno_text());
+  std::error_code ec;  // a directory opens as a stream of no bytes: never what the caller meant
+  if (fs::is_directory(path, ec)) throw IoError("cannot read " + path.string() + ": it is a directory, not a file");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw IoError("error while reading " + path.string());

@@ -166,7 +166,7 @@ ParamSpec parse_param_spec(const SweepTableReader& r, const std::string& key, co
   r.check_known(t, pre, space_spec_keys());
   if (checks.is_config_key && !checks.is_config_key(key)) {
     throw ConfigError(r.file() + ": sweep.space.\"" + key + "\" is not an hwtrain config key" +
-                      did_you_mean(key, checks.all_config_keys) + "; see `hwtrain config --list` for the keys");
+                      did_you_mean(key, checks.all_config_keys) + "; see `hwtrain train --help-config` for the keys");
   }
   ParamSpec p;
   p.key = key;

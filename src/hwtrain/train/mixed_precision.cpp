@@ -84,7 +84,13 @@ bool MixedPrecision::note_step(bool loss_finite) {
     return false;
   }
   ++consecutive_nonfinite_;
-  if (current_ == Precision::Fp32 || fallback_after_ <= 0 || consecutive_nonfinite_ < fallback_after_) return false;
+  if (fallback_after_ <= 0 || consecutive_nonfinite_ < fallback_after_) return false;
+  if (current_ == Precision::Fp32) {  // nothing to fall back to: the run has diverged
+    throw Error("training diverged: " + std::to_string(consecutive_nonfinite_) +
+                " consecutive steps had a non-finite loss in fp32 (optimization.nonfinite_fallback_steps = " +
+                std::to_string(fallback_after_) + "); lower train.lr or raise train.warmup_steps, and resume "
+                "from a checkpoint saved before (none is saved after a non-finite loss)");
+  }
   fall_back(std::to_string(consecutive_nonfinite_) + " consecutive steps had a non-finite loss in " +
             precision_name(current_) + " (optimization.nonfinite_fallback_steps = " + std::to_string(fallback_after_) +
             ")");

@@ -60,7 +60,8 @@ class MixedPrecision {
   int64_t skipped_steps() const { return skipped_before_ + scaler_->skipped_steps() + extra_skipped_; }
 
   // After each step: whether its loss was finite. Returns true when this step completed K
-  // consecutive non-finite steps and training has just switched to fp32.
+  // consecutive non-finite steps and training has just switched to fp32; in fp32 already, K
+  // consecutive non-finite steps throw Error (the run diverged; K = 0: never).
   bool note_step(bool loss_finite);
   // Counts a step whose update was skipped for a non-finite loss (the scaler counts its own).
   void count_skipped() { ++extra_skipped_; }

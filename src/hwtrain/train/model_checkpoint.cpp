@@ -1,5 +1,7 @@
 #include "hwtrain/train/model_checkpoint.h"
 
+#include <cmath>
+
 #include <unistd.h>
 
 #include "hwtrain/core/error.h"
@@ -56,6 +58,7 @@ void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
 }
 
 void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
+  last_loss_finite_ = std::isfinite(m.loss);  // the same on every rank (the loss is shared)
   bool due = options_.every_steps > 0 && t.step() % options_.every_steps == 0;
   if (options_.every_minutes > 0) {
     bool time_due = t.elapsed_seconds() - last_save_time_ >= 60.0 * options_.every_minutes;
@@ -63,6 +66,10 @@ void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
     due = due || time_due;
   }
   if (!due) return;
+  if (!last_loss_finite_) {  // its weights may be NaN: the checkpoints saved before stay, none rotated out
+    log_warn("checkpoint: step {} not saved: its loss is not finite", t.step());
+    return;
+  }
   const fs::path path = save(t);
   if (watch_ && !watch_->watches_evaluations()) {
     auto v = watch_->value_in(m);
@@ -77,7 +84,12 @@ void ModelCheckpoint::on_evaluation_end(TrainerControl& t, const EvalMetrics& m)
 }
 
 void ModelCheckpoint::on_train_end(TrainerControl& t) {
-  if (options_.save_final) save(t);
+  if (!options_.save_final) return;
+  if (!last_loss_finite_) {
+    log_warn("checkpoint: the final step {} not saved: its loss is not finite", t.step());
+    return;
+  }
+  save(t);
 }
 
 fs::path link_checkpoint_as(const fs::path& checkpoint, const std::string& name) {

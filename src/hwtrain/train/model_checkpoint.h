@@ -51,6 +51,7 @@ class ModelCheckpoint : public Callback {
   std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;
+  bool last_loss_finite_ = true;  // the last step's; a non-finite one is not saved
   std::filesystem::path last_saved_path_;
   std::filesystem::path best_path_;
 };
