@@ -207,10 +207,15 @@ TEST_F(Cli, ResumeVerifiesTheChecksumsEvalAndGenerateVerify) {
 }
 
 TEST_F(Cli, OutDirHoldingARunIsRefusedUnlessResumedOrOverwritten) {
+  // A run that failed before its first step (on its data, say) left only its start-up files: its
+  // retry into the same directory is not refused as "a run", and rewrites them.
+  dir.write("run1/config.toml", "# a failed start\n");
+  dir.write("run1/plan.json", "{}");
   Result r = run("train --data corpus " + common() + " --out run1", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
   dir.write("run1/notes.txt", "mine");
   const std::string config = read_file(dir / "run1" / "config.toml");
+  EXPECT_NE(config, "# a failed start\n");
   const std::string metrics = read_file(dir / "run1" / "metrics.jsonl");
   // Another run into the same directory would mix metrics, configs and checkpoints: refused.
   r = run("train --data corpus " + common() + " --set model.n_layer=1 --out run1", dir.path());

@@ -1,5 +1,7 @@
 #include "hwtrain/cli/run_dir.h"
 
+#include <algorithm>
+
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/obs/csv_sink.h"
@@ -44,7 +46,13 @@ void check_out_dir(const fs::path& out, const std::optional<fs::path>& checkpoin
   }
   if (overwrite || resumes_this_run) return;
   const std::vector<std::string> found = existing_run_outputs(out);
-  if (found.empty()) return;
+  // What a run writes at start-up alone (a run that failed before its first step): nothing to lose,
+  // and its retry rewrites them; a metric line, a checkpoint or a report is a run's work.
+  const std::vector<std::string> start_up = {kConfigFileName, kPlanFileName, kHardwareFileName, "hardware.json"};
+  const bool only_start_up = std::all_of(found.begin(), found.end(), [&](const std::string& name) {
+    return std::find(start_up.begin(), start_up.end(), name) != start_up.end();
+  });
+  if (only_start_up) return;
   throw ConfigError("--out " + out.string() + " already holds a run (" + join(found, ", ") +
                     "); continue it with --resume " + out.string() +
                     ", replace it with --overwrite, or choose another directory");
