@@ -180,12 +180,20 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
                                               " times the stage-to-stage messages"
                                         : ": plain 1F1B"));
   }
-  p.decide("micro_batch_size", std::to_string(l.micro_batch_size), "the parallel layout's");
+  p.decide("micro_batch_size", std::to_string(l.micro_batch_size),
+           in.want.micro_batch_size ? "train.micro_batch_size set by user" : "the parallel layout's");
+  // A user's accumulation sets the global batch (as over data parallelism on every device), which
+  // the layout divides among its replicas: their micro-batch count is the layout's.
+  const std::string kept = in.want.grad_accum_steps
+                               ? "; train.grad_accum_steps = " + std::to_string(*in.want.grad_accum_steps) +
+                                     " set by user fixes the global batch (train.micro_batch_size x it x the " +
+                                     "devices, or optimization.target_batch_size), not each replica's count"
+                               : std::string();
   p.decide("grad_accum_steps", std::to_string(l.num_micro_batches),
            "global batch " + std::to_string(p.global_batch_size()) + " sequences = " +
                std::to_string(l.micro_batch_size) + " x " + std::to_string(l.num_micro_batches) + " micro-batches x " +
                std::to_string(l.data_parallel) + " replicas" +
-               (l.pipeline_parallel > 1 ? " (the pipeline's m)" : std::string()));
+               (l.pipeline_parallel > 1 ? " (the pipeline's m)" : std::string()) + kept);
   p.predicted_peak_bytes = l.predicted_peak_bytes;
   p.decide("memory", format_bytes(l.predicted_peak_bytes) + " predicted peak",
            "per rank on the stage that needs the most, budget " + format_bytes(p.memory_budget_bytes) +
