@@ -5,6 +5,7 @@
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/hf_bpe_tokenizer.h"
+#include "hwtrain/dist/dist_env.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/interop/hf_export.h"
@@ -23,6 +24,12 @@ struct ExportArgs {
 
 int run_export(const ExportArgs& a) {
   init_logging(-1, "info");
+  // One process writes the directory; under `hwtrain launch` the other ranks have nothing to do
+  // (each writing it too failed on the directory rank 0 had filled).
+  if (const DistEnv env = read_dist_env(); env.rank != 0) {
+    log_info("export: rank {} of a launch leaves the export to rank 0", env.rank);
+    return 0;
+  }
   if (a.format != "hf") throw ConfigError("export: --format " + a.format + " is unknown: expected hf");
   const fs::path ckpt = resolve_checkpoint(a.checkpoint, default_checkpoint_dir(a.run_out));
   verify_checkpoint(ckpt);

@@ -12,6 +12,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/option_checks.h"
+#include "hwtrain/dist/dist_env.h"
 #include "hwtrain/obs/svg_plot.h"
 #include "hwtrain/train/lr_range_test.h"
 
@@ -84,6 +85,7 @@ int run_lr_find(LrFindArgs& a) {
   t.extra_callbacks.push_back(test);
   const int rc = run_train(t);
   if (rc != 0) return rc;
+  if (read_dist_env().rank != 0) return 0;  // launched: every rank saw the same (averaged) losses; one reports
   const auto suggestion = suggest_lr(test->points());
   write_outputs(t.out, *test, suggestion);
   std::cout << "step  lr          loss      smoothed\n";
