@@ -95,7 +95,11 @@ int run_lr_find(LrFindArgs& a) {
     std::printf("%-5zu %-11.3g %-9.4f %.4f\n", i + 1, p.lr, p.loss, p.smoothed);
   }
   if (!suggestion) {
-    std::cout << "too few finite steps to suggest a learning rate; raise --steps or lower --start-lr\n";
+    size_t finite = 0;
+    for (const auto& p : test->points()) finite += std::isfinite(p.loss) ? 1 : 0;
+    std::cout << "too few finite steps to suggest a learning rate: " << finite << " of --steps "
+              << a.options.steps << " had a finite loss, 16 are needed; raise --steps (to 16 or more) or lower "
+              << "--start-lr\n";
     return 1;
   }
   std::printf("suggested learning rate: %.3g (steepest descent of the loss); %.3g (a tenth of the "
