@@ -207,9 +207,11 @@ TEST_F(Cli, ResumeVerifiesTheChecksumsEvalAndGenerateVerify) {
 }
 
 TEST_F(Cli, OutDirHoldingARunIsRefusedUnlessResumedOrOverwritten) {
-  // A run that failed before its first step (on its data, say) left only its start-up files: its
-  // retry into the same directory is not refused as "a run", and rewrites them.
+  // A config.toml alone may be the user's own: refused. A run that failed before its first step
+  // (on its data, say) left its start-up files, plan.json among them: its retry into the same
+  // directory is not refused as "a run", and rewrites them.
   dir.write("run1/config.toml", "# a failed start\n");
+  expect_error(run("train --data corpus " + common() + " --out run1", dir.path()), "--out run1 already holds a run");
   dir.write("run1/plan.json", "{}");
   Result r = run("train --data corpus " + common() + " --out run1", dir.path());
   ASSERT_EQ(r.code, 0) << r.output;

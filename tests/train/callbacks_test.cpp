@@ -325,6 +325,13 @@ TEST(ModelCheckpoint, AStepWithANonFiniteLossIsNotSaved) {
   auto kept = CheckpointStore(dir / "checkpoints", 2).list();
   ASSERT_EQ(kept.size(), 2u);
   EXPECT_EQ(kept[1].filename(), "step_00000002");
+  // Under a loss scaler a non-finite step skips its update (skipped_steps grows): the weights are
+  // the last good ones, and the step is saved.
+  t.current_step = 5;
+  StepMetrics skipped = step_record(5, nan);
+  skipped.skipped_steps = 1;
+  cb.on_step_end(t, skipped);
+  EXPECT_EQ(t.num_saves, 3);
 }
 
 TEST(ModelCheckpoint, SavesEveryMinutes) {

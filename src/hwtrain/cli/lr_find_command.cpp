@@ -77,7 +77,8 @@ int run_lr_find(LrFindArgs& a) {
   for (const std::string& o : std::vector<std::string>{"train.lr_schedule=constant", "train.warmup_steps=0", "train.min_lr=0", "train.lr=" + option_text(a.options.start_lr),
         "train.max_steps=" + std::to_string(a.options.steps), "train.eval_interval=0", "train.sample_tokens=0",
         "train.time_budget=0", "checkpoint.save_final=false", "checkpoint.interval=0",
-        "checkpoint.every_minutes=0", "early_stopping.enabled=false", "lr_plateau.enabled=false", "log.report=false"}) {
+        "checkpoint.every_minutes=0", "early_stopping.enabled=false", "lr_plateau.enabled=false", "log.report=false",
+        "optimization.nonfinite_fallback_steps=0"}) {  // a diverging loss is what the test looks for
     t.config.overrides.push_back(o);
   }
   if (t.out.empty()) t.out = new_run_dir().string();

@@ -46,13 +46,16 @@ void check_out_dir(const fs::path& out, const std::optional<fs::path>& checkpoin
   }
   if (overwrite || resumes_this_run) return;
   const std::vector<std::string> found = existing_run_outputs(out);
+  if (found.empty()) return;
   // What a run writes at start-up alone (a run that failed before its first step): nothing to lose,
-  // and its retry rewrites them; a metric line, a checkpoint or a report is a run's work.
+  // and its retry rewrites them; a metric line, a checkpoint or a report is a run's work. plan.json
+  // among them says hwtrain wrote them: a config.toml or doctor's hardware.json alone may be the
+  // user's own, and stays refused.
   const std::vector<std::string> start_up = {kConfigFileName, kPlanFileName, kHardwareFileName, "hardware.json"};
   const bool only_start_up = std::all_of(found.begin(), found.end(), [&](const std::string& name) {
     return std::find(start_up.begin(), start_up.end(), name) != start_up.end();
   });
-  if (only_start_up) return;
+  if (only_start_up && std::find(found.begin(), found.end(), kPlanFileName) != found.end()) return;
   throw ConfigError("--out " + out.string() + " already holds a run (" + join(found, ", ") +
                     "); continue it with --resume " + out.string() +
                     ", replace it with --overwrite, or choose another directory");

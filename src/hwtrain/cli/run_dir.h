@@ -19,7 +19,7 @@ std::vector<std::string> existing_run_outputs(const std::filesystem::path& dir);
 // ConfigError (one line naming DIR and what it holds) when `out` holds a run and this training
 // neither continues it (a --resume checkpoint inside it) nor replaces it (--overwrite); also when
 // --overwrite would delete the very checkpoint being resumed. A directory holding only what a run
-// writes at start-up (config, plan, hardware: a run that failed before its first step) is reused.
+// writes at start-up, plan.json among it (a run that failed before its first step), is reused.
 // Reads only; call before any work.
 void check_out_dir(const std::filesystem::path& out, const std::optional<std::filesystem::path>& checkpoint,
                    bool overwrite);

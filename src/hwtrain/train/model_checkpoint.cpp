@@ -58,7 +58,11 @@ void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
 }
 
 void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
-  last_loss_finite_ = std::isfinite(m.loss);  // the same on every rank (the loss is shared)
+  // The same on every rank (the loss is shared). A step whose update the loss scaler skipped kept
+  // the weights it had, so its non-finite loss does not make them suspect.
+  const bool update_skipped = m.skipped_steps > skipped_so_far_;
+  if (m.skipped_steps >= 0) skipped_so_far_ = m.skipped_steps;
+  last_loss_finite_ = std::isfinite(m.loss) || update_skipped;
   bool due = options_.every_steps > 0 && t.step() % options_.every_steps == 0;
   if (options_.every_minutes > 0) {
     bool time_due = t.elapsed_seconds() - last_save_time_ >= 60.0 * options_.every_minutes;

@@ -51,7 +51,8 @@ class ModelCheckpoint : public Callback {
   std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;
-  bool last_loss_finite_ = true;  // the last step's; a non-finite one is not saved
+  bool last_loss_finite_ = true;  // the last step's, or its update skipped; a step without is not saved
+  int64_t skipped_so_far_ = 0;     // the loss scaler's skipped steps at the last step
   std::filesystem::path last_saved_path_;
   std::filesystem::path best_path_;
 };
