@@ -3,11 +3,12 @@
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
+#include "hwtrain/cli/split_model.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/hf_bpe_tokenizer.h"
-#include "hwtrain/dist/dist_env.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/dist/dist_env.h"
 #include "hwtrain/interop/hf_export.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
@@ -44,12 +45,7 @@ int run_export(const ExportArgs& a) {
     throw ConfigError("export: --dtype " + a.dtype + " is unknown: expected fp32, bf16 or fp16");
   }
   const NamedTensors weights = read_checkpoint_weights(ckpt);  // model.safetensors or the shards joined
-  for (const auto& [name, t] : weights) {  // as generate and eval refuse it (cli/split_model.cpp)
-    if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>()) {
-      throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or infinite values (the run "
-                    "diverged before this checkpoint); export an earlier checkpoint");
-    }
-  }
+  for (const auto& [name, t] : weights) check_finite_weight(ckpt, name, t);  // as generate and eval do
   if (has_tokenizer_files(ckpt)) {  // the run's tokenizer goes along when Hugging Face can read it
     const auto tok = load_tokenizer(ckpt);
     if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tok.get())) options.tokenizer_json = hf->json_text();

@@ -30,12 +30,12 @@ struct PlanArgs {
 
 // The machine flags that go together: --gpus and --nodes describe a --preset, which a --hardware
 // file would contradict; the counts are bounded (the layout search's tables grow with the GPUs).
-void check_machine_flags(const PlanArgs& a, bool counts_given) {
+void check_machine_flags(const PlanArgs& a) {
   if (!a.preset.empty() && !a.hardware_file.empty()) {
     throw ConfigError("plan: --preset " + a.preset + " and --hardware " + a.hardware_file +
                       " each describe the machine: give one");
   }
-  if (counts_given && a.preset.empty()) {
+  if (a.counts_given && a.preset.empty()) {
     throw ConfigError("plan: --gpus and --nodes describe a --preset machine; add --preset (one of " +
                       join(hardware_preset_names()) + ")");
   }
@@ -43,7 +43,7 @@ void check_machine_flags(const PlanArgs& a, bool counts_given) {
 
 int run_plan(const PlanArgs& a) {
   init_logging(-1, "warn");
-  check_machine_flags(a, a.counts_given);
+  check_machine_flags(a);
   RunConfig config = resolve_config(a.config, std::nullopt);
   HardwareProfile hw;
   PlanContext ctx;

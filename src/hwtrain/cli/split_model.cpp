@@ -74,6 +74,10 @@ void check_checkpoint_weight(const fs::path& ckpt, const std::string& name, c10:
     throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' has shape " + c10::str(value.sizes()) +
                   ", the model needs " + c10::str(shape));
   }
+  check_finite_weight(ckpt, name, value);
+}
+
+void check_finite_weight(const fs::path& ckpt, const std::string& name, const torch::Tensor& value) {
   if (!torch::isfinite(value).all().item<bool>()) {
     throw IoError("checkpoint " + ckpt.string() + ": tensor '" + name + "' holds NaN or infinite values (the run "
                   "diverged before this checkpoint); use an earlier checkpoint");

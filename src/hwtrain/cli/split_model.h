@@ -27,6 +27,9 @@ std::filesystem::path own_checkpoint(const std::string& spec, const std::string&
 // IoError naming the checkpoint and the tensor unless `value` has `shape` and only finite values.
 void check_checkpoint_weight(const std::filesystem::path& ckpt, const std::string& name, c10::IntArrayRef shape,
                              const torch::Tensor& value);
+// IoError naming the checkpoint and the tensor unless `value` holds only finite values (eval,
+// generate and export refuse a diverged checkpoint alike).
+void check_finite_weight(const std::filesystem::path& ckpt, const std::string& name, const torch::Tensor& value);
 // The IoError for a tensor `name` in checkpoint `ckpt` that the model has no parameter for.
 IoError unknown_checkpoint_tensor(const std::filesystem::path& ckpt, const std::string& name);
 

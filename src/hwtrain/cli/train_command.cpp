@@ -132,6 +132,16 @@ fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& check
   return group ? fs::path(group->share_from_rank0("run_dir", run_dir.string())) : run_dir;
 }
 
+// ConfigError unless train.max_steps goes past the resumed checkpoint's step (nothing to train).
+void check_steps_left(const TrainingCheckpoint& resumed, const fs::path& checkpoint, int64_t max_steps) {
+  if (!resumed.state.contains("step") || !resumed.state["step"].is_number_integer()) return;
+  const int64_t done = resumed.state["step"].get<int64_t>();  // read and bounded with the checkpoint
+  if (max_steps > done) return;
+  throw ConfigError("train.max_steps = " + std::to_string(max_steps) + " is not past step " + std::to_string(done) +
+                    " of the checkpoint " + checkpoint.string() + ": nothing to train; valid: more than " +
+                    std::to_string(done));
+}
+
 // config.toml, plan.json and the hardware files of the run directory (rank 0), replacing an old
 // run's outputs first under --overwrite: as late as possible, so a config or data error keeps it.
 void write_run_files(const fs::path& run_dir, const RunConfig& config, const HardwareAwareOptimizer& optimizer,
@@ -248,14 +258,7 @@ int run_train(const TrainArgs& a) {
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
   if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
-  if (resumed && resumed->state.contains("step") && resumed->state["step"].is_number_integer()) {
-    const int64_t done = resumed->state["step"].get<int64_t>();  // read and bounded with the checkpoint
-    if (config.train.max_steps <= done) {  // before anything is written
-      throw ConfigError("train.max_steps = " + std::to_string(config.train.max_steps) + " is not past step " +
-                        std::to_string(done) + " of the checkpoint " + checkpoint->string() +
-                        ": nothing to train; valid: more than " + std::to_string(done));
-    }
-  }
+  if (resumed) check_steps_left(*resumed, *checkpoint, config.train.max_steps);  // before anything is written
   const std::optional<DeviceMesh> fixed_mesh = run_mesh_shape(config, env.world_size);  // empty: "auto"
   const PlanContext context = mesh_plan_context(fixed_mesh, env);
   std::shared_ptr<ProcessGroup> group;

@@ -1,5 +1,7 @@
 #include "hwtrain/dist/tensor_parallel_group.h"
 
+#include <algorithm>
+
 #include "hwtrain/core/clock.h"
 
 namespace hwt {
@@ -121,18 +123,9 @@ std::function<void()> ProcessGroupComm::send_and_recv(const torch::Tensor& send,
   if (!group_->coalesces_point_to_point()) {
     return TensorParallelComm::send_and_recv(send, send_peer, send_tag, recv, recv_peer, recv_tag);
   }
-  TORCH_CHECK(recv.is_contiguous(), "ProcessGroupComm::send_and_recv needs a contiguous receiving tensor");
-  auto tensor = std::make_shared<torch::Tensor>(send.contiguous());
-  ++stats_.sends;
-  stats_.bytes += static_cast<int64_t>(tensor->nbytes());
-  const std::string what = "exchanging with ranks " + std::to_string(group_->world_rank(send_peer)) + " and " +
-                           std::to_string(group_->world_rank(recv_peer));
-  const auto start = Clock::now();
-  group_->wait(group_->start_point_to_point({{true, tensor.get(), send_peer, send_tag},
-                                             {false, &recv, recv_peer, recv_tag}}, what),
-               what);
-  stats_.seconds += seconds_since(start);
-  return [tensor] {};  // the group's work covered the send (its tensor kept until waited for)
+  torch::Tensor sent = send;
+  exchange({{true, &sent, send_peer, send_tag}, {false, &recv, recv_peer, recv_tag}});
+  return [] {};  // the group's work covered the send
 }
 
 void ProcessGroupComm::exchange(const std::vector<Transfer>& transfers) {
@@ -140,7 +133,8 @@ void ProcessGroupComm::exchange(const std::vector<Transfer>& transfers) {
   std::vector<torch::Tensor> sent;  // contiguous copies of the sends, alive until the group is done
   sent.reserve(transfers.size());
   std::vector<ProcessGroup::PeerOp> ops;
-  std::string what = "exchanging with ranks";
+  std::string what = "exchanging with rank";
+  std::vector<int> peers;  // world ranks, each once
   for (const Transfer& t : transfers) {
     if (t.send) {
       sent.push_back(t.tensor->contiguous());
@@ -150,10 +144,13 @@ void ProcessGroupComm::exchange(const std::vector<Transfer>& transfers) {
       TORCH_CHECK(t.tensor->is_contiguous(), "ProcessGroupComm::exchange needs contiguous receiving tensors");
     }
     ops.push_back({t.send, t.send ? &sent.back() : t.tensor, t.peer, t.tag});
-    const std::string peer = " " + std::to_string(group_->world_rank(t.peer));
-    if ((what + " ").find(peer + " ") == std::string::npos) what += peer;
+    const int peer = group_->world_rank(t.peer);
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
   }
   if (ops.empty()) return;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    what += (i == 0 ? (peers.size() > 1 ? "s " : " ") : " and ") + std::to_string(peers[i]);
+  }
   const auto start = Clock::now();
   group_->wait(group_->start_point_to_point(ops, what), what);
   stats_.seconds += seconds_since(start);

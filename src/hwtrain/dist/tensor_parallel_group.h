@@ -21,8 +21,8 @@ class ProcessGroupComm : public TensorParallelComm {
   torch::Tensor reduce_scatter(const torch::Tensor& t) override;
   std::function<void()> send_async(const torch::Tensor& t, int peer, int tag) override;
   void recv(torch::Tensor& t, int peer, int tag) override;
-  // One coalesced group where the backend has them (NCCL), else the send then the receive. On NCCL
-  // send_async and recv are groups of one as well (tensor_parallel_group.cpp says why).
+  // One coalesced group where the backend has them (NCCL: exchange), else the send then the
+  // receive. On NCCL send_async and recv are groups of one as well (tensor_parallel_group.cpp says why).
   std::function<void()> send_and_recv(const torch::Tensor& send, int send_peer, int send_tag, torch::Tensor& recv,
                                       int recv_peer, int recv_tag) override;
   // One coalesced group where the backend has them (NCCL), else the base class's turn.
