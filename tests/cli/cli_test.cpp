@@ -145,6 +145,12 @@ TEST_F(Cli, BadConfigs) {
   expect_error(run("plan --gpus 8 --nodes 4", dir.path()), "add --preset");
   dir.write("hw.json", "{}");
   expect_error(run("plan --preset h100-80gb --hardware hw.json", dir.path()), "give one");
+  // plan refuses the mesh train would refuse: one process cannot hold a tensor-parallel pair, nor 8
+  // GPUs a tensor group of 3 (every size set: the mesh is fixed, not searched).
+  expect_error(run("plan --set dist.tensor_parallel=2", dir.path()), "does not divide the world size 1");
+  expect_error(run("plan --preset h100-80gb --gpus 8 --set dist.tensor_parallel=3 --set dist.pipeline_parallel=1 "
+                   "--set dist.pipeline_chunks=1", dir.path()),
+               "does not divide the world size 8");
   // Flags out of range are refused by the argument parser, in its own one-line form.
   Result r = run("plan --preset h100-80gb --gpus 100000 --nodes 100000", dir.path());
   EXPECT_NE(r.code, 0);

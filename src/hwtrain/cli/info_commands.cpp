@@ -4,12 +4,14 @@
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
+#include "hwtrain/cli/parallel_setup.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/default_corpus.h"
 #include "hwtrain/data/tokenizer.h"
+#include "hwtrain/dist/dist_env.h"
 #include "hwtrain/hw/doctor.h"
 #include "hwtrain/hw/hardware_preset.h"
 #include "hwtrain/obs/log.h"
@@ -41,45 +43,64 @@ void check_machine_flags(const PlanArgs& a) {
   }
 }
 
-int run_plan(const PlanArgs& a) {
-  init_logging(-1, "warn");
-  check_machine_flags(a);
-  RunConfig config = resolve_config(a.config, std::nullopt);
-  HardwareProfile hw;
-  PlanContext ctx;
+// The machine a plan is for: a preset, a described one (both "paper" machines) or this one.
+HardwareProfile plan_hardware(const PlanArgs& a, bool& paper) {
+  paper = !a.preset.empty() || !a.hardware_file.empty();
   if (!a.preset.empty()) {
     auto p = hardware_preset(a.preset, static_cast<int>(a.gpus_per_node * a.nodes));
     if (!p) {
       throw ConfigError("--preset '" + a.preset + "' is unknown: expected one of " + join(hardware_preset_names()) +
                         did_you_mean(a.preset, hardware_preset_names()));
     }
-    hw = *p;
-    hw.num_nodes = static_cast<int>(a.nodes);
-    ctx.paper = true;
-  } else if (!a.hardware_file.empty()) {
+    p->num_nodes = static_cast<int>(a.nodes);
+    return *p;
+  }
+  if (!a.hardware_file.empty()) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(read_file(a.hardware_file));
     } catch (const nlohmann::json::parse_error& e) {
       throw HardwareError("hardware file " + a.hardware_file + " is not valid JSON: " + e.what());
     }
-    hw = hardware_from_json(j, a.hardware_file);
-    ctx.paper = true;
-  } else {
-    hw = detect_hardware();
+    return hardware_from_json(j, a.hardware_file);
   }
-  if (ctx.paper) ctx.world_size = std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()));
+  return detect_hardware();
+}
+
+int run_plan(const PlanArgs& a) {
+  init_logging(-1, "warn");
+  check_machine_flags(a);
+  RunConfig config = resolve_config(a.config, std::nullopt);
+  PlanContext ctx;
+  const HardwareProfile hw = plan_hardware(a, ctx.paper);
+  // The world `train` would run in: the described machine's GPUs, or this process's launch. A fixed
+  // mesh is checked and planned as train plans it, so that plan refuses what train would refuse; on a
+  // described machine the sizes a user left unset are searched (as "auto"), so it is fixed only when
+  // dist.tensor_parallel, pipeline_parallel and pipeline_chunks are all set.
+  const DistEnv env = read_dist_env();
+  const int world = ctx.paper ? std::max(1, static_cast<int>(hw.gpus.size())) : env.world_size;
+  const bool all_set = config.is_set("dist.tensor_parallel") && config.is_set("dist.pipeline_parallel") &&
+                       config.is_set("dist.pipeline_chunks");
+  std::optional<DeviceMesh> fixed;
+  if (!ctx.paper || all_set) fixed = run_mesh_shape(config, world);
+  if (!ctx.paper) ctx = mesh_plan_context(fixed, env);
+  if (ctx.paper) ctx.world_size = fixed ? fixed->data_parallel() : world;
+  if (ctx.paper && fixed) ctx.model_parallel = fixed->tensor_parallel() * fixed->pipeline_parallel();
+  if (ctx.paper && fixed) ctx.pipeline_parallel = fixed->pipeline_parallel();
   if (config.model.vocab_size == 0) {
     config.model.vocab_size = resolve_vocab_size(config.model, data_vocab_size(config.data));
   }
   Plan plan = make_plan(hw, config, ctx);
+  const DeviceMesh mesh = planned_mesh_shape(fixed, config, plan, world);
+  check_plan_for_mesh(mesh, plan, planned_pipeline_chunks(config, plan));
+  check_sharding_for_mesh(mesh, plan, config);
   if (a.json) {
     std::cout << plan.to_json() << "\n";
     return 0;
   }
   std::cout << "hardware (" << hw.source << "):\n" << hardware_summary(hw) << "\n";
   std::cout << "plan for " << config.model.n_layer << " layers x " << config.model.n_embd << " wide, block "
-            << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << ctx.world_size << " device(s):\n"
+            << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << world << " device(s):\n"
             << plan.to_text();
   if (!plan.layouts_considered.empty()) std::cout << "\n" << plan.layouts_text();
   return 0;
