@@ -99,7 +99,8 @@ TEST(MathLibs, BuildSettingsAndVersions) {
   EXPECT_EQ(version_after("Intel(R) MKL-DNN v3.10.2 (Git Hash f1d4)", " v"), "3.10.2");
   EXPECT_EQ(version_after("no version here", " v"), "");
   EXPECT_EQ(mkl_code_path_name(0), "generic (SSE2)");
-  EXPECT_EQ(mkl_code_path_name(7), "AVX-512 + VNNI/BF16");
+  EXPECT_EQ(mkl_code_path_name(5), "AVX2");
+  EXPECT_EQ(mkl_code_path_name(7), "AVX-512");
   EXPECT_EQ(nccl_version_string(22703), "2.27.3");
   EXPECT_EQ(nccl_version_string(2804), "2.8.4");
 }

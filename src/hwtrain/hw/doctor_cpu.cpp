@@ -84,7 +84,8 @@ void check_blas_library(const HardwareProfile& p, Findings* out) {
                     "libopenblas0 >= 0.3.21), or set OPENBLAS_CORETYPE=" + best_openblas_core(isa)});
     }
   }
-  bool generic = m.blas_code_path.rfind("generic", 0) == 0 || m.blas_code_path.rfind("SSE", 0) == 0;
+  // SSE2 up to SSE4.2 ("generic (SSE2)", "SSE3", "SSSE3", "SSE4.2"): no AVX kernels.
+  bool generic = m.blas_code_path.rfind("generic", 0) == 0 || m.blas_code_path.rfind("SS", 0) == 0;
   if (m.blas == "mkl" && generic && isa.avx2) {
     bool amd = p.cpu.vendor == "AuthenticAMD";
     out->push_back(
