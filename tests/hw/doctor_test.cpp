@@ -177,6 +177,24 @@ TEST(Doctor, OversubscribedByEnvironment) {
   expect_finding(p, "threads.oversubscribed", Finding::Severity::Warning);
 }
 
+// A value the runtimes cannot read is ignored by them (libgomp prints "Invalid value"): said, naming
+// the variable; OpenMP's nested list form is valid.
+TEST(Doctor, ThreadVariablesTheRuntimesCannotRead) {
+  for (const char* bad : {"abc", "0", "-3", "4x", "4,", ""}) {
+    HardwareProfile p = healthy();
+    p.env.omp_num_threads = bad;
+    const bool reported = (find(diagnose(p), "threads.env_invalid") != nullptr);
+    EXPECT_EQ(reported, std::string(bad) != "") << "OMP_NUM_THREADS='" << bad << "'";
+  }
+  HardwareProfile p = healthy();
+  p.env.mkl_num_threads = "two";
+  Finding f = expect_finding(p, "threads.env_invalid", Finding::Severity::Warning);
+  EXPECT_NE(f.message.find("MKL_NUM_THREADS='two'"), std::string::npos) << f.message;
+  p = healthy();
+  p.env.omp_num_threads = "2,1";
+  EXPECT_FALSE((find(diagnose(p), "threads.env_invalid") != nullptr));
+}
+
 TEST(Doctor, OversubscribedByOpenBlasPool) {
   HardwareProfile p = healthy();
   p.math.blas = "openblas";

@@ -23,7 +23,7 @@ std::string to_string(Finding::Severity s);
 // Findings, most severe first. Ids: blas.reference, blas.openblas_old_coretype,
 // blas.mkl_generic_kernels, gemm.fp32_below_peak, gemm.bf16_not_faster, cpu.no_bf16,
 // cpu.cgroup_quota, threads.intra_op_below_cores, threads.omp_env_below_cores,
-// threads.oversubscribed, alloc.glibc, alloc.jemalloc_decay, memory.low_available,
+// threads.oversubscribed, threads.env_invalid, alloc.glibc, alloc.jemalloc_decay, memory.low_available,
 // memory.cgroup_limit, gpu.torch_without_cuda, gpu.not_usable, gpu.cuda_build_no_gpu,
 // gpu.no_bf16, gpu.low_free_memory.
 std::vector<Finding> diagnose(const HardwareProfile& profile);

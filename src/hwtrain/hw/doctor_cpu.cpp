@@ -1,6 +1,7 @@
 // Doctor rules for the CPU side: BLAS kernels, GEMM speed against the ISA, bf16, threads,
 // allocator and memory. Thresholds sit next to their reason.
 #include <algorithm>
+#include <utility>
 
 #include "hwtrain/core/strings.h"
 #include "hwtrain/hw/doctor_rules.h"
@@ -155,6 +156,35 @@ void check_gemm_speed(const HardwareProfile& p, bool explained, Findings* out) {
   }
 }
 
+// A thread-count variable as the runtimes read it: positive whole numbers, comma-separated for
+// OpenMP's nesting levels ("8" or "8,2"). Anything else libgomp rejects ("Invalid value for
+// environment variable") and ignores, and OpenBLAS/MKL treat as unset.
+bool valid_thread_env(const std::string& value) {
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(value.find(',', start), value.size());
+    const std::string part = value.substr(start, end - start);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (std::stoi(part) < 1) return false;
+    if (end == value.size()) return true;
+    start = end + 1;
+  }
+}
+
+void check_thread_env_values(const EnvInfo& e, Findings* out) {
+  std::vector<std::string> bad;
+  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"OMP_NUM_THREADS", e.omp_num_threads},
+                                    {"MKL_NUM_THREADS", e.mkl_num_threads},
+                                    {"OPENBLAS_NUM_THREADS", e.openblas_num_threads}}) {
+    if (!value.empty() && !valid_thread_env(value)) bad.push_back(std::string(name) + "='" + value + "'");
+  }
+  if (bad.empty()) return;
+  out->push_back({"threads.env_invalid", S::Warning,
+                  join(bad, ", ") + (bad.size() == 1 ? " is" : " are") +
+                      " not a positive whole number: the runtime ignores it (libgomp says \"Invalid value\")",
+                  "unset it (hwtrain sizes LibTorch's pool to the usable cores) or set a whole number >= 1"});
+}
+
 }  // namespace
 
 void check_blas_and_gemm(const HardwareProfile& p, Findings* out) {
@@ -170,6 +200,7 @@ void check_threads(const HardwareProfile& p, Findings* out) {
   int omp = parse_thread_count(e.omp_num_threads);
   int mkl = parse_thread_count(e.mkl_num_threads);
   int openblas = parse_thread_count(e.openblas_num_threads);
+  check_thread_env_values(e, out);
   if (e.torch_intra_op_threads > 0 && e.torch_intra_op_threads < cores) {
     out->push_back(
         {"threads.intra_op_below_cores", cpu_speed_severity(p),
