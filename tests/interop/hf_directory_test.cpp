@@ -124,6 +124,31 @@ TEST(HfDirectory, ConfigErrorsNameTheFileAndKey) {
   EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(d.write(), {}); }).find("cannot build"), std::string::npos);
 }
 
+// A directory that is not a Hugging Face model says what it is instead, in one line: missing, a file,
+// a hwtrain checkpoint or run directory (with the commands that take those), or without config.json.
+TEST(HfDirectory, WhatIsNotAModelDirectoryIsNamed) {
+  testing::TempDir tmp;
+  auto error = [&](const std::string& name) {
+    return error_of<IoError>([&] { read_hf_model_config(tmp.path() / name, {}); });
+  };
+  EXPECT_NE(error("nowhere").find("nowhere: no such directory: expected a Hugging Face model directory"),
+            std::string::npos);
+  tmp.write("file.txt", "x");
+  EXPECT_NE(error("file.txt").find("file.txt is not a directory"), std::string::npos);
+  tmp.write("run/config.toml", "");
+  fs::create_directories(tmp.path() / "run" / "checkpoints");
+  tmp.write("ckpt/config.toml", "");
+  tmp.write("ckpt/COMPLETE", "{}");
+  EXPECT_NE(error("run").find("is a hwtrain run directory, not a Hugging Face model directory: `hwtrain train "
+                              "--resume"),
+            std::string::npos)
+      << error("run");
+  EXPECT_NE(error("ckpt").find("is a hwtrain checkpoint"), std::string::npos);
+  EXPECT_NE(error("ckpt").find("`hwtrain export "), std::string::npos);
+  tmp.write("other/model.safetensors", "");
+  EXPECT_NE(error("other").find("other has no config.json"), std::string::npos);
+}
+
 TEST(HfDirectory, ShardsAreCheckedAgainstTheIndex) {
   Dir d;
   const fs::path dir = d.write();

@@ -125,7 +125,28 @@ const std::vector<std::string>& hf_config_model_keys() {
   return keys;
 }
 
+namespace {
+// What a directory given as a Hugging Face model is, when it is not one: said in one line, with the
+// command that fits what it is (a hwtrain checkpoint or run directory is resumed or exported).
+void check_is_hf_directory(const fs::path& dir) {
+  std::error_code ec;
+  const std::string want = ": expected a Hugging Face model directory (config.json, model.safetensors or its shards)";
+  if (!fs::exists(dir, ec)) throw IoError(dir.string() + ": no such directory" + want);
+  if (!fs::is_directory(dir, ec)) throw IoError(dir.string() + " is not a directory" + want);
+  if (fs::exists(dir / "config.json", ec)) return;
+  const bool checkpoint = fs::exists(dir / "COMPLETE", ec) && fs::exists(dir / "config.toml", ec);
+  const bool run = fs::exists(dir / "checkpoints", ec) && fs::exists(dir / "config.toml", ec);
+  if (checkpoint || run) {
+    throw IoError(dir.string() + " is a hwtrain " + (checkpoint ? "checkpoint" : "run directory") +
+                  ", not a Hugging Face model directory: `hwtrain train --resume " + dir.string() +
+                  "` continues it, `hwtrain export " + dir.string() + " -o DIR` writes one to start from");
+  }
+  throw IoError(dir.string() + " has no config.json" + want);
+}
+}  // namespace
+
 ModelConfig read_hf_model_config(const fs::path& dir, ModelConfig m) {
+  check_is_hf_directory(dir);
   const fs::path file = dir / "config.json";
   const nlohmann::json j = read_json(file);
   if (!j.is_object()) throw IoError(file.string() + " must hold a JSON object");
