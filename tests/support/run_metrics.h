@@ -21,4 +21,16 @@ inline std::vector<double> step_losses(const std::filesystem::path& jsonl) {
   return out;
 }
 
+// The steps it wrote, in file order.
+inline std::vector<int64_t> logged_steps(const std::filesystem::path& jsonl) {
+  std::vector<int64_t> out;
+  std::ifstream in(jsonl);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "step") out.push_back(j["step"].get<int64_t>());
+  }
+  return out;
+}
+
 }  // namespace hwt::testing

@@ -9,6 +9,7 @@ MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const ObsConf
                              int64_t log_interval, bool logging_rank, bool resumed)
     : recorder_(std::make_unique<MetricsRecorder>(config)),
       log_interval_(log_interval),
+      max_steps_(max_steps),
       report_(config.report),
       logging_rank_(logging_rank) {
   if (!logging_rank_) return;
@@ -28,8 +29,15 @@ void MetricsLogger::on_step_end(TrainerControl& t, const StepMetrics& m) {
       if (auto s = monitor_->latest()) recorder_->on_monitor(*s);
     }
   }
-  // Sinks see every log_interval-th step (and the first), so files stay small on long runs.
-  if (m.step % log_interval_ == 0 || m.step == 1) recorder_->on_step(m);
+  // Sinks see every log_interval-th step (and the first and the last), so files stay small on long
+  // runs; a run that stops early (time budget, early stopping, a signal) has its last step written
+  // at the end, so reports and sweeps read the final loss.
+  if (m.step % log_interval_ == 0 || m.step == 1 || m.step == max_steps_) {
+    recorder_->on_step(m);
+    unlogged_.reset();
+  } else {
+    unlogged_ = m;
+  }
 }
 
 void MetricsLogger::on_evaluation_end(TrainerControl&, const EvalMetrics& m) {
@@ -38,6 +46,8 @@ void MetricsLogger::on_evaluation_end(TrainerControl&, const EvalMetrics& m) {
 
 void MetricsLogger::on_train_end(TrainerControl& t) {
   if (!logging_rank_) return;
+  if (unlogged_) recorder_->on_step(*unlogged_);
+  unlogged_.reset();
   if (progress_) progress_->finish();
   recorder_->flush();
   if (monitor_) monitor_cpu_seconds_ = monitor_->thread_cpu_seconds();

@@ -1,9 +1,11 @@
-// MetricsLogger: the callback that records every step and evaluation into the metric sinks
-// (progress display, metrics.jsonl/csv, TensorBoard), runs the hardware monitor, and writes
+// MetricsLogger: the callback that records every log_interval-th step (with the first and the last,
+// however the run ended) and every evaluation into the metric sinks (progress display,
+// metrics.jsonl/csv, TensorBoard), runs the hardware monitor, and writes
 // report.html at the end. Opening the sinks in the constructor makes an unwritable run
 // directory fail before training starts.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "hwtrain/obs/metrics_recorder.h"
 #include "hwtrain/obs/monitor.h"
@@ -31,6 +33,8 @@ class MetricsLogger : public Callback {
   ProgressDisplay* progress_ = nullptr;  // owned by recorder_
   std::unique_ptr<HardwareMonitor> monitor_;
   int64_t log_interval_;
+  int64_t max_steps_;
+  std::optional<StepMetrics> unlogged_;  // the latest step, when log_interval skipped it
   bool report_;
   bool logging_rank_;
   uint64_t monitor_samples_seen_ = 0;
