@@ -44,6 +44,19 @@ TEST(SweepBinding, EveryValueOfTheSpaceIsTriedOnTheBaseConfig) {
   EXPECT_THROW(check_space_values(lr, base), ConfigError);
   base.train.min_lr = 0;
   EXPECT_NO_THROW(check_space_values(lr, base));
+  // A continuous range over a whole-number key: its bounds print as whole numbers, its draws do not.
+  sweep::SweepConfig steps = space_of("train.max_steps", {});
+  steps.space.params[0].kind = sweep::ParamKind::kUniform;
+  steps.space.params[0].low = 1;
+  steps.space.params[0].high = 3;
+  try {
+    check_space_values(steps, base);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("for a whole-number key use type = \"int\""), std::string::npos) << e.what();
+  }
+  steps.space.params[0].kind = sweep::ParamKind::kInt;
+  EXPECT_NO_THROW(check_space_values(steps, base));
   EXPECT_TRUE(sweep_key_checks().is_config_key("train.lr"));
   EXPECT_FALSE(sweep_key_checks().is_config_key("train.lrr"));
 }

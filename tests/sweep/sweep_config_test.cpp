@@ -174,6 +174,18 @@ TEST(SweepConfig, EveryBadInputIsOneLineNamingFileAndKey) {
       {"[sweep]", "[train]\nlr = 1\n[sweep]", "unknown table [train]: a sweep file holds [sweep] only"},
       {"trials = 12", "trials = = 12", "TOML syntax error"},
   };
+  dir.write("notes.txt", "precious");  // an out_dir that is a file; a study that is a directory
+  dir.write("studydir/x", "");
+  const std::vector<Case> paths = {
+      {"study = \"studies/lr.db\"", "study = \"studies/lr.db\"\nout_dir = \"notes.txt\"",
+       "sweep.out_dir = '" + (dir / "notes.txt").string() + "' is a file, not a directory"},
+      {"study = \"studies/lr.db\"", "study = \"studydir\"", "sweep.study = '" + (dir / "studydir").string() +
+                                                              "' is a directory"},
+  };
+  for (const Case& c : paths) {
+    const std::string message = cfg_error_with(dir, c.from, c.to);
+    EXPECT_NE(message.find(c.expect), std::string::npos) << "got: " << message << "\nexpected: " << c.expect;
+  }
   for (const Case& c : cases) {
     if (c.expect.empty()) {
       std::string text = kCfgExample;

@@ -57,16 +57,29 @@ sweep::TrialParallelism machine_parallelism(const SweepConfig& config, const Run
   return sweep::decide_trial_parallelism(in);
 }
 
+// Trials this run may still start: those never created, and the interrupted ones (or running ones of
+// a dead process) that the store retries once; they size how many run at once.
+int trials_left(const std::vector<sweep::Trial>& trials, int max_trials) {
+  int left = std::max(0, max_trials - static_cast<int>(trials.size()));
+  for (const auto& t : trials) {
+    const bool retried = t.state == sweep::TrialState::kInterrupted || t.state == sweep::TrialState::kRunning;
+    if (retried && t.attempts < 2) ++left;
+  }
+  return left;
+}
+
 int run_sweep(const SweepArgs& args) {
   init_logging();
   const SweepConfig config = sweep::load_sweep_config(args.sweep_file, args.overrides, sweep_key_checks());
   const RunConfig base = load_run_config(config.base_config.string(), {});  // a bad base fails now, not per trial
   check_space_values(config, base);
+  fs::create_directories(config.study.parent_path());  // a study in a new folder, as out_dir is
   sweep::StudyStore store = sweep::StudyStore::open(config.study.string(), sweep::make_study_info(config));
   const auto sampler = sweep::make_sampler(config);
   const auto pruner = sweep::make_pruner(config);
-  const int done = static_cast<int>(store.trials().size());
-  const sweep::TrialParallelism parallelism = machine_parallelism(config, base, config.trials - done);
+  const std::vector<sweep::Trial> existing = store.trials();
+  const int done = static_cast<int>(existing.size());
+  const sweep::TrialParallelism parallelism = machine_parallelism(config, base, trials_left(existing, config.trials));
   log_info("sweep: {} of {} trials exist in {}; {} trial(s) at once, {} thread(s) each", done, config.trials,
            config.study.string(), parallelism.trials_at_once, parallelism.threads_per_trial);
   sweep::SweepRunnerOptions options;

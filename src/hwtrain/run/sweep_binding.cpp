@@ -27,16 +27,22 @@ void check_space_values(const sweep::SweepConfig& config, const RunConfig& base)
       values = {sweep::to_override_value(static_cast<std::int64_t>(p.low)),
                 sweep::to_override_value(static_cast<std::int64_t>(p.high))};
     } else if (p.kind != ParamKind::kChoice) {
-      values = {sweep::to_override_value(p.low), sweep::to_override_value(p.high)};
+      // The bounds, and a value between them with a fraction, as the sampler draws (bounds such as
+      // 1 and 3 print as whole numbers, which a whole-number key would take).
+      values = {sweep::to_override_value(p.low), sweep::to_override_value(p.high),
+                sweep::to_override_value(p.low + 0.37 * (p.high - p.low))};
     }
-    for (const std::string& v : values) {
+    for (size_t i = 0; i < values.size(); ++i) {
       RunConfig probe = base;
       try {
-        probe.apply_override(p.key + "=" + v);
+        probe.apply_override(p.key + "=" + values[i]);
         probe.validate();
       } catch (const ConfigError& e) {
-        throw ConfigError(config.sweep_file.string() + ": sweep.space.\"" + p.key + "\" value " + v +
-                          " is not valid for the run: " + e.what());
+        const bool drawn = i == 2 && p.kind != ParamKind::kChoice && p.kind != ParamKind::kInt;
+        throw ConfigError(config.sweep_file.string() + ": sweep.space.\"" + p.key + "\" value " + values[i] +
+                          " is not valid for the run: " + e.what() +
+                          (drawn ? " (this type draws fractional values; for a whole-number key use type = \"int\")"
+                                 : ""));
       }
     }
   }

@@ -322,6 +322,10 @@ SweepConfig parse_sweep_config(const std::string& toml_text, const fs::path& swe
   const std::string study = r.text(*sweep, "sweep.study", "sweep.db");
   if (study.empty()) r.fail("sweep.study", "is empty: name the study file, e.g. \"sweep.db\"");
   c.study = resolve_path(base_dir, study);
+  std::error_code ec;
+  if (fs::exists(c.study, ec) && fs::is_directory(c.study, ec)) {
+    r.fail("sweep.study", "= '" + c.study.string() + "' is a directory; name the study file, e.g. \"sweep.db\"");
+  }
   const std::string base = r.text(*sweep, "sweep.base_config", "");
   if (!base.empty()) {
     c.base_config = resolve_path(base_dir, base);
@@ -332,6 +336,9 @@ SweepConfig parse_sweep_config(const std::string& toml_text, const fs::path& swe
   const std::string out = r.text(*sweep, "sweep.out_dir", "");
   c.out_dir = out.empty() ? c.study.parent_path() / c.study.stem() : resolve_path(base_dir, out);
   if (c.out_dir == c.study) r.fail("sweep.out_dir", "names the study file itself; choose a directory");
+  if (fs::exists(c.out_dir, ec) && !fs::is_directory(c.out_dir, ec)) {
+    r.fail("sweep.out_dir", "= '" + c.out_dir.string() + "' is a file, not a directory; choose a directory");
+  }
   read_top_keys(r, *sweep, checks, c);
   read_sub_tables(r, *sweep, c);
 
