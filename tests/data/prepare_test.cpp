@@ -85,12 +85,14 @@ TEST(SplitDocuments, LongDocumentsAreCutIntoPieces) {
   for (const auto& p : pieces) EXPECT_EQ(p.text.size() % 3, 0u) << "cut inside a character";
 }
 
-TEST(Prepare, DirectoryWithSubdirsSkipsDatHiddenAndDuplicateLinks) {
+// fortune's indexes ("b.dat" beside "b") are skipped, other .dat files are read.
+TEST(Prepare, DirectoryWithSubdirsSkipsFortuneIndexesHiddenAndDuplicateLinks) {
   TempDir dir;
   dir.write("corpus/a.txt", "alpha\n%\nbeta\n");
   dir.write("corpus/sub/b", "gamma\n%\n%\ndelta\n");
   dir.write("corpus/sub/deeper/c", "epsilon\n");
-  dir.write("corpus/a.dat", "SHOULD NOT APPEAR");
+  dir.write("corpus/sub/b.dat", "SHOULD NOT APPEAR");
+  dir.write("corpus/readings.dat", "zeta\n");
   dir.write("corpus/.hidden", "SHOULD NOT APPEAR");
   dir.write("corpus/.git/config", "SHOULD NOT APPEAR");
   fs::create_symlink("a.txt", dir / "corpus/a.u8");  // as fortunes' .u8 links
@@ -98,22 +100,22 @@ TEST(Prepare, DirectoryWithSubdirsSkipsDatHiddenAndDuplicateLinks) {
   opts.document_separator = "%";
   opts.val_fraction = 0.3;
   PrepareStats stats = prepare_token_file({dir / "corpus"}, dir / "out.hwt", opts);
-  EXPECT_EQ(stats.num_files, 3);
-  EXPECT_EQ(stats.num_documents, 5);
+  EXPECT_EQ(stats.num_files, 4);
+  EXPECT_EQ(stats.num_documents, 6);
   EXPECT_EQ(stats.num_skipped_files, 4);
   TokenFile f(dir / "out.hwt");
-  EXPECT_EQ(f.num_train_documents() + f.num_val_documents(), 5);
+  EXPECT_EQ(f.num_train_documents() + f.num_val_documents(), 6);
   EXPECT_GE(f.num_val_documents(), 1);
   EXPECT_EQ(f.num_train_tokens(), stats.num_train_tokens);
   std::string all = tokens_to_string(f.train()) + "|" + tokens_to_string(f.val());
   EXPECT_EQ(all.find("SHOULD"), std::string::npos);
-  for (const char* word : {"alpha", "beta", "gamma", "delta", "epsilon"}) {
+  for (const char* word : {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}) {
     EXPECT_NE(all.find(word), std::string::npos) << word;
   }
   EXPECT_EQ(all.find("alpha\nbeta"), std::string::npos) << "the separator line must split documents";
   EXPECT_EQ(all.find('%'), std::string::npos);
-  // Documents in each split are separated by end-of-text: 5 documents, 3 separators in total.
-  EXPECT_EQ(documents(f.train()).size() + documents(f.val()).size(), 5u);
+  // Documents in each split are separated by end-of-text: 6 documents, 4 separators in total.
+  EXPECT_EQ(documents(f.train()).size() + documents(f.val()).size(), 6u);
 }
 
 TEST(Prepare, SplitIsDeterministicPerSeed) {

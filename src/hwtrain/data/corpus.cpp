@@ -52,6 +52,13 @@ class Fnv64 {
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
 
+// fortune's binary index of a text file: "name.dat" beside "name" (strfile's layout). Another .dat
+// file is data like any other.
+bool fortune_index(const fs::path& p) {
+  std::error_code ec;
+  return p.extension() == ".dat" && fs::exists(fs::path(p).replace_extension(), ec);
+}
+
 // Adds the files under directory `dir` (input number `index`) to `listing`.
 void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filter, std::set<fs::path>& seen,
                     CorpusListing& listing) {
@@ -76,8 +83,8 @@ void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filte
         ++listing.num_skipped;  // a link to a directory (possible cycle), or a broken link
       }
     } else if (e.is_regular_file(ec)) {
-      if (e.path().extension() == ".dat") {
-        ++listing.num_skipped;  // fortune's binary index files
+      if (fortune_index(e.path())) {
+        ++listing.num_skipped;
       } else if (!filter.accepts(e.path().lexically_relative(dir))) {
         ++listing.num_filtered;
       } else {
@@ -93,7 +100,7 @@ void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filte
   std::vector<CorpusFile> found;
   for (const auto* group : {&regular, &links}) {
     for (const fs::path& p : *group) {
-      if (group == &links && p.extension() == ".dat") {
+      if (group == &links && fortune_index(p)) {
         ++listing.num_skipped;
         continue;
       }
@@ -114,7 +121,7 @@ void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filte
   if (found.empty()) {
     const int64_t filtered = listing.num_filtered - filtered_before;
     throw DataError("directory " + dir.string() + " contains no text files (" +
-                    std::to_string(listing.num_skipped - skipped_before) + " hidden, .dat, linked or special entries" +
+                    std::to_string(listing.num_skipped - skipped_before) + " hidden, fortune index (.dat), linked or special entries" +
                     (filtered > 0 ? ", " + std::to_string(filtered) + " left out by --include/--exclude" : std::string()) +
                     " skipped); point data.path at a directory of text files");
   }
