@@ -3,6 +3,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/dist/dist_env.h"
+#include "hwtrain/dist/dist_error.h"
 
 namespace hwt {
 namespace {
@@ -124,6 +125,24 @@ TEST(DistEnv, BadValuesNameTheVariable) {
   expect_error_naming({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}}, "LOCAL_RANK=-1");
   expect_error_naming({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "2"}}, "SLURM_PROCID='x'");
   expect_error_naming({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODELIST", "n1"}}, "SLURM_PROCID=4");
+}
+
+// A rendezvous host that does not resolve fails at once, naming MASTER_ADDR (".invalid" never
+// resolves: RFC 2606), instead of waiting out the store's timeout in silence.
+TEST(DistEnv, AMasterAddressThatDoesNotResolveIsNamed) {
+  DistEnv env;
+  env.master_addr = "nosuch.invalid";
+  try {
+    check_master_address(env);
+    FAIL() << "no error";
+  } catch (const DistError& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_ADDR = 'nosuch.invalid' does not resolve"), std::string::npos)
+        << e.what();
+  }
+  env.master_addr = "127.0.0.1";
+  EXPECT_NO_THROW(check_master_address(env));
+  env.master_addr = "localhost";
+  EXPECT_NO_THROW(check_master_address(env));
 }
 
 }  // namespace

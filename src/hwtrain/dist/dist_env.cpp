@@ -1,9 +1,13 @@
 #include "hwtrain/dist/dist_env.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cctype>
 #include <cstdlib>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/dist/dist_error.h"
 
 extern char** environ;
 
@@ -198,6 +202,19 @@ DistEnv read_dist_env() {
     if (eq != std::string::npos) vars.emplace(kv.substr(0, eq), kv.substr(eq + 1));
   }
   return parse_dist_env(vars);
+}
+
+void check_master_address(const DistEnv& env) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(env.master_addr.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc != 0) {
+    throw DistError("MASTER_ADDR = '" + env.master_addr + "' does not resolve (" + ::gai_strerror(rc) +
+                    "): set it (or hwtrain launch --master-addr) to rank 0's host name or IP address");
+  }
 }
 
 }  // namespace hwt

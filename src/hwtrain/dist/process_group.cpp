@@ -65,6 +65,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   if (config.timeout <= 0) {
     throw ConfigError("dist.timeout = " + std::to_string(config.timeout) + " must be positive (seconds)");
   }
+  check_master_address(env);
   liveness_ = LivenessBeacon::from_environment(rank_, timeout_);
   // c10d warns, with a C++ stack trace, about every store call that fails once a peer is gone;
   // hwtrain names the failure itself in one line. Its errors still print, and TORCH_CPP_LOG_LEVEL
