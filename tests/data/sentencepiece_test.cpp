@@ -185,6 +185,13 @@ TEST(SentencePiece, InvalidUtf8IsReportedNotMangled) {
   testing::expect_data_error([&] { prepare({dir / "bad.txt"}, dir / "ds", o); },
                              {"invalid UTF-8 in " + (dir / "bad.txt").string() + " at byte offset " + std::to_string(at + 4),
                               "--tokenizer byte"});
+  // Training on it is refused at the same place, rather than trained on and refused by prepare.
+  TokenizerTrainOptions t;
+  t.vocab_size = 100;
+  t.read.document_separator = "%";
+  t.num_threads = 1;
+  testing::expect_data_error([&] { train_tokenizer({dir / "bad.txt"}, dir / "tok2", t); },
+                             {"invalid UTF-8 in " + (dir / "bad.txt").string() + " at byte offset " + std::to_string(at + 4)});
 }
 
 TEST(SentencePiece, DatasetCarriesItsTokenizerAndRefusesOthers) {
@@ -246,6 +253,18 @@ TEST(SentencePiece, TrainingErrorsAreClear) {
   testing::expect_data_error([&] { train_tokenizer({dir / "empty.txt"}, dir / "t", o); }, {"is empty"});
   o.model_type = "wordpiece";
   EXPECT_THROW(train_tokenizer({dir / "empty.txt"}, dir / "t", o), ConfigError);
+  // Fewer pieces than the corpus has characters: the way out is a larger vocabulary.
+  dir.write("text.txt", testing::generated_corpus(50));
+  o.model_type = "bpe";
+  o.vocab_size = 16;
+  o.character_coverage = 1.0;
+  o.num_threads = 1;
+  try {
+    train_tokenizer({dir / "text.txt"}, dir / "t16", o);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("try a larger --vocab-size"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SentencePiece, TokenizerJsonNamesOnlyPlainFilesInsideItsDirectory) {

@@ -14,6 +14,7 @@
 #include "hwtrain/data/corpus_reader.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
 #include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/data/utf8.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -62,7 +63,8 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
           continue;
         }
         if (piece_ < chunk_.pieces.size()) {
-          rest_ = chunk_.piece_text(piece_++);
+          rest_ = chunk_.piece_text(piece_);
+          check_utf8(rest_, piece_++);
           ++stats_.num_documents;
           continue;
         }
@@ -80,6 +82,17 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
       status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kAborted, "corpus read error");
       done_ = true;
     }
+  }
+  // SentencePiece reads UTF-8 only (prepare refuses other bytes with such a tokenizer): refused here
+  // too, at the same place, rather than trained on and refused later.
+  void check_utf8(std::string_view text, size_t piece) const {
+    const size_t bad = find_invalid_utf8(text);
+    if (bad == std::string_view::npos) return;
+    const std::string where =
+        chunk_.jsonl ? chunk_.source + " (JSONL lines from " + std::to_string(chunk_.first_line) + ")"
+                     : chunk_.source + " at byte offset " + std::to_string(chunk_.file_offset + chunk_.pieces[piece].offset + bad);
+    throw DataError("invalid UTF-8 in " + where + ": a SentencePiece tokenizer reads UTF-8 only; fix the file, "
+                    "or train with the byte tokenizer (data.tokenizer = byte), which keeps any bytes");
   }
   void cut_sentence() {
     const size_t max = static_cast<size_t>(o_.max_sentence_bytes);
@@ -162,9 +175,14 @@ TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const f
                     " file(s), " + std::to_string(stats.num_bytes) + " bytes, no non-blank text to train on");
   }
   if (!status.ok()) {
+    // SentencePiece's own hints name its flags; hwtrain's spelling, and which way to go.
+    const std::string text = status.ToString();
+    const std::string hint = text.find("required_chars") != std::string::npos
+                                 ? "a larger --vocab-size (one piece per character at least), or a "
+                                   "--character-coverage below 1"
+                                 : "a smaller --vocab-size or a larger corpus";
     throw ConfigError("SentencePiece cannot train a " + options.model_type + " model of " +
-                      std::to_string(options.vocab_size) + " pieces on this corpus: " + status.ToString() +
-                      "; try a smaller --vocab-size or a larger corpus");
+                      std::to_string(options.vocab_size) + " pieces on this corpus: " + text + "; try " + hint);
   }
   SentencePieceTokenizer tok(model, "the trained model");
   nlohmann::json extra = {{"model_type", options.model_type},
