@@ -157,13 +157,15 @@ void check_gemm_speed(const HardwareProfile& p, bool explained, Findings* out) {
 }
 
 // A thread-count variable as the runtimes read it: positive whole numbers, comma-separated for
-// OpenMP's nesting levels ("8" or "8,2"). Anything else libgomp rejects ("Invalid value for
+// OpenMP's nesting levels ("8" or "8,2"), blanks around them allowed. Anything else libgomp rejects ("Invalid value for
 // environment variable") and ignores, and OpenBLAS/MKL treat as unset.
 bool valid_thread_env(const std::string& value) {
   size_t start = 0;
   while (true) {
     const size_t end = std::min(value.find(',', start), value.size());
-    const std::string part = value.substr(start, end - start);
+    std::string part = value.substr(start, end - start);
+    part.erase(0, part.find_first_not_of(" \t"));  // libgomp skips blanks around each number
+    part.erase(part.find_last_not_of(" \t") + 1);
     if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
     if (std::stoi(part) < 1) return false;
     if (end == value.size()) return true;
