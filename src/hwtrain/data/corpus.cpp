@@ -123,7 +123,7 @@ void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filte
     throw DataError("directory " + dir.string() + " contains no text files (" +
                     std::to_string(listing.num_skipped - skipped_before) + " hidden, fortune index (.dat), linked or special entries" +
                     (filtered > 0 ? ", " + std::to_string(filtered) + " left out by --include/--exclude" : std::string()) +
-                    " skipped); point data.path at a directory of text files");
+                    " skipped); give a directory of text files");
   }
   std::sort(found.begin(), found.end(), [](const CorpusFile& a, const CorpusFile& b) { return a.path < b.path; });
   for (auto& f : found) listing.files.push_back(std::move(f));

@@ -102,7 +102,8 @@ void SplitRouter::finish(const std::string& what, int64_t num_bytes) {
   if (count_[0] == 0 || count_[1] == 0) {
     throw DataError("corpus " + what + " is too small to split: " + std::to_string(count_[0] + count_[1]) +
                     " document(s) in " + std::to_string(num_bytes) +
-                    " bytes; train and validation need one each (add text, or set data.document_separator)");
+                    " bytes; train and validation need one each (add text, or split it into documents: "
+                    "data.document_separator, or prepare --separator)");
   }
 }
 
