@@ -54,6 +54,11 @@ TEST(Planner, ContendedGemmProbeFallsBackToTheIsa) {
   ASSERT_TRUE(hw.math.gemm_contended());
   EXPECT_EQ(make_plan(hw, small_config()).precision, Precision::Bf16);
 
+  // The same bf16 reading without native bf16 (its peak = fp32's: emulated) is the machine's.
+  MathLibInfo emulated = hw.math;
+  emulated.peak_bf16_gflops = emulated.peak_fp32_gflops;
+  EXPECT_FALSE(emulated.gemm_contended());
+
   hw.math.fp32_gemm_gflops = 0.25 * 333;  // a slow BLAS, not a contended probe: the measurement decides
   hw.math.fp32_efficiency = 0.25;
   hw.math.bf16_gemm_gflops = 0.15 * 666;

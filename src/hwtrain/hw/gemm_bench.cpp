@@ -110,7 +110,8 @@ GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_on
     best.bf16_gflops = std::max(best.bf16_gflops, r.bf16_gflops);
     // Two contended runs agreeing only say the neighbour is still there: wait for it instead.
     const bool contended = MathLibInfo::below_contended_share(r.fp32_gflops, fp32_peak_gflops) ||
-                           (r.bf16_gflops > 0 && MathLibInfo::below_contended_share(r.bf16_gflops, bf16_peak_gflops));
+                           (r.bf16_gflops > 0 && MathLibInfo::native_bf16_peak(bf16_peak_gflops, fp32_peak_gflops) &&
+                            MathLibInfo::below_contended_share(r.bf16_gflops, bf16_peak_gflops));
     if (!contended && n > 1 && agree(r.fp32_gflops, previous.fp32_gflops) && agree(r.bf16_gflops, previous.bf16_gflops)) break;
     if (contended && n < 4) std::this_thread::sleep_for(std::chrono::milliseconds(100 * n));
     previous = r;

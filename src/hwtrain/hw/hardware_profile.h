@@ -91,10 +91,15 @@ struct MathLibInfo {
   static bool below_contended_share(double gflops, double peak_gflops) {
     return peak_gflops > 0 && gflops < kContendedShare * peak_gflops;
   }
+  // Whether bf16 has native kernels here (AVX512_BF16 or AMX: a peak above fp32's); without them
+  // bf16 GEMMs are emulated in scalar code at ~1% of the fp32 peak, which is the machine, not a neighbour.
+  static bool native_bf16_peak(double bf16_peak, double fp32_peak) { return bf16_peak > fp32_peak; }
   // Whether either measured rate is that contended reading: the planner then goes by the ISA instead.
   bool gemm_contended() const {
     const auto low = [](double gflops, double peak) { return gflops > 0 && below_contended_share(gflops, peak); };
-    return gemm_measured && (low(fp32_gemm_gflops, peak_fp32_gflops) || low(bf16_gemm_gflops, peak_bf16_gflops));
+    return gemm_measured && (low(fp32_gemm_gflops, peak_fp32_gflops) ||
+                             (native_bf16_peak(peak_bf16_gflops, peak_fp32_gflops) &&
+                              low(bf16_gemm_gflops, peak_bf16_gflops)));
   }
 };
 
