@@ -178,37 +178,5 @@ TEST(AutoLayout, AFixedSizeIsKept) {
   EXPECT_FALSE(make_plan(cpu_box(20ll << 30), fixed, two_ranks()).layout);
 }
 
-// A mesh fixed before planning (every size set) that splits the model is planned by the search with
-// its sizes pinned: its memory is the stage's share, so a model over one process's budget but under
-// half of it fits a fixed tensor pair (the whole-model decisions would refuse it), and the plan keeps
-// the run's batch arithmetic (the mesh's data-parallel ranks).
-TEST(AutoLayout, AFixedMeshThatSplitsTheModelIsPlannedSplit) {
-  RunConfig c = auto_config({"dist.tensor_parallel=2", "dist.pipeline_parallel=1", "dist.pipeline_chunks=1",
-                             "dist.sharding=none", "train.micro_batch_size=2", "train.grad_accum_steps=3"});
-  const double least = whole_model_least(c);
-  PlanContext pair;  // one replica of a tensor-parallel pair, as cli/parallel_setup.h describes it
-  pair.world_size = 1;
-  pair.model_parallel = 2;
-  pair.ranks_per_node = 2;
-  const Plan p = make_plan(cpu_box(static_cast<int64_t>(2 * least)), c, pair);
-  ASSERT_TRUE(p.layout);
-  EXPECT_EQ(p.layout->name(), "tp2 x pp1 x dp1");
-  EXPECT_LE(p.layout->predicted_peak_bytes, p.memory_budget_bytes);
-  EXPECT_EQ(p.micro_batch_size, 2);
-  EXPECT_EQ(p.grad_accum_steps, 3);
-  EXPECT_EQ(p.world_size, 1);
-  EXPECT_NE(decision(p, "memory").reason.find("split by tensor parallelism"), std::string::npos);
-  // A fixed pipeline keeps its chunk count (unset: 1), never the search's interleaving.
-  RunConfig staged = auto_config({"dist.tensor_parallel=1", "dist.pipeline_parallel=2", "train.micro_batch_size=1",
-                                  "train.grad_accum_steps=4"});
-  PlanContext stages = pair;
-  stages.pipeline_parallel = 2;
-  const Plan q = make_plan(cpu_box(20ll << 30), staged, stages);
-  ASSERT_TRUE(q.layout);
-  EXPECT_EQ(q.layout->name(), "tp1 x pp2 x dp1");
-  EXPECT_EQ(q.layout->pipeline_chunks, 1);
-  EXPECT_EQ(q.grad_accum_steps, 4);
-}
-
 }  // namespace auto_layout
 }  // namespace hwt

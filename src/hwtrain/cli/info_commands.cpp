@@ -77,7 +77,7 @@ int run_plan(const PlanArgs& a) {
   // mesh is checked and planned as train plans it, so that plan refuses what train would refuse; on a
   // described machine the sizes a user left unset are searched (as "auto"), so it is fixed only when
   // dist.tensor_parallel, pipeline_parallel and pipeline_chunks are all set.
-  const DistEnv env = read_dist_env();
+  const DistEnv env = ctx.paper ? DistEnv{} : read_dist_env();  // a described machine has no launch
   const int world = ctx.paper ? std::max(1, static_cast<int>(hw.gpus.size())) : env.world_size;
   const bool all_set = config.is_set("dist.tensor_parallel") && config.is_set("dist.pipeline_parallel") &&
                        config.is_set("dist.pipeline_chunks");

@@ -26,13 +26,6 @@ constexpr double kAssumedInterNodeGbs = 12.5;
 constexpr double kLoopbackGbs = 1.5;
 constexpr double kGlooCollectiveSeconds = 2e-3;
 
-// A mesh fixed before planning (every size set, cli/parallel_setup.h) that splits the model: its
-// layout is planned by the search with the sizes pinned, so that its memory is split as the run's is.
-bool fixed_split(const PlanInputs& in) { return in.ctx.model_parallel > 1; }
-
-// Every rank of the run: the data-parallel ones times a fixed mesh's ranks per replica.
-int64_t all_ranks(const PlanInputs& in) { return in.ctx.world_size * std::max<int64_t>(1, in.ctx.model_parallel); }
-
 int64_t gpus_per_node(const HardwareProfile& hw) {
   return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
 }
@@ -46,7 +39,7 @@ double peak_flops(const Plan& p, const GpuInfo& gpu) {
 
 LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
   LayoutMachine m;
-  m.num_gpus = all_ranks(in);
+  m.num_gpus = in.ctx.world_size;
   m.gpus_per_node = std::min(m.num_gpus, gpus_per_node(in.hw));
   m.peak_flops = peak_flops(p, gpu);
   m.nvlink_gbs = gpu.link_bandwidth_gbs;
@@ -67,7 +60,7 @@ LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gp
 // (decide_memory_budget), talking through Gloo over the loopback inside a machine.
 LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assumed) {
   LayoutMachine m;
-  m.num_gpus = all_ranks(in);
+  m.num_gpus = in.ctx.world_size;
   m.gpus_per_node = std::min(m.num_gpus, ranks_sharing_host(p, in));
   const CpuRankPeak peak = cpu_rank_peak(p, in);
   m.peak_flops = peak.flops;
@@ -99,11 +92,6 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   problem.tensor_parallel = in.want.tensor_parallel;  // set by the user: the search keeps them
   problem.pipeline_parallel = in.want.pipeline_parallel;
   problem.pipeline_chunks = in.want.pipeline_chunks;
-  if (fixed_split(in)) {  // the run's mesh (an unset dist.pipeline_chunks is its default, 1)
-    problem.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
-    problem.tensor_parallel = in.ctx.model_parallel / *problem.pipeline_parallel;
-    if (!in.ctx.paper) problem.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
-  }
   problem.sequence_parallel = in.want.sequence_parallel;
   return problem;
 }
@@ -140,10 +128,10 @@ void decide_parallel_layout(Plan& p, const PlanInputs& in) {
   // A run's mesh comes from dist.tensor_parallel / dist.pipeline_parallel before it is planned
   // (cli/parallel_setup.h) unless one of them is auto; `hwtrain plan --gpus` plans described clusters.
   const bool run_asks = in.want.search_layout && !in.ctx.paper;
-  if (!run_asks && !in.ctx.paper && !fixed_split(in)) return;
+  if (!run_asks && !in.ctx.paper) return;
   if (in.ctx.paper && plan_gpu(p, in) == nullptr) return;
   const std::string whole = "tp1 x pp1 x dp" + std::to_string(in.ctx.world_size);
-  if (in.ctx.world_size <= 1 && !fixed_split(in)) {  // one device
+  if (in.ctx.world_size <= 1 || in.ctx.model_parallel > 1) {  // one device, or a mesh already fixed
     if (run_asks) p.decide("parallel_layout", whole, "one rank: nothing to split (dist.tensor_parallel = auto)");
     return;
   }
