@@ -82,9 +82,10 @@ TEST_F(Cli, TrainResumeGenerateEval) {
   r = run("train --resume latest --out run1 " + common() + " --set train.max_steps=6 --set train.log_interval=4",
           dir.path());
   ASSERT_EQ(r.code, 0) << r.output;
-  // Every step of the first run (log_interval 1), then of the resumed one step 6, its last, which
-  // log_interval 4 would skip: reports and sweeps read the final loss.
-  EXPECT_EQ(testing::logged_steps(dir / "run1" / "metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4, 6}));
+  // Every step of the first run (log_interval 1), then of the resumed one its first (readers drop an
+  // abandoned run's lines past it) and step 6, its last, which log_interval 4 would skip: reports and
+  // sweeps read the final loss.
+  EXPECT_EQ(testing::logged_steps(dir / "run1" / "metrics.jsonl"), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   // The new max_steps re-fits the schedule: said once, with both values.
   EXPECT_NE(r.output.find("train.max_steps changes from 4 to 6 on resume"), std::string::npos) << r.output;

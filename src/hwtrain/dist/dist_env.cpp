@@ -211,7 +211,15 @@ void check_master_address(const DistEnv& env) {
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(env.master_addr.c_str(), nullptr, &hints, &found);
   if (found != nullptr) ::freeaddrinfo(found);
-  if (rc != 0) {
+  // Only a name that certainly does not exist fails now; a resolver that is busy or failing for
+  // the moment (EAI_AGAIN, EAI_SYSTEM, many ranks asking at a job's start) is left to the store's
+  // connection retries within dist.timeout.
+  const bool unknown = rc == EAI_NONAME || rc == EAI_FAIL
+#ifdef EAI_NODATA
+                       || rc == EAI_NODATA
+#endif
+      ;
+  if (unknown) {
     throw DistError("MASTER_ADDR = '" + env.master_addr + "' does not resolve (" + ::gai_strerror(rc) +
                     "): set it (or hwtrain launch --master-addr) to rank 0's host name or IP address");
   }

@@ -28,7 +28,7 @@ DistEnv read_dist_env();
 // The same from an explicit variable map (tests, and the launcher's own checks).
 DistEnv parse_dist_env(const std::map<std::string, std::string>& vars);
 
-// Throws DistError naming MASTER_ADDR when the rendezvous host does not resolve (a typo otherwise
+// Throws DistError naming MASTER_ADDR when the rendezvous host certainly does not exist (a typo otherwise
 // waits out the store's timeout in silence, connection attempt after attempt).
 void check_master_address(const DistEnv& env);
 

@@ -10,6 +10,7 @@ MetricsLogger::MetricsLogger(const std::filesystem::path& run_dir, const ObsConf
     : recorder_(std::make_unique<MetricsRecorder>(config)),
       log_interval_(log_interval),
       max_steps_(max_steps),
+      log_next_(resumed),
       report_(config.report),
       logging_rank_(logging_rank) {
   if (!logging_rank_) return;
@@ -31,10 +32,12 @@ void MetricsLogger::on_step_end(TrainerControl& t, const StepMetrics& m) {
   }
   // Sinks see every log_interval-th step (and the first and the last), so files stay small on long
   // runs; a run that stops early (time budget, early stopping, a signal) has its last step written
-  // at the end, so reports and sweeps read the final loss.
-  if (m.step % log_interval_ == 0 || m.step == 1 || m.step == max_steps_) {
+  // at the end, so reports and sweeps read the final loss; a resumed run writes its first step, so
+  // readers (which restart at a step number not past the last) drop an abandoned run's later lines.
+  if (m.step % log_interval_ == 0 || m.step == 1 || m.step == max_steps_ || log_next_) {
     recorder_->on_step(m);
     unlogged_.reset();
+    log_next_ = false;
   } else {
     unlogged_ = m;
   }

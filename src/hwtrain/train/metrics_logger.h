@@ -35,6 +35,7 @@ class MetricsLogger : public Callback {
   int64_t log_interval_;
   int64_t max_steps_;
   std::optional<StepMetrics> unlogged_;  // the latest step, when log_interval skipped it
+  bool log_next_;  // a resumed run writes its first step: readers drop what an abandoned run wrote past it
   bool report_;
   bool logging_rank_;
   uint64_t monitor_samples_seen_ = 0;
