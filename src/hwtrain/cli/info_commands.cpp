@@ -100,7 +100,8 @@ int run_plan(const PlanArgs& a) {
   }
   std::cout << "hardware (" << hw.source << "):\n" << hardware_summary(hw) << "\n";
   std::cout << "plan for " << config.model.n_layer << " layers x " << config.model.n_embd << " wide, block "
-            << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << world << " device(s):\n"
+            << config.model.block_size << ", " << gpt_num_parameters(config.model) << " parameters, on " << world
+            << " device(s):\n"
             << plan.to_text();
   if (!plan.layouts_considered.empty()) std::cout << "\n" << plan.layouts_text();
   return 0;

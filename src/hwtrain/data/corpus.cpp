@@ -121,7 +121,8 @@ void walk_directory(const fs::path& dir, size_t index, const CorpusFilter& filte
   if (found.empty()) {
     const int64_t filtered = listing.num_filtered - filtered_before;
     throw DataError("directory " + dir.string() + " contains no text files (" +
-                    std::to_string(listing.num_skipped - skipped_before) + " hidden, fortune index (.dat), linked or special entries" +
+                    std::to_string(listing.num_skipped - skipped_before) +
+                    " hidden, fortune index (.dat), linked or special entries" +
                     (filtered > 0 ? ", " + std::to_string(filtered) + " left out by --include/--exclude" : std::string()) +
                     " skipped); give a directory of text files");
   }

@@ -42,6 +42,12 @@ struct CorpusChunk {
   std::string_view piece_text(size_t i) const {
     return std::string_view(piece_source()).substr(pieces[i].offset, pieces[i].size);
   }
+  // Where byte `at` of piece i came from, for messages: "file at byte offset N", or for JSONL
+  // "file (JSONL lines from N)".
+  std::string piece_location(size_t i, size_t at) const {
+    return jsonl ? source + " (JSONL lines from " + std::to_string(first_line) + ")"
+                 : source + " at byte offset " + std::to_string(file_offset + pieces[i].offset + at);
+  }
   void clear();
 };
 

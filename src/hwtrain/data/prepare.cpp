@@ -132,9 +132,7 @@ uint64_t run_prepare(const std::vector<fs::path>& inputs, const PrepareOptions& 
       std::string_view text = c.piece_text(i);
       size_t bad = find_invalid_utf8(text);
       if (bad != std::string_view::npos) {
-        std::string where = c.jsonl ? c.source + " (JSONL lines from " + std::to_string(c.first_line) + ")"
-                                    : c.source + " at byte offset " + std::to_string(c.file_offset + c.pieces[i].offset + bad);
-        throw DataError("invalid UTF-8 in " + where + ": tokenizer " + tok.name() +
+        throw DataError("invalid UTF-8 in " + c.piece_location(i, bad) + ": tokenizer " + tok.name() +
                         " reads UTF-8 only; fix the file, or use --tokenizer byte, which keeps any bytes");
       }
       tok.encode_append(text, c.ids);

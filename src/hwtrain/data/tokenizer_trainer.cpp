@@ -88,10 +88,7 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
   void check_utf8(std::string_view text, size_t piece) const {
     const size_t bad = find_invalid_utf8(text);
     if (bad == std::string_view::npos) return;
-    const std::string where =
-        chunk_.jsonl ? chunk_.source + " (JSONL lines from " + std::to_string(chunk_.first_line) + ")"
-                     : chunk_.source + " at byte offset " + std::to_string(chunk_.file_offset + chunk_.pieces[piece].offset + bad);
-    throw DataError("invalid UTF-8 in " + where + ": a SentencePiece tokenizer reads UTF-8 only; fix the file, "
+    throw DataError("invalid UTF-8 in " + chunk_.piece_location(piece, bad) + ": a SentencePiece tokenizer reads UTF-8 only; fix the file, "
                     "or train with the byte tokenizer (data.tokenizer = byte), which keeps any bytes");
   }
   void cut_sentence() {

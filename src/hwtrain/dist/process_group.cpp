@@ -67,9 +67,8 @@ ProcessGroup::ProcessGroup(const DistEnv& env, const DistConfig& config, torch::
   }
   check_master_address(env);
   liveness_ = LivenessBeacon::from_environment(rank_, timeout_);
-  // c10d warns, with a C++ stack trace, about every store call that fails once a peer is gone;
-  // hwtrain names the failure itself in one line. Its errors still print, and TORCH_CPP_LOG_LEVEL
-  // set by the user wins. Process-wide and kept: the warnings come until the process exits.
+  // c10d warns, with a C++ stack trace, about every store call that fails once a peer is gone; hwtrain names the
+  // failure in one line. Errors still print; a user's TORCH_CPP_LOG_LEVEL wins. Process-wide, kept to the exit.
   if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
   const DistBackend kind = config.backend.value_or(device.is_cuda() ? DistBackend::kNccl : DistBackend::kGloo);
   const std::string backend = enum_name(kind);
