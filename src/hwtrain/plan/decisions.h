@@ -64,6 +64,9 @@ void match_data_parallel_layout(Plan& p, const PlanInputs& in);
 void decide_sharding(Plan& p, const PlanInputs& in);
 void decide_attention(Plan& p, const PlanInputs& in);
 void decide_lm_head(Plan& p, const PlanInputs& in);
+// Under tensor parallelism the head is vocabulary-parallel, never chunked: sets the plan's head
+// unfused (warning when the user asked for the fused one) and returns the decision's reason.
+std::string vocabulary_parallel_head(Plan& p, const PlanInputs& in, int64_t tensor_parallel);
 void decide_batch_and_checkpointing(Plan& p, const PlanInputs& in);  // micro-batch, recomputation, accumulation
 void decide_memory(Plan& p, const PlanInputs& in);                   // the predicted peak for all of it
 
@@ -76,6 +79,13 @@ void decide_optimizer(Plan& p, const PlanInputs& in);  // kernel, step placement
 
 // The memory query of the plan so far at `micro` sequences and checkpointing `every` k-th block.
 MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every);
+// The memory model's estimate of `q` per rank. On a mesh fixed before planning that splits the model
+// (PlanContext::model_parallel > 1: the run's dist.tensor_parallel x pipeline_parallel), the rank of
+// the stage that needs the most, as the layout search counts it (plan/layout_cost.h's split_memory),
+// with the micro-batches per step that decide_batch_and_checkpointing chooses for q's micro-batch.
+MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q);
+// " on each rank of the fixed tp2 x pp2 mesh" for such a mesh, else "".
+std::string fixed_mesh_text(const PlanInputs& in);
 // Global batch the user asked for, in sequences, and its share per rank.
 int64_t target_batch_size(const PlanInputs& in);
 int64_t per_rank_target(const PlanInputs& in);

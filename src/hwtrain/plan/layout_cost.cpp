@@ -94,8 +94,8 @@ double weight_copy_bytes(const MemoryQuery& q, double parameters) {
 // stay whole on every rank ((10 + 24/t) / 34 of them per rank), and so does the residual stream
 // (the recomputed blocks' inputs, backward's transients). Those figures are GPT's; a Llama block
 // (no dropout, RMSNorm) keeps somewhat less whole.
-double rank_activations(const LayoutProblem& problem, const MemoryQuery& q, double held, double t) {
-  if (problem.sequence_parallel) return held / t;
+double rank_activations(bool sequence_parallel, const MemoryQuery& q, double held, double t) {
+  if (sequence_parallel) return held / t;
   const double stream = residual_stream_activation_bytes(q);
   return (held - stream) * (10.0 + 24.0 / t) / 34.0 + stream;
 }
@@ -104,12 +104,13 @@ double rank_activations(const LayoutProblem& problem, const MemoryQuery& q, doub
 // micro-batches in flight (the activations), scaled to one tensor-parallel rank: model states by its
 // share of the parameters, attention and logits by 1/t (the head and cross-entropy are vocabulary-
 // parallel), the other activations as rank_activations says.
-MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& l, const Stage& s) {
-  MemoryQuery q = problem.base;
+MemoryEstimate stage_memory(const MemoryQuery& base, bool sequence_parallel, const ParallelLayout& l, const Stage& s) {
+  MemoryQuery q = base;
   q.micro_batch_size = l.micro_batch_size;
   q.checkpoint_every = l.checkpoint_every;
   q.sharding = l.sharding;
   q.world_size = l.data_parallel;
+  if (l.tensor_parallel > 1) q.fused_lm_head_loss = false;  // the head is vocabulary-parallel, never chunked
   const double t = static_cast<double>(l.tensor_parallel), rank_params = s.parameters / t;
   q.model.n_layer = s.blocks;
   const MemoryEstimate states = estimate_memory(q);
@@ -129,7 +130,7 @@ MemoryEstimate stage_memory(const LayoutProblem& problem, const ParallelLayout& 
   const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
   double interleaved = 1.0;
   if (l.pipeline_chunks > 1) interleaved = s.in_flight > 1 ? 1.0 + (p - 1.0) / (p * v) : ((v - 1.0) * p + 1.0) / v;
-  e.activations = interleaved * rank_activations(problem, q, held.activations - copies, t) + weight_copy_bytes(q, rank_params);
+  e.activations = interleaved * rank_activations(sequence_parallel, q, held.activations - copies, t) + weight_copy_bytes(q, rank_params);
   e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;
   e.overhead = held.overhead;
@@ -241,14 +242,22 @@ double data_parallel_seconds(const LayoutProblem& problem, const ParallelLayout&
 
 double layout_gemm_efficiency() { return kGemmEfficiency; }
 
+MemoryEstimate split_memory(const MemoryQuery& base, const ParallelLayout& l, bool sequence_parallel) {
+  MemoryEstimate most;
+  for (const Stage& s : stages(base.model, l)) {
+    const MemoryEstimate e = stage_memory(base, sequence_parallel, l, s);
+    if (e.total() > most.total()) most = e;
+  }
+  return most;
+}
+
 LayoutPrediction predict_layout(const LayoutProblem& problem, const ParallelLayout& l) {
   LayoutPrediction out;
   const std::vector<Stage> all = stages(problem.base.model, l);
   LayoutTime slowest;
   double most_params = 0;
+  out.memory = split_memory(problem.base, l, problem.sequence_parallel);
   for (const Stage& s : all) {
-    const MemoryEstimate e = stage_memory(problem, l, s);
-    if (e.total() > out.memory.total()) out.memory = e;
     const LayoutTime step = stage_step(problem, l, s);
     if (step.total() > slowest.total()) slowest = step;
     most_params = std::max(most_params, s.parameters / static_cast<double>(l.tensor_parallel));

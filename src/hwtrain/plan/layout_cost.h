@@ -79,6 +79,11 @@ struct LayoutPrediction {
 // checkpointing; its predictions are ignored). The layout must be valid for the problem.
 LayoutPrediction predict_layout(const LayoutProblem& problem, const ParallelLayout& layout);
 
+// The per-GPU memory of the stage of `layout` that needs the most, as predict_layout counts it: the
+// memory model's terms of `base` (its micro-batch, checkpointing, sharding and world size replaced by
+// the layout's) split by tensor parallelism (with or without sequence parallelism) and cut by stage.
+MemoryEstimate split_memory(const MemoryQuery& base, const ParallelLayout& layout, bool sequence_parallel);
+
 // The share of the peak the GEMMs reach (see layout_cost.cpp for its calibration).
 double layout_gemm_efficiency();
 

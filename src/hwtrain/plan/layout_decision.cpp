@@ -162,12 +162,12 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
   decide_attention(p, in);
   p.fused_lm_head_loss = in.want.fused_lm_head_loss.value_or(false);
   const int64_t vocab = in.want.model.vocab_size;
+  const std::string head = l.tensor_parallel > 1 ? vocabulary_parallel_head(p, in, l.tensor_parallel)
+                                                 : std::string("the parallel layout's memory prediction assumed it");
   p.decide("lm_head_loss",
            p.fused_lm_head_loss ? "fused, chunks of " + std::to_string(lm_head_loss_chunk_tokens(vocab)) + " tokens"
                                 : std::string("linear + cross_entropy"),
-           l.tensor_parallel > 1 ? "vocabulary-parallel over the tensor group: each rank holds " +
-                                       std::to_string(vocab / l.tensor_parallel) + " of the logits' columns"
-                                 : std::string("the parallel layout's memory prediction assumed it"));
+           head);
   p.checkpoint_every = l.checkpoint_every;
   p.decide("activation_checkpointing", checkpoint_text(l.checkpoint_every), "the parallel layout's");
   p.micro_batch_size = l.micro_batch_size;

@@ -9,6 +9,7 @@
 #include "hwtrain/core/strings.h"
 #include "hwtrain/model/lm_head_loss.h"
 #include "hwtrain/plan/decisions.h"
+#include "hwtrain/plan/layout_cost.h"
 
 namespace hwt {
 
@@ -29,7 +30,7 @@ std::string budget_source(const Plan& p, const PlanInputs& in) {
 }
 
 bool fits(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every) {
-  return estimate_memory(memory_query(p, in, micro, every)).total() <= p.memory_budget_bytes;
+  return rank_memory(in, memory_query(p, in, micro, every)).total() <= p.memory_budget_bytes;
 }
 
 // The micro-batch the user asked for, or the whole batch of this rank up to max_batch_size (with
@@ -108,11 +109,11 @@ int64_t zero3_ranks_needed(const Plan& p, const PlanInputs& in) {
   q.sharding = Sharding::Zero3;
   for (int64_t n = std::max<int64_t>(2, in.ctx.world_size); n <= 65536; n *= 2) {
     q.world_size = n;
-    if (estimate_memory(q).total() <= p.memory_budget_bytes) {
+    if (rank_memory(in, q).total() <= p.memory_budget_bytes) {
       int64_t lo = n / 2 + 1;  // the first power of two that fits; then the least count below it
       while (lo < n) {
         q.world_size = (lo + n) / 2;
-        if (estimate_memory(q).total() <= p.memory_budget_bytes) n = q.world_size; else lo = q.world_size + 1;
+        if (rank_memory(in, q).total() <= p.memory_budget_bytes) n = q.world_size; else lo = q.world_size + 1;
       }
       return n;
     }
@@ -124,14 +125,17 @@ int64_t zero3_ranks_needed(const Plan& p, const PlanInputs& in) {
 // in backward must run whole and cannot fit; both name what would make it fit.
 void refuse_unfittable(const Plan& p, const PlanInputs& in, const BatchChoice& b) {
   if (!fits(p, in, 1, 1) && !fits(p, in, b.micro, b.every)) {
-    const MemoryEstimate e = estimate_memory(memory_query(p, in, 1, 1));
+    const MemoryEstimate e = rank_memory(in, memory_query(p, in, 1, 1));
     const double need = e.total();
     const int64_t ranks = p.on_gpu() ? zero3_ranks_needed(p, in) : 0;
+    const int64_t per_replica = std::max<int64_t>(1, in.ctx.model_parallel);
     const std::string hint =
         ranks > 0 ? "shard the model states (dist.sharding = zero3) over at least " + std::to_string(ranks) +
-                        " GPUs, or use a smaller model"
+                        (per_replica > 1 ? " replicas (" + std::to_string(ranks * per_replica) + " GPUs)" : " GPUs") +
+                        ", or use a smaller model"
                   : "use a smaller model (model.n_layer / model.n_embd) or a machine with more memory";
-    throw HardwareError("the model needs " + format_bytes(need) + " per device even at micro-batch 1 with full "
+    const std::string where = in.ctx.model_parallel > 1 ? fixed_mesh_text(in) : " per device";
+    throw HardwareError("the model needs " + format_bytes(need) + where + " even at micro-batch 1 with full "
                         "activation checkpointing (" + e.breakdown() + "), but the budget is " +
                         format_bytes(p.memory_budget_bytes) + " (optimization.memory_threshold: " +
                         budget_source(p, in) + "); " + hint);
@@ -140,7 +144,7 @@ void refuse_unfittable(const Plan& p, const PlanInputs& in, const BatchChoice& b
       !fits(p, in, b.micro, b.every)) {
     throw ConfigError("optimization.optimizer_in_backward = true runs the whole batch of this rank (" +
                       std::to_string(b.micro) + " sequences) as one micro-batch, which needs " +
-                      format_bytes(estimate_memory(memory_query(p, in, b.micro, b.every)).total()) +
+                      format_bytes(rank_memory(in, memory_query(p, in, b.micro, b.every)).total()) +
                       (b.every > 0 ? " even with recomputation" : "") + ", over the budget of " +
                       format_bytes(p.memory_budget_bytes) +
                       "; set a smaller optimization.target_batch_size or optimization.optimizer_in_backward = false");
@@ -179,6 +183,29 @@ MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int
   return q;
 }
 
+MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q) {
+  if (in.ctx.model_parallel <= 1) return estimate_memory(q);
+  ParallelLayout l;
+  l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
+  l.data_parallel = q.world_size;
+  l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+  l.sharding = q.sharding;
+  l.micro_batch_size = q.micro_batch_size;
+  l.checkpoint_every = q.checkpoint_every;
+  const int64_t per_rank = per_rank_target(in);  // decide_accumulation's count for this micro-batch
+  l.num_micro_batches = in.want.grad_accum_steps.value_or(
+      std::max<int64_t>(1, (per_rank + q.micro_batch_size - 1) / q.micro_batch_size));
+  return split_memory(q, l, in.want.sequence_parallel);
+}
+
+std::string fixed_mesh_text(const PlanInputs& in) {
+  if (in.ctx.model_parallel <= 1) return "";
+  const int64_t pp = std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  return " on each rank of the fixed tp" + std::to_string(in.ctx.model_parallel / pp) + " x pp" + std::to_string(pp) +
+         " mesh";
+}
+
 int64_t target_batch_size(const PlanInputs& in) {
   return in.want.target_batch_size > 0 ? in.want.target_batch_size : in.want.rows_per_rank * in.ctx.world_size;
 }
@@ -211,7 +238,7 @@ void decide_attention(Plan& p, const PlanInputs& in) {
   } else {
     MemoryQuery q = memory_query(p, in, wanted, 0);
     q.attention = AttentionKernel::Gemm;
-    const double with_probabilities = estimate_memory(q).total();
+    const double with_probabilities = rank_memory(in, q).total();
     const bool probabilities_fit = with_probabilities <= p.memory_budget_bytes;
     p.attention = probabilities_fit ? AttentionKernel::Gemm : AttentionKernel::Sdpa;
     reason = "micro-batch " + std::to_string(wanted) + " needs " + format_bytes(with_probabilities) +
@@ -230,19 +257,33 @@ void decide_attention(Plan& p, const PlanInputs& in) {
 // ran 5-10% slower on CPU (docs/benchmarks.md), so by default it is the first memory saving used:
 // when the logits of the wanted micro-batch do not fit beside the activations, before
 // recomputation (which costs 17-29%) is considered.
+std::string vocabulary_parallel_head(Plan& p, const PlanInputs& in, int64_t tensor_parallel) {
+  p.fused_lm_head_loss = false;
+  if (in.want.fused_lm_head_loss.value_or(false)) {
+    p.warnings.push_back("optimization.fused_lm_head_loss = true does not apply with dist.tensor_parallel = " +
+                         std::to_string(tensor_parallel) + ": the head is vocabulary-parallel, its logits split " +
+                         "over the tensor group instead of chunked");
+  }
+  return "vocabulary-parallel over the tensor group: each rank holds " +
+         std::to_string(in.want.model.vocab_size / tensor_parallel) + " of the logits' columns";
+}
+
 void decide_lm_head(Plan& p, const PlanInputs& in) {
   const int64_t wanted = wanted_micro_batch(in);
   const int64_t vocab = in.want.model.vocab_size;
+  const int64_t tp = in.ctx.model_parallel / std::max<int64_t>(1, in.ctx.pipeline_parallel);
   std::string reason;
-  if (in.want.fused_lm_head_loss) {
+  if (tp > 1) {
+    reason = vocabulary_parallel_head(p, in, tp);
+  } else if (in.want.fused_lm_head_loss) {
     p.fused_lm_head_loss = *in.want.fused_lm_head_loss;
     reason = "optimization.fused_lm_head_loss set by user";
   } else {
     MemoryQuery q = memory_query(p, in, wanted, 0);
     q.fused_lm_head_loss = false;
-    const double plain = estimate_memory(q).total();
+    const double plain = rank_memory(in, q).total();
     q.fused_lm_head_loss = true;
-    const double fused = estimate_memory(q).total();
+    const double fused = rank_memory(in, q).total();
     const bool plain_fits = plain <= p.memory_budget_bytes;
     p.fused_lm_head_loss = !plain_fits && fused < 0.95 * plain;
     reason = "micro-batch " + std::to_string(wanted) + " needs " + format_bytes(plain) + " with the whole " +
@@ -256,7 +297,7 @@ void decide_lm_head(Plan& p, const PlanInputs& in) {
     if (p.fused_lm_head_loss && p.on_gpu() && filling < wanted && !micro_fixed) {  // the search may shrink it
       q = memory_query(p, in, filling, 0);
       q.fused_lm_head_loss = false;
-      if (estimate_memory(q).total() <= p.memory_budget_bytes) {
+      if (rank_memory(in, q).total() <= p.memory_budget_bytes) {
         p.fused_lm_head_loss = false;
         reason += "; but micro-batch " + std::to_string(filling) + " fills the GPU and fits with them: a smaller "
                   "micro-batch, not the chunks' small GEMMs";
@@ -295,10 +336,13 @@ void decide_batch_and_checkpointing(Plan& p, const PlanInputs& in) {
 }
 
 void decide_memory(Plan& p, const PlanInputs& in) {
-  const MemoryEstimate e = estimate_memory(memory_query(p, in, p.micro_batch_size, p.checkpoint_every));
+  const MemoryEstimate e = rank_memory(in, memory_query(p, in, p.micro_batch_size, p.checkpoint_every));
   p.predicted_peak_bytes = e.total();
+  const std::string split = in.ctx.model_parallel > 1 ? "; the stage that needs the most" + fixed_mesh_text(in) +
+                                                            ", its terms split by tensor parallelism and cut by stage"
+                                                      : "";
   p.decide("memory", format_bytes(e.total()) + " predicted peak",
-           "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() +
+           "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() + split +
                (in.want.model.is_llama() ? " (llama: activations counted, within 14% of CPU measurements and "
                                            "2% of one H100 run, 153M at micro-batch 32)"
                                          : ""));

@@ -182,8 +182,7 @@ MemoryEstimate estimate_memory(const MemoryQuery& q) {
 }
 
 double model_state_bytes(const MemoryQuery& q) {
-  const MemoryEstimate e = estimate_memory(q);
-  return e.parameters + e.gradients + e.optimizer;
+  return estimate_memory(q).model_states();
 }
 
 double MemoryEstimate::total() const {

@@ -49,6 +49,7 @@ struct MemoryEstimate {
   // The step's peak: parameters + optimizer + overhead + buffers + the larger of gradients and
   // activations (with attention and logits) + a calibrated share of the smaller.
   double total() const;
+  double model_states() const { return parameters + gradients + optimizer; }  // as model_state_bytes counts them
   std::string breakdown() const;  // "params 12 MiB, grads ..., total ..."
 };
 

@@ -32,7 +32,7 @@ void decide_optimizer_step(Plan& p, const PlanInputs& in) {
   const bool in_backward = p.optimizer_in_backward();
   MemoryQuery here = memory_query(p, in, p.micro_batch_size, p.checkpoint_every), there = here;
   there.optimizer_in_backward = !in_backward;
-  const double held = estimate_memory(here).gradients, other = estimate_memory(there).gradients;
+  const double held = rank_memory(in, here).gradients, other = rank_memory(in, there).gradients;
   p.decide("optimizer_step", in_backward ? "in backward, per parameter; gradients freed as made" : "after backward",
            in_backward ? "optimization.optimizer_in_backward set by user: gradients peak at " + format_bytes(held) +
                              " instead of " + format_bytes(other)

@@ -29,9 +29,11 @@ MemoryQuery smallest_step(const Plan& p, const PlanInputs& in, Sharding s) {
 std::string layouts_per_rank(const Plan& p, const PlanInputs& in) {
   std::vector<std::string> parts;
   for (Sharding s : kLayouts) {
-    parts.push_back(std::string(sharding_name(s)) + " " + format_bytes(model_state_bytes(smallest_step(p, in, s))));
+    const double states = rank_memory(in, smallest_step(p, in, s)).model_states();
+    parts.push_back(std::string(sharding_name(s)) + " " + format_bytes(states));
   }
-  return "model states per rank over " + std::to_string(in.ctx.world_size) + " ranks: " + join(parts);
+  const std::string over = in.ctx.model_parallel > 1 ? " replicas" + fixed_mesh_text(in) : " ranks";
+  return "model states per rank over " + std::to_string(in.ctx.world_size) + over + ": " + join(parts);
 }
 
 bool shards_gradients(Sharding s) { return s == Sharding::Zero2 || s == Sharding::Zero3; }
@@ -44,7 +46,7 @@ std::optional<Sharding> least_that_fits(const Plan& p, const PlanInputs& in) {
   for (Sharding s : kLayouts) {
     if (in.ctx.world_size == 1 && s != Sharding::None) break;
     if (shards_gradients(s) && gradient_sharding_excluded(in)) continue;
-    if (estimate_memory(smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
+    if (rank_memory(in, smallest_step(p, in, s)).total() <= p.memory_budget_bytes) return s;
   }
   return std::nullopt;
 }
@@ -108,7 +110,7 @@ void decide_sharding(Plan& p, const PlanInputs& in) {
     if (fit && *fit != Sharding::None) {  // why the layout before it does not do
       const Sharding before = kLayouts[static_cast<int>(*fit) - 1];
       reason += std::string(" (") + sharding_name(before) + " would need " +
-                format_bytes(estimate_memory(smallest_step(p, in, before)).total()) + ")";
+                format_bytes(rank_memory(in, smallest_step(p, in, before)).total()) + ")";
     }
     reason += took;
   }
