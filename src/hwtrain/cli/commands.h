@@ -34,6 +34,12 @@ inline std::vector<Command> all_commands(CLI::App& app) {
           add_export(app), add_sweep(app), add_lr_find(app)};
 }
 
+// CLI11's parse error `e` as one line on stderr, "hwtrain: [command: ]what": an unknown command or
+// option named with the closest valid one ("unknown command 'trian' (did you mean 'train'?)"), else
+// CLI11's message with the command's --help. Help and --version print as CLI11 prints them. Returns
+// the exit code (CLI11's: 0 for help, non-zero otherwise).
+int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv);
+
 // Options shared by commands that read a run configuration.
 struct ConfigOptions {
   std::string config_file;

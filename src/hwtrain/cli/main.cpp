@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return hwt::cli::report_parse_error(app, e, argc, argv);
   }
   try {
     for (auto& c : commands) {
