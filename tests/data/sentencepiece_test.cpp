@@ -192,6 +192,12 @@ TEST(SentencePiece, InvalidUtf8IsReportedNotMangled) {
   t.num_threads = 1;
   testing::expect_data_error([&] { train_tokenizer({dir / "bad.txt"}, dir / "tok2", t); },
                              {"invalid UTF-8 in " + (dir / "bad.txt").string() + " at byte offset " + std::to_string(at + 4)});
+  EXPECT_FALSE(fs::exists(dir / "tok2"));  // the directory made for it goes with the failed training
+  EXPECT_THROW(train_tokenizer({dir / "missing.txt"}, dir / "tok3", t), DataError);
+  EXPECT_FALSE(fs::exists(dir / "tok3"));
+  fs::create_directories(dir / "kept");  // one that was there stays
+  EXPECT_THROW(train_tokenizer({dir / "bad.txt"}, dir / "kept", t), DataError);
+  EXPECT_TRUE(fs::is_directory(dir / "kept"));
 }
 
 TEST(SentencePiece, DatasetCarriesItsTokenizerAndRefusesOthers) {

@@ -120,16 +120,10 @@ class CorpusSentences : public sentencepiece::SentenceIterator {
   std::exception_ptr error_;
 };
 
-}  // namespace
-
-TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const fs::path& output_dir,
-                                    const TokenizerTrainOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  options.validate();
-  ensure_writable_dir(output_dir);  // before the (long) training, not after
-  TokenizerTrainStats stats;
-  CorpusReader reader(list_corpus_files(inputs, CorpusFilter{options.read.include, options.read.exclude}), options.read);
-  bool byte_fallback = options.byte_fallback;
+// SentencePiece's serialized model trained on `reader`'s text (stats filled in), or the error.
+std::string train_model(const std::vector<fs::path>& inputs, CorpusReader& reader, const TokenizerTrainOptions& options,
+                        TokenizerTrainStats& stats, bool& byte_fallback) {
+  byte_fallback = options.byte_fallback;
   if (byte_fallback && options.vocab_size < 512) {
     log_warn("tokenizer: byte fallback needs 256 of the {} pieces; training without it (characters the model does not "
              "cover become <unk>; use --vocab-size 512 or more to keep every text)",
@@ -180,6 +174,28 @@ TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const f
                                  : "a smaller --vocab-size or a larger corpus";
     throw ConfigError("SentencePiece cannot train a " + options.model_type + " model of " +
                       std::to_string(options.vocab_size) + " pieces on this corpus: " + text + "; try " + hint);
+  }
+  return model;
+}
+
+}  // namespace
+
+TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const fs::path& output_dir,
+                                    const TokenizerTrainOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  options.validate();
+  CorpusReader reader(list_corpus_files(inputs, CorpusFilter{options.read.include, options.read.exclude}), options.read);
+  const bool existed = fs::exists(output_dir);
+  ensure_writable_dir(output_dir);  // before the (long) training, not after
+  TokenizerTrainStats stats;
+  bool byte_fallback = false;
+  std::string model;
+  try {
+    model = train_model(inputs, reader, options, stats, byte_fallback);
+  } catch (...) {
+    std::error_code ignored;  // a directory made for this run goes again (it is empty: nothing was written)
+    if (!existed) fs::remove(output_dir, ignored);
+    throw;
   }
   SentencePieceTokenizer tok(model, "the trained model");
   nlohmann::json extra = {{"model_type", options.model_type},
