@@ -114,6 +114,10 @@ TEST(Env, AllocatorAndThreadParsing) {
   EXPECT_EQ(parse_thread_count("4,2"), 4);
   EXPECT_EQ(parse_thread_count(""), 0);
   EXPECT_EQ(parse_thread_count("x"), 0);
+  EXPECT_EQ(parse_thread_count(" 8 , 2"), 8);
+  EXPECT_EQ(parse_thread_count("4abc"), 0);  // libgomp ignores it whole, so LibTorch's default stands
+  EXPECT_EQ(parse_thread_count("4,"), 0);
+  EXPECT_EQ(parse_thread_count("0"), 0);
 }
 
 }  // namespace

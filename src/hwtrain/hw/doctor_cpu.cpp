@@ -156,29 +156,12 @@ void check_gemm_speed(const HardwareProfile& p, bool explained, Findings* out) {
   }
 }
 
-// A thread-count variable as the runtimes read it: positive whole numbers, comma-separated for
-// OpenMP's nesting levels ("8" or "8,2"), blanks around them allowed. Anything else libgomp rejects ("Invalid value for
-// environment variable") and ignores, and OpenBLAS/MKL treat as unset.
-bool valid_thread_env(const std::string& value) {
-  size_t start = 0;
-  while (true) {
-    const size_t end = std::min(value.find(',', start), value.size());
-    std::string part = value.substr(start, end - start);
-    part.erase(0, part.find_first_not_of(" \t"));  // libgomp skips blanks around each number
-    part.erase(part.find_last_not_of(" \t") + 1);
-    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
-    if (std::stoi(part) < 1) return false;
-    if (end == value.size()) return true;
-    start = end + 1;
-  }
-}
-
 void check_thread_env_values(const EnvInfo& e, Findings* out) {
   std::vector<std::string> bad;
   for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"OMP_NUM_THREADS", e.omp_num_threads},
                                     {"MKL_NUM_THREADS", e.mkl_num_threads},
                                     {"OPENBLAS_NUM_THREADS", e.openblas_num_threads}}) {
-    if (!value.empty() && !valid_thread_env(value)) bad.push_back(std::string(name) + "='" + value + "'");
+    if (!value.empty() && !valid_thread_count(value)) bad.push_back(std::string(name) + "='" + value + "'");
   }
   if (bad.empty()) return;
   out->push_back({"threads.env_invalid", S::Warning,

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -60,15 +61,21 @@ Allocator allocator_from_library(const std::string& path) {
   return Allocator::Other;
 }
 
-int parse_thread_count(const std::string& value) {
-  try {
-    size_t used = 0;
-    int n = std::stoi(value, &used);
-    return n > 0 ? n : 0;
-  } catch (const std::exception&) {
-    return 0;
+bool valid_thread_count(const std::string& value) {
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(value.find(',', start), value.size());
+    std::string part = value.substr(start, end - start);
+    part.erase(0, part.find_first_not_of(" \t"));  // libgomp skips blanks around each number
+    part.erase(part.find_last_not_of(" \t") + 1);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (std::stoi(part) < 1) return false;
+    if (end == value.size()) return true;
+    start = end + 1;
   }
 }
+
+int parse_thread_count(const std::string& value) { return valid_thread_count(value) ? std::stoi(value) : 0; }
 
 EnvInfo detect_env() {
   EnvInfo e;
