@@ -75,8 +75,13 @@ TEST(FixedMeshPlan, AModelTooBigForOneRankFitsTheTensorPairThatCutsIt) {
   EXPECT_EQ(p.micro_batch_size, 2);
   EXPECT_EQ(p.grad_accum_steps, 3);
   EXPECT_EQ(p.world_size, 1);
-  EXPECT_FALSE(p.layout);  // nothing searched: the mesh is the run's
   EXPECT_NE(decision(p, "memory").reason.find("fixed tp2 x pp1 mesh"), std::string::npos);
+  // The plan records the run's mesh with the cost model's prediction, whose memory is the plan's.
+  ASSERT_TRUE(p.layout);
+  EXPECT_EQ(p.layout->summary(), "tp2 x pp1 x dp1, none, micro-batch 2 x 3, no recomputation");
+  EXPECT_DOUBLE_EQ(p.layout->predicted_peak_bytes, p.predicted_peak_bytes);
+  EXPECT_GT(p.layout->predicted_step_seconds, 0);
+  EXPECT_NE(decision(p, "parallel_layout").reason.find("the run's mesh"), std::string::npos);
 }
 
 // A fixed pipeline's first stage holds min(p, m) micro-batches: with 4 micro-batches it needs more
@@ -127,6 +132,13 @@ TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
   EXPECT_LE(p.predicted_peak_bytes, p.memory_budget_bytes);
   EXPECT_GT(p.predicted_peak_bytes, 20.0 * (1ll << 30));  // 70.6B / 64 ranks in bf16 + fp32 AdamW is 17.9 GiB
   EXPECT_EQ(p.grad_accum_steps, 16);
+  // Its predicted step beside the search's choice for the same 64 GPUs and batch of 64: 16
+  // micro-batches through 8 stages leave a bubble that interleaving or other cuts shrink.
+  ASSERT_TRUE(p.layout);
+  const std::string line = decision(p, "parallel_layout").reason;
+  EXPECT_NE(line.find("the layout search (dist.tensor_parallel, pipeline_parallel, pipeline_chunks = auto) would choose"),
+            std::string::npos) << line;
+  EXPECT_NE(line.find("x slower (bubble"), std::string::npos) << line;
   PlanContext all;  // `hwtrain plan` with the sizes pinned for the search, over all 64 GPUs
   all.world_size = 64;
   all.paper = true;

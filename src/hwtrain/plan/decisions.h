@@ -58,6 +58,9 @@ bool plan_splits_model(const Plan& p);                        // the layout has 
 // For such a layout: its sharding, attention, head, recomputation, batch and memory lines, instead of
 // the whole-model decisions below.
 void apply_parallel_layout(Plan& p, const PlanInputs& in);
+// For a mesh fixed before planning that splits the model, after the decisions below: the layout of
+// the run's mesh with their values, its predicted step time and MFU, and what the search would choose.
+void describe_fixed_layout(Plan& p, const PlanInputs& in);
 // For a data-parallel layout, after the decisions below: the layout takes their values and predictions.
 void match_data_parallel_layout(Plan& p, const PlanInputs& in);
 // sharding_decision.cpp: what the data-parallel ranks shard (dist.sharding, or the least that fits).

@@ -166,7 +166,10 @@ double tensor_parallel_seconds(const LayoutProblem& problem, const ParallelLayou
   const bool sp = problem.sequence_parallel;
   const double t = static_cast<double>(l.tensor_parallel), c = static_cast<double>(m.n_embd);
   const double tokens = static_cast<double>(l.micro_batch_size * m.block_size);
-  const double link = bytes_per_second(hw.nvlink_gbs), lat = hw.collective_latency_s;
+  // A tensor group wider than a node (only a mesh the user fixed: the search keeps TP within one)
+  // all-reduces over the inter-node links.
+  const double link = bytes_per_second(l.tensor_parallel > hw.gpus_per_node ? hw.inter_node_gbs : hw.nvlink_gbs);
+  const double lat = hw.collective_latency_s;
   // Activations travel in the compute dtype; the column groups' input gradients and the embedding's
   // output in fp32 (the norms' outputs and the embedding stay fp32 under autocast).
   const double bytes = tokens * c * (low_precision(problem.base) ? 2.0 : 4.0), bytes32 = tokens * c * 4.0;

@@ -26,6 +26,9 @@ constexpr double kAssumedInterNodeGbs = 12.5;
 constexpr double kLoopbackGbs = 1.5;
 constexpr double kGlooCollectiveSeconds = 2e-3;
 
+// Every rank of the run: the data-parallel ones times a fixed mesh's ranks per replica.
+int64_t all_ranks(const PlanInputs& in) { return in.ctx.world_size * std::max<int64_t>(1, in.ctx.model_parallel); }
+
 int64_t gpus_per_node(const HardwareProfile& hw) {
   return std::max<int64_t>(1, static_cast<int64_t>(hw.gpus.size()) / std::max(1, hw.num_nodes));
 }
@@ -39,7 +42,7 @@ double peak_flops(const Plan& p, const GpuInfo& gpu) {
 
 LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
   LayoutMachine m;
-  m.num_gpus = in.ctx.world_size;
+  m.num_gpus = all_ranks(in);
   m.gpus_per_node = std::min(m.num_gpus, gpus_per_node(in.hw));
   m.peak_flops = peak_flops(p, gpu);
   m.nvlink_gbs = gpu.link_bandwidth_gbs;
@@ -60,7 +63,7 @@ LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gp
 // (decide_memory_budget), talking through Gloo over the loopback inside a machine.
 LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assumed) {
   LayoutMachine m;
-  m.num_gpus = in.ctx.world_size;
+  m.num_gpus = all_ranks(in);
   m.gpus_per_node = std::min(m.num_gpus, ranks_sharing_host(p, in));
   const CpuRankPeak peak = cpu_rank_peak(p, in);
   m.peak_flops = peak.flops;
@@ -198,6 +201,41 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
   p.decide("memory", format_bytes(l.predicted_peak_bytes) + " predicted peak",
            "per rank on the stage that needs the most, budget " + format_bytes(p.memory_budget_bytes) +
                "; the memory model's terms split by tensor parallelism (sequence parallel) and cut by stage");
+}
+
+void describe_fixed_layout(Plan& p, const PlanInputs& in) {
+  if (in.ctx.model_parallel <= 1) return;
+  ParallelLayout l;
+  l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
+  l.data_parallel = in.ctx.world_size;
+  l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+  l.sharding = p.sharding;
+  l.micro_batch_size = p.micro_batch_size;
+  l.num_micro_batches = p.grad_accum_steps;
+  l.checkpoint_every = p.checkpoint_every;
+  std::string assumed;
+  LayoutProblem problem = layout_problem(p, in, assumed);
+  problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
+  problem.global_batch = p.global_batch_size();
+  const LayoutPrediction prediction = predict_layout(problem, l);
+  l.predicted_peak_bytes = prediction.memory.total();
+  l.predicted_step_seconds = prediction.time.total();
+  l.predicted_mfu = prediction.mfu;
+  p.layout = l;
+  std::string reason = "the run's mesh (dist.tensor_parallel, dist.pipeline_parallel set): predicted " +
+                       format_seconds(l.predicted_step_seconds) + "/step, MFU " +
+                       format_number("%.0f", 100.0 * l.predicted_mfu) + "%";
+  // What the search would choose for the same batch and ranks (the sizes the user set left open).
+  LayoutProblem open = problem;
+  open.tensor_parallel = open.pipeline_parallel = open.pipeline_chunks = std::nullopt;
+  const LayoutSearch search = search_parallel_layouts(open);
+  if (search.chosen && search.chosen->layout.summary() != l.summary()) {
+    reason += "; the layout search (dist.tensor_parallel, pipeline_parallel, pipeline_chunks = auto) would choose " +
+              search.chosen->layout.summary() + ", against which this mesh is " +
+              compare_layouts(open, l, search.chosen->layout);
+  }
+  p.decide("parallel_layout", l.name(), reason + assumed);
 }
 
 void match_data_parallel_layout(Plan& p, const PlanInputs& in) {

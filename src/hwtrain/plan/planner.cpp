@@ -56,6 +56,7 @@ Plan make_plan(const HardwareProfile& hw, const PlanIntent& intent, const PlanCo
     decide_batch_and_checkpointing(p, in);
     decide_memory(p, in);
     match_data_parallel_layout(p, in);
+    describe_fixed_layout(p, in);
   }
   decide_gradient_reduce(p, in);
   decide_model_init(p, in);
