@@ -28,6 +28,7 @@ class FakeTrainerControl : public TrainerControl {
   torch::Tensor weight = torch::zeros({2});
   mutable int num_snapshots = 0;
   int num_restores = 0, num_saves = 0;
+  bool evaluates = false;  // what evaluates_at answers for every step
 
   int64_t step() const override { return current_step; }
   double elapsed_seconds() const override { return elapsed; }
@@ -47,6 +48,7 @@ class FakeTrainerControl : public TrainerControl {
       write_file_atomic(dir / "weight.txt", std::to_string(weight[0].item<double>()));
     });
   }
+  bool evaluates_at(int64_t) const override { return evaluates; }
   NamedTensors snapshot_weights() const override {
     ++num_snapshots;
     return {{"w", weight.clone()}};

@@ -41,7 +41,16 @@ std::vector<std::shared_ptr<Callback>> make_configured_callbacks(const RunConfig
     options.rank = rank;
     out.push_back(std::make_shared<ProfilerCallback>(options));
   }
-  if (!config.checkpoint.monitor.empty()) check_monitor(config, "checkpoint.monitor", config.checkpoint.monitor);
+  if (!config.checkpoint.monitor.empty()) {
+    const std::string& metric = config.checkpoint.monitor;
+    check_monitor(config, "checkpoint.monitor", metric);
+    // A per-step metric is compared when a checkpoint is saved: without scheduled saves, never.
+    if (!is_eval_metric(metric) && config.checkpoint.interval <= 0 && config.checkpoint.every_minutes <= 0) {
+      throw ConfigError("config: checkpoint.monitor = '" + metric + "' is compared when a checkpoint is saved, but "
+                        "checkpoint.interval = 0 and checkpoint.every_minutes = 0 schedule none; set "
+                        "checkpoint.interval (e.g. 500) or monitor an evaluation metric such as val_loss");
+    }
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,12 @@ namespace hwt {
 
 struct TrainerOptions;
 struct Plan;
+
+// What a callback carries across a resume: named numbers (a watch's best, its step, counters). Each
+// checkpoint saves them in trainer_state.json ("callbacks", by callback name); a resumed run hands
+// them back right after on_train_begin, so that a best, a patience or a cooldown continues where
+// the checkpoint left it.
+using CallbackState = std::map<std::string, double>;
 
 class TrainerControl {
  public:
@@ -35,6 +42,8 @@ class TrainerControl {
   virtual std::filesystem::path save_checkpoint() = 0;  // writes one now (rank 0), returns its path
   virtual NamedTensors snapshot_weights() const = 0;   // detached copies
   virtual void restore_weights(const NamedTensors& weights) = 0;
+  // Whether the loop evaluates after the step_end of `step` (train.eval_interval, with validation data).
+  virtual bool evaluates_at(int64_t /*step*/) const { return false; }
 };
 
 class Callback {
@@ -46,6 +55,8 @@ class Callback {
   virtual void on_evaluation_end(TrainerControl&, const EvalMetrics&) {}
   virtual void on_checkpoint(TrainerControl&, const std::filesystem::path& /*checkpoint*/) {}
   virtual void on_train_end(TrainerControl&) {}
+  virtual CallbackState state() const { return {}; }
+  virtual void load_state(const CallbackState&) {}
 };
 
 // Calls each callback in the order added, and adds up the wall time each one takes on the
@@ -66,10 +77,35 @@ class CallbackList {
     each([&](Callback& c) { c.on_checkpoint(t, p); });
   }
   void train_end(TrainerControl& t) { each([&](Callback& c) { c.on_train_end(t); }); }
+  // Every callback's non-empty state by name (a repeated name gets "#2", "#3", ... in order).
+  std::map<std::string, CallbackState> states() const {
+    std::map<std::string, CallbackState> out;
+    for (const auto& [key, c] : keyed()) {
+      if (CallbackState s = c->state(); !s.empty()) out[key] = std::move(s);
+    }
+    return out;
+  }
+  // Hands each callback the state saved under its key, if any.
+  void load_states(const std::map<std::string, CallbackState>& states) {
+    for (const auto& [key, c] : keyed()) {
+      if (auto it = states.find(key); it != states.end()) c->load_state(it->second);
+    }
+  }
   // Seconds spent in callback i so far (all hooks together), in the order added.
   const std::vector<double>& seconds() const { return seconds_; }
 
  private:
+  std::vector<std::pair<std::string, Callback*>> keyed() const {
+    std::vector<std::pair<std::string, Callback*>> out;
+    std::map<std::string, int> seen;
+    for (const auto& c : callbacks_) {
+      const std::string name = c->name();
+      const int n = ++seen[name];
+      out.emplace_back(n == 1 ? name : name + "#" + std::to_string(n), c.get());
+    }
+    return out;
+  }
+
   template <class Fn>
   void each(Fn&& fn) {
     for (size_t i = 0; i < callbacks_.size(); ++i) {

@@ -17,6 +17,14 @@ void EarlyStopping::on_train_begin(TrainerControl&) {
   stopped_ = restored_ = false;
 }
 
+CallbackState EarlyStopping::state() const {
+  CallbackState s;
+  watch_.save_state(s);
+  return s;
+}
+
+void EarlyStopping::load_state(const CallbackState& s) { watch_.load_state(s); }
+
 void EarlyStopping::on_step_end(TrainerControl& t, const StepMetrics& m) {
   if (auto v = watch_.value_in(m)) check(t, *v, m.step);
 }
@@ -42,6 +50,10 @@ void EarlyStopping::check(TrainerControl& t, double value, int64_t step) {
     best_weights_.clear();
     restored_ = true;
     log_info("early stopping: restored the weights of step {}", watch_.best_step());
+  } else if (options_.restore_best_weights) {
+    log_warn("early stopping: the best weights (step {}) are from before the resume and were not kept; the run "
+             "ends with its last weights (its checkpoints of that step hold them)",
+             watch_.best_step());
   }
   t.request_stop(reason);
 }

@@ -17,6 +17,9 @@ class EarlyStopping : public Callback {
   void on_train_begin(TrainerControl& t) override;
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
+  // The watch's best and patience so far (the best weights are not kept across a resume).
+  CallbackState state() const override;
+  void load_state(const CallbackState& s) override;
 
   const MetricWatch& watch() const { return watch_; }
   bool stopped() const { return stopped_; }

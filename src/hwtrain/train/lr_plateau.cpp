@@ -21,6 +21,21 @@ void ReduceLROnPlateau::on_train_begin(TrainerControl& t) {
   reductions_.clear();
 }
 
+CallbackState ReduceLROnPlateau::state() const {
+  CallbackState s;
+  watch_.save_state(s);
+  s["cooldown_left"] = static_cast<double>(cooldown_left_);
+  return s;
+}
+
+void ReduceLROnPlateau::load_state(const CallbackState& s) {
+  watch_.load_state(s);
+  const auto it = s.find("cooldown_left");
+  if (it != s.end() && it->second >= 0 && it->second <= static_cast<double>(options_.cooldown)) {
+    cooldown_left_ = static_cast<int64_t>(it->second);
+  }
+}
+
 void ReduceLROnPlateau::on_step_end(TrainerControl& t, const StepMetrics& m) {
   if (auto v = watch_.value_in(m)) check(t, *v, m.step);
 }

@@ -23,6 +23,9 @@ class ReduceLROnPlateau : public Callback {
   void on_train_begin(TrainerControl& t) override;
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
+  // The watch's best and patience, and the cooldown left (the LR scale itself is the trainer's).
+  CallbackState state() const override;
+  void load_state(const CallbackState& s) override;
 
   const std::vector<LrReduction>& reductions() const { return reductions_; }
   const MetricWatch& watch() const { return watch_; }

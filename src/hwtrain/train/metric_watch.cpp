@@ -37,6 +37,38 @@ bool MetricWatch::update(double value, int64_t step) {
   return false;
 }
 
+namespace {
+
+// Whole numbers a resumed watch may take back: a step (-1: none yet) or a count.
+std::optional<int64_t> whole(const std::map<std::string, double>& s, const std::string& key, double lo) {
+  const auto it = s.find(key);
+  if (it == s.end() || !(it->second >= lo && it->second <= 1e15) || it->second != std::floor(it->second)) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(it->second);
+}
+
+}  // namespace
+
+void MetricWatch::save_state(std::map<std::string, double>& s) const {
+  const std::string prefix = monitor_ + "." + enum_name(mode_) + ".";
+  if (best_) s[prefix + "best"] = *best_;
+  s[prefix + "best_step"] = static_cast<double>(best_step_);
+  s[prefix + "wait"] = static_cast<double>(wait_);
+}
+
+void MetricWatch::load_state(const std::map<std::string, double>& s) {
+  const std::string prefix = monitor_ + "." + enum_name(mode_) + ".";
+  const std::optional<int64_t> step = whole(s, prefix + "best_step", -1), wait = whole(s, prefix + "wait", 0);
+  if (!step || !wait) return;  // another metric or goal, or nothing saved: start afresh
+  reset();
+  if (const auto it = s.find(prefix + "best"); it != s.end() && std::isfinite(it->second)) {
+    best_ = it->second;
+    best_step_ = *step;
+  }
+  wait_ = *wait;
+}
+
 void MetricWatch::reset() {
   best_.reset();
   best_step_ = -1;

@@ -3,6 +3,7 @@
 // whether it improved on the best by more than min_delta, and count checks without improvement.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,12 @@ class MetricWatch {
   int64_t checks_without_improvement() const { return wait_; }
   void reset_wait() { wait_ = 0; }
   void reset();
+  // The best, its step and the checks since, into `s` under keys that name the metric and goal
+  // ("val_loss.min.best"); load_state takes them back when they are this watch's (a run watching
+  // another metric or goal starts afresh).
+  // (std::map<std::string, double> is train/callback.h's CallbackState.)
+  void save_state(std::map<std::string, double>& s) const;
+  void load_state(const std::map<std::string, double>& s);
 
  private:
   std::string monitor_;

@@ -1,6 +1,7 @@
 #include "hwtrain/train/model_checkpoint.h"
 
 #include <cmath>
+#include <utility>
 
 #include <unistd.h>
 
@@ -37,6 +38,16 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options, std::function<b
 
 void ModelCheckpoint::on_train_begin(TrainerControl& t) { last_save_time_ = t.elapsed_seconds(); }
 
+CallbackState ModelCheckpoint::state() const {
+  CallbackState s;
+  if (watch_) watch_->save_state(s);
+  return s;
+}
+
+void ModelCheckpoint::load_state(const CallbackState& s) {
+  if (watch_) watch_->load_state(s);
+}
+
 fs::path ModelCheckpoint::save(TrainerControl& t) {
   if (last_saved_step_ == t.step()) return last_saved_path_;
   last_saved_path_ = t.save_checkpoint();
@@ -70,21 +81,35 @@ void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
     due = due || time_due;
   }
   if (!due) return;
+  if (watch_ && watch_->watches_evaluations() && t.evaluates_at(t.step())) {
+    save_after_evaluation_ = true;  // the evaluation that follows is in this step's checkpoint
+    return;
+  }
   if (!last_loss_finite_) {  // its weights may be NaN: the checkpoints saved before stay, none rotated out
     log_warn("checkpoint: step {} not saved: its loss is not finite", t.step());
     return;
   }
-  const fs::path path = save(t);
+  bool improved = false;  // compared before the save, so that the checkpoint's state holds this step
   if (watch_ && !watch_->watches_evaluations()) {
-    auto v = watch_->value_in(m);
-    if (v && watch_->update(*v, m.step)) keep_as_best(path);
+    const auto v = watch_->value_in(m);
+    improved = v && watch_->update(*v, m.step);
   }
+  const fs::path path = save(t);
+  if (improved) keep_as_best(path);
 }
 
 void ModelCheckpoint::on_evaluation_end(TrainerControl& t, const EvalMetrics& m) {
   if (!watch_ || !watch_->watches_evaluations()) return;
-  auto v = watch_->value_in(m);
-  if (v && watch_->update(*v, m.step)) keep_as_best(save(t));
+  const bool save_due = std::exchange(save_after_evaluation_, false);
+  const auto v = watch_->value_in(m);
+  const bool improved = v && watch_->update(*v, m.step);
+  if (!save_due && !improved) return;
+  if (!last_loss_finite_) {
+    log_warn("checkpoint: step {} not saved: its loss is not finite", t.step());
+    return;
+  }
+  const fs::path path = save(t);
+  if (improved) keep_as_best(path);
 }
 
 void ModelCheckpoint::on_train_end(TrainerControl& t) {

@@ -38,6 +38,9 @@ class ModelCheckpoint : public Callback {
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
   void on_train_end(TrainerControl& t) override;
+  // The monitored best so far: a resumed run keeps a best_<metric> that beats what it evaluates.
+  CallbackState state() const override;
+  void load_state(const CallbackState& s) override;
   std::optional<double> best() const { return watch_ ? watch_->best() : std::nullopt; }
   // The best checkpoint's directory (empty until one is kept, and on ranks other than 0).
   const std::filesystem::path& best_path() const { return best_path_; }
@@ -51,6 +54,7 @@ class ModelCheckpoint : public Callback {
   std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;
+  bool save_after_evaluation_ = false;  // a due save waits for the evaluation of its step (its best)
   bool last_loss_finite_ = true;  // the last step's, or its update skipped; a step without is not saved
   int64_t skipped_so_far_ = 0;     // the loss scaler's skipped steps at the last step
   std::filesystem::path last_saved_path_;

@@ -355,6 +355,7 @@ TrainResult Trainer::fit() {
   model_->module().train();
   start_ = Clock::now();
   callbacks_.train_begin(*this);
+  callbacks_.load_states(std::exchange(resumed_callbacks_, {}));  // a resumed run's bests and patience
   double last_val = NAN;
   int64_t last_eval_step = -1;
   auto run_eval = [&] {
@@ -374,8 +375,7 @@ TrainResult Trainer::fit() {
     if (!std::isfinite(m.loss)) log_warn("step {}: loss is {}", step_, m.loss);
     callbacks_.step_end(*this, m);
     if (stop_any_ && stop_any_(stop_requested_) && !stop_requested_) request_stop("another rank stopped");
-    const int64_t every = data_->has_validation() ? options_.train.eval_interval : 0;
-    if (every > 0 && step_ % every == 0) run_eval();
+    if (evaluates_at(step_)) run_eval();
   }
   if (!stop_requested_) stop_reason_ = "reached train.max_steps = " + std::to_string(options_.train.max_steps);
   if (last_eval_step != step_ && options_.train.eval_interval > 0 && data_->has_validation()) run_eval();

@@ -132,10 +132,16 @@ class Trainer : public TrainerControl {
   std::filesystem::path save_checkpoint() override;
   NamedTensors snapshot_weights() const override;
   void restore_weights(const NamedTensors& weights) override;
+  bool evaluates_at(int64_t step) const override {
+    const int64_t every = options_.train.eval_interval;
+    return every > 0 && step % every == 0 && data_->has_validation();
+  }
   void load_untaken_resumed_state();
   void check_weights_match_model(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) const;
 
  private:
+  std::filesystem::path checkpoint_dir() const;  // checkpoint.dir, or <run>/checkpoints
+  void set_aside_later_checkpoints(const std::filesystem::path& checkpoint, int64_t step) const;
   friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)
   void restore_batch_split(const TrainerStateFile& s, const std::filesystem::path& checkpoint);
   StepMetrics train_step();
@@ -200,6 +206,7 @@ class Trainer : public TrainerControl {
   std::optional<std::filesystem::path> last_checkpoint_;
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
   ResumedState resumed_;  // see take_resumed_state
+  std::map<std::string, CallbackState> resumed_callbacks_;  // the checkpoint's callback states
 };
 
 }  // namespace hwt

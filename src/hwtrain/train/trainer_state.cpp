@@ -7,6 +7,8 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/tokenizer_files.h"
+#include "hwtrain/core/strings.h"
+#include "hwtrain/io/checkpoint_branch.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/model/deferred_init.h"
@@ -164,6 +166,9 @@ TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) co
                 {"grad_accum_steps", grad_accum_steps_},
                 {"world_size", world_size_},
                 {"dataset", {{"tokenizer", data.tokenizer}, {"vocab_size", data.vocab_size}, {"fingerprint", data.fingerprint}}}};
+  nlohmann::json callbacks = nlohmann::json::object();
+  for (const auto& [name, values] : callbacks_.states()) callbacks[name] = values;
+  ckpt.state["callbacks"] = std::move(callbacks);
   ckpt.model_format = model_->checkpoint_format();
   ckpt.config_toml = options_.config_toml;
   ckpt.plan_json = plan_.to_json();
@@ -171,9 +176,26 @@ TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) co
 }
 
 // Writes `ckpt` (and `also`, into the staging directory) as the checkpoint of this step (rank 0).
+fs::path Trainer::checkpoint_dir() const {
+  return options_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(options_.checkpoint.dir);
+}
+
+// A checkpoint of this run's own directory resumed: the ones saved after it are another history's.
+void Trainer::set_aside_later_checkpoints(const fs::path& checkpoint, int64_t step) const {
+  std::error_code ec;
+  if (rank_ != 0 || !model_->checkpoint_writer()) return;  // the checkpoint writer alone
+  if (!fs::equivalent(checkpoint.parent_path(), checkpoint_dir(), ec)) return;
+  if (const auto aside = set_aside_checkpoints_after(checkpoint_dir(), step)) {
+    std::vector<std::string> names;
+    for (const fs::path& p : aside->moved) names.push_back(p.string());
+    log_warn("resuming from step {}: the checkpoints saved after it ({}) belong to the history this run replaces; "
+             "moved to {} so that 'latest' and pruning see this run's",
+             step, join(names), aside->folder.string());
+  }
+}
+
 fs::path Trainer::store_checkpoint(const TrainingCheckpoint& ckpt, const std::function<void(const fs::path&)>& also) {
-  fs::path dir = options_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(options_.checkpoint.dir);
-  CheckpointStore store(dir, options_.checkpoint.keep_last);
+  CheckpointStore store(checkpoint_dir(), options_.checkpoint.keep_last);
   fs::path written = store.save(step_, [&](const fs::path& staging) {
     write_training_checkpoint(staging, ckpt);
     if (tokenizer_) save_tokenizer(*tokenizer_, staging);  // tokenizer.json (+ tokenizer.model)
@@ -311,12 +333,14 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
     batches_->restore({static_cast<uint64_t>(options_.train.seed), 0, s.sampler_position});
   }
   lr_scale_ = s.lr_scale;
+  resumed_callbacks_ = s.callbacks;  // handed to the callbacks once fit() has begun them
   if (s.world_size == world_size_) restore_batch_split(s, checkpoint);
   if (optimizer_in_backward() && grad_accum_steps_ != 1) {  // e.g. a run that recovered from an OOM by accumulating
     throw ConfigError("checkpoint " + checkpoint.string() + " trains " + std::to_string(grad_accum_steps_) +
                       " micro-batches of " + std::to_string(micro_batch_size_) +
                       " per step, but optimization.optimizer_in_backward = true takes one; resume with it false");
   }
+  set_aside_later_checkpoints(checkpoint, step_);
   log_info("resumed from {} at step {}", checkpoint.string(), step_);
 }
 

@@ -75,6 +75,26 @@ class Reader {
   const fs::path& file_;
 };
 
+// "callbacks": {"<name>": {"<key>": number, ...}, ...}, bounded (kMaxCallbackStates).
+std::map<std::string, std::map<std::string, double>> callback_states(const Reader& r, const json& c) {
+  const std::string valid = "an object of at most " + std::to_string(kMaxCallbackStates) +
+                            " callbacks, each an object of at most as many finite numbers (names under 256 characters)";
+  if (!c.is_object() || c.size() > kMaxCallbackStates) r.bad("callbacks", c.is_object() ? "too large" : c.dump(), valid);
+  std::map<std::string, std::map<std::string, double>> out;
+  for (const auto& [name, values] : c.items()) {
+    if (name.size() > 256 || !values.is_object() || values.size() > kMaxCallbackStates) {
+      r.bad("callbacks." + name.substr(0, 64), values.is_object() ? "too large" : values.dump().substr(0, 64), valid);
+    }
+    for (const auto& [key, v] : values.items()) {
+      if (key.size() > 256 || !v.is_number() || !std::isfinite(v.get<double>())) {
+        r.bad("callbacks." + name + "." + key.substr(0, 64), v.dump().substr(0, 64), valid);
+      }
+      out[name][key] = v.get<double>();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 TrainerStateFile parse_trainer_state(const json& j, const fs::path& file) {
@@ -105,6 +125,7 @@ TrainerStateFile parse_trainer_state(const json& j, const fs::path& file) {
   s.dataset_fingerprint = fingerprint.get<uint64_t>();
   if (const json* p = r.find("precision"); p && !p->is_object()) r.bad("precision", p->dump(), "a JSON object");
   s.precision_fallback_reason = r.string("precision.fallback_reason", false);
+  if (const json* c = r.find("callbacks")) s.callbacks = callback_states(r, *c);
   return s;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,7 +31,12 @@ struct TrainerStateFile {
   int64_t dataset_vocab_size = 0;
   uint64_t dataset_fingerprint = 0;
   std::string precision_fallback_reason;  // "" unless the run had fallen back to fp32
+  // Each callback's state by name (train/callback.h's CallbackState): at most kMaxCallbackStates
+  // callbacks of as many finite numbers each, names and keys of at most 256 characters.
+  std::map<std::string, std::map<std::string, double>> callbacks;
 };
+
+inline constexpr size_t kMaxCallbackStates = 64;
 
 // Parses the JSON of `file`; IoError with one line naming the file, the key, the value found and
 // what would be valid for a missing, ill-typed or out-of-range field.
