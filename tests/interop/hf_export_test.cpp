@@ -125,6 +125,18 @@ TEST(HfExport, RefusesATakenDirectoryAndGpt2WithoutBiases) {
   GPT gpt(g, 64);
   EXPECT_THROW(export_hf(g, named(gpt), dir / "gpt"), ConfigError);
   EXPECT_FALSE(fs::exists(dir / "gpt"));
+  // "out/" (as typed with a shell's completion) names the directory out, an empty one included;
+  // a user's "out.partial" is not the staging directory's.
+  dir.write("out.partial/mine", "x");
+  fs::create_directories(dir / "empty");
+  for (const std::string name : {"out/", "empty/"}) {
+    export_hf(m, named(model), (dir / name).string());
+    EXPECT_TRUE(fs::exists(dir / name / "config.json")) << name;
+  }
+  EXPECT_TRUE(fs::exists(dir / "out.partial" / "mine"));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".partial-"), std::string::npos) << entry.path();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "hwtrain/interop/hf_export.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -133,7 +135,10 @@ std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype) {
 }
 
 void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
-               const fs::path& out, const HfExportOptions& options) {
+               const fs::path& out_arg, const HfExportOptions& options) {
+  // "exp/" names the directory exp: its staging sibling must not land inside it.
+  fs::path out = out_arg.lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();
   const std::string config = hf_config_json(m, options.dtype);
   if (options.max_shard_bytes <= 0) throw ConfigError("export: the maximum shard size must be positive");
   if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out))) {
@@ -144,10 +149,13 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
     const torch::Tensor t = hf_stores_transposed(m, name) ? value.detach().t() : value.detach();
     hf.emplace_back(hf_name_from_hwtrain(m, name), t.to(torch::kCPU, options.dtype).contiguous());
   }
-  const fs::path staging = out.string() + ".partial";
+  // Hidden, and this process's own: never a directory of the user's.
+  const fs::path staging = (out.has_parent_path() ? out.parent_path() : fs::path(".")) /
+                           ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove_all(staging, ec);
-  fs::create_directories(staging);
+  fs::create_directories(staging, ec);
+  if (ec) throw IoError("export: cannot create " + staging.string() + ": " + ec.message());
   try {
     write_file_atomic(staging / "config.json", config);
     write_weights(staging, hf, options.max_shard_bytes);
@@ -159,7 +167,10 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
     }
     fsync_path(staging);
     if (fs::exists(out)) fs::remove(out);  // the empty directory it replaces
-    fs::rename(staging, out);
+    rename_durable(staging, out);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(staging, ec);
+    throw IoError("export: cannot write " + out.string() + ": " + e.code().message());
   } catch (...) {
     fs::remove_all(staging, ec);
     throw;
