@@ -15,6 +15,7 @@
 #include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/safetensors.h"
 #include "interop/reference_dir.h"
+#include "support/temp_dir.h"
 
 namespace hwt {
 namespace {
@@ -57,8 +58,28 @@ TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   model->eval();
   torch::NoGradGuard no_grad;
   EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
+  // GPT2Model's names, as the Hub's own gpt2 files have them: the same weights without "transformer.".
+  std::vector<std::pair<std::string, torch::Tensor>> bare;
+  for (const auto& [name, t] : read_hf_weights(dir)) {
+    bare.emplace_back(name.rfind("transformer.", 0) == 0 ? name.substr(12) : name, t);
+  }
+  GPT again(m, m.vocab_size);
+  load_hf_weights(again, bare, "bare names");
+  again->eval();
+  EXPECT_LT((again->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
+  bare.push_back(read_hf_weights(dir).front());  // both forms of one tensor: refused
+  GPT mixed(m, m.vocab_size);
+  EXPECT_NE(error_of<IoError>([&] { load_hf_weights(mixed, bare, "mixed"); }).find("is given twice"), std::string::npos);
   base.block_size = 64;
   EXPECT_THROW(read_hf_model_config(dir, base), ConfigError);  // beyond its learned positions
+  // An untied head cannot be GPT-2's here: refused, not dropped.
+  testing::TempDir untied;
+  nlohmann::json config = nlohmann::json::parse(read_file(dir / "config.json"));
+  config["tie_word_embeddings"] = false;
+  untied.write("config.json", config.dump());
+  base.block_size = 24;
+  EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(untied.path(), base); }).find("tie_word_embeddings = false"),
+            std::string::npos);
 }
 
 // The MHA Llama and Qwen2 (q/k/v biases, tied head, one KV head, eps 1e-6) as transformers saved

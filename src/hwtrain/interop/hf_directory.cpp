@@ -109,6 +109,10 @@ ModelConfig read_gpt2_config(const nlohmann::json& j, const fs::path& file, Mode
   if (!field<bool>(j, file, "scale_attn_weights", true)) {
     throw ConfigError(file.string() + ": scale_attn_weights = false is not supported");
   }
+  if (!field<bool>(j, file, "tie_word_embeddings", true)) {  // hwtrain's GPT-2 ties its head to wte
+    throw ConfigError(file.string() + ": tie_word_embeddings = false is not supported for GPT-2 (its lm_head would "
+                      "be dropped and the head tied to wte)");
+  }
   if (j.contains("n_inner") && !j.at("n_inner").is_null() && field<int64_t>(j, file, "n_inner") != 4 * m.n_embd) {
     throw ConfigError(file.string() + ": n_inner other than 4 n_embd is not supported");
   }
@@ -121,7 +125,8 @@ const std::vector<std::string>& hf_config_model_keys() {
   static const std::vector<std::string> keys = {
       "model.architecture", "model.n_layer", "model.n_head", "model.n_kv_head", "model.n_embd",
       "model.intermediate_size", "model.vocab_size", "model.rms_norm_eps", "model.rope_theta", "model.rope_scaling",
-      "model.tie_word_embeddings", "model.bias", "model.activation"};
+      "model.tie_word_embeddings", "model.bias", "model.activation", "model.rope_scaling_factor",
+      "model.rope_low_freq_factor", "model.rope_high_freq_factor", "model.rope_original_max_positions"};
   return keys;
 }
 

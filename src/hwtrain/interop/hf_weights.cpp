@@ -18,10 +18,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::optional<std::string> hwtrain_name_from_hf(const ModelConfig& cfg, const std::string& hf_name) {
   if (!cfg.is_llama()) {
     if (hf_name == "lm_head.weight") return std::nullopt;  // tied to wte
-    if (!starts_with(hf_name, "transformer.")) {
-      throw IoError("tensor '" + hf_name + "' is not a GPT-2 weight (expected transformer.* or lm_head.weight)");
+    // GPT2LMHeadModel's names, or GPT2Model's without the prefix (the Hub's own gpt2 files).
+    const bool bare = starts_with(hf_name, "h.") || starts_with(hf_name, "wte.") || starts_with(hf_name, "wpe.") ||
+                      starts_with(hf_name, "ln_f.");
+    if (!bare && !starts_with(hf_name, "transformer.")) {
+      throw IoError("tensor '" + hf_name + "' is not a GPT-2 weight (expected transformer.*, h.*, wte.*, wpe.*, "
+                    "ln_f.* or lm_head.weight)");
     }
-    const std::string name = hf_name.substr(12);
+    const std::string name = bare ? hf_name : hf_name.substr(12);
     if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) return std::nullopt;  // masks
     return name;
   }
