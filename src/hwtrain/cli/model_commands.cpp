@@ -37,24 +37,21 @@ struct LoadedModel {
   std::shared_ptr<GptStage> stage;  // split over pipeline stages: this rank's (generate runs through it)
 };
 
-// A tokenizer of the model's own beside it: tokenizer.json, or a SentencePiece tokenizer.model alone.
-bool has_own_tokenizer(const fs::path& dir) {
-  std::error_code ec;
-  return has_tokenizer_files(dir) || fs::is_regular_file(dir / kTokenizerModelFile, ec);
-}
-
 // A Hugging Face model directory (config.json + safetensors, tokenizer.json beside them): its shape
-// at its own context length (capped at 4096 for memory), its weights, planned for this machine.
+// at its own context length (capped at 4096 for memory) unless model.block_size is set, its weights,
+// planned for this machine.
 LoadedModel load_hf_model(const fs::path& dir, ConfigOptions options) {
   LoadedModel m;
   m.checkpoint = dir;
   m.config = resolve_config(options, std::nullopt);
-  m.config.model.block_size = std::min<int64_t>(read_hf_context_length(dir), 4096);
+  if (!m.config.is_set("model.block_size")) {  // the user's, else its own (capped for memory)
+    m.config.model.block_size = std::min<int64_t>(read_hf_context_length(dir), 4096);
+  }
   m.config.model.dropout = 0;
   m.config.model = read_hf_model_config(dir, m.config.model);
   // Text given to eval is tokenized with the model's own tokenizer unless the user names another: its
   // tokenizer.json, or a tokenizer.model alone as SentencePiece encodes (data/tokenizer.h).
-  if (!m.config.is_set("data.tokenizer") && has_own_tokenizer(dir)) m.config.data.tokenizer = dir.string();
+  if (!m.config.is_set("data.tokenizer") && holds_tokenizer(dir)) m.config.data.tokenizer = dir.string();
   HardwareAwareOptimizer planner(m.config);
   m.model = GPT(m.config.model, m.config.model.vocab_size);
   load_hf_directory_weights(m.model, dir);
@@ -103,6 +100,13 @@ struct GenerateArgs {
 // pipeline stage, as many as there are samples: enough to keep every stage busy).
 int64_t generate_micro_batches(const GenerateArgs& a) {
   constexpr int64_t kMaxSamples = 1024;
+  if (!(a.temperature >= 0) || !std::isfinite(a.temperature)) {  // before the checkpoint is read
+    throw ConfigError("generate --temperature " + std::to_string(a.temperature) + " is out of range; valid: 0 (the "
+                      "most likely token) or more");
+  }
+  if (!(a.top_p > 0 && a.top_p <= 1)) {
+    throw ConfigError("generate --top-p " + std::to_string(a.top_p) + " is out of range; valid: (0, 1], 1 = all tokens");
+  }
   if (a.samples < 1 || a.samples > kMaxSamples) {
     throw ConfigError("generate --samples " + std::to_string(a.samples) + " is out of range; valid: 1 to " +
                       std::to_string(kMaxSamples));
@@ -153,10 +157,10 @@ int run_generate(const GenerateArgs& a) {
   LoadedModel m = env.distributed() ? load_split("generate", a.checkpoint, a.out, a.pipeline, {}, env, group)
                                     : load_model(a.checkpoint, a.out, {});
   // A checkpoint carries the tokenizer it was trained with (checkpoints older than that: the config's).
-  if (is_hf_model_dir(m.checkpoint) && !has_own_tokenizer(m.checkpoint)) {
+  if (is_hf_model_dir(m.checkpoint) && !holds_tokenizer(m.checkpoint)) {
     throw DataError(m.checkpoint.string() + " has no tokenizer.json or tokenizer.model to turn the prompt into ids and back");
   }
-  auto tokenizer = has_own_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
+  auto tokenizer = holds_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).repeat({a.samples, 1});
@@ -304,7 +308,7 @@ Command add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "validation loss of a checkpoint");
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
-  cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)");
+  cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)")->check(at_least(1));
   add_pipeline_option(cmd, a->pipeline);
   add_config_options(cmd, a->config);
   cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/\n"

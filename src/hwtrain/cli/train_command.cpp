@@ -10,6 +10,7 @@
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/tokenizer.h"
+#include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/dist/ddp.h"
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/dist_env.h"
@@ -257,7 +258,12 @@ int run_train(const TrainArgs& a) {
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
-  if (!a.init_from.empty()) config.model = imported_model_config(a, config, checkpoint.has_value());
+  if (!a.init_from.empty()) {
+    config.model = imported_model_config(a, config, checkpoint.has_value());
+    // Its embeddings are indexed by its own tokenizer's ids: the data is tokenized with it (a dataset
+    // prepared with another one is refused), unless the user names a tokenizer.
+    if (!config.is_set("data.tokenizer") && holds_tokenizer(a.init_from)) config.data.tokenizer = a.init_from;
+  }
   if (resumed) check_steps_left(*resumed, *checkpoint, config.train.max_steps);  // before anything is written
   const std::optional<DeviceMesh> fixed_mesh = run_mesh_shape(config, env.world_size);  // empty: "auto"
   const PlanContext context = mesh_plan_context(fixed_mesh, env);

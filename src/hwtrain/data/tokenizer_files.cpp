@@ -67,6 +67,11 @@ void save_tokenizer(const Tokenizer& tok, const fs::path& dir, const nlohmann::j
   write_file_atomic(dir / kTokenizerJsonFile, j.dump(2) + "\n");
 }
 
+bool holds_tokenizer(const fs::path& dir) {
+  std::error_code ec;
+  return has_tokenizer_files(dir) || fs::is_regular_file(dir / kTokenizerModelFile, ec);
+}
+
 bool has_tokenizer_files(const fs::path& dir) {
   std::error_code ec;
   return fs::is_regular_file(dir / kTokenizerJsonFile, ec);

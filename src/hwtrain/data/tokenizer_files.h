@@ -26,6 +26,9 @@ void save_tokenizer(const Tokenizer& tokenizer, const std::filesystem::path& dir
 
 // True when `dir` holds a tokenizer.json.
 bool has_tokenizer_files(const std::filesystem::path& dir);
+// True when `dir` (a model directory) brings a tokenizer of its own: tokenizer.json, or a
+// SentencePiece tokenizer.model alone; make_tokenizer(dir) reads either.
+bool holds_tokenizer(const std::filesystem::path& dir);
 
 // Reads what save_tokenizer wrote. DataError naming the file when tokenizer.json is missing or
 // malformed, when tokenizer.model is missing, or when the model's fingerprint, vocabulary size or

@@ -243,9 +243,9 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
   if (spec == "latest") {
     if (auto latest = CheckpointStore(default_dir, 1).latest()) return *latest;
     throw IoError("no checkpoint found in " + default_dir.string() +
-                  "; train first or pass --resume <checkpoint dir>");
+                  "; train first, or give a checkpoint directory (step_NNNNNNNN)");
   }
-  if (spec.empty()) throw IoError("empty checkpoint path; pass --resume <checkpoint dir> or 'latest'");
+  if (spec.empty()) throw IoError("empty checkpoint path; give a checkpoint directory, a run directory or 'latest'");
   const fs::path p(spec);
   std::error_code ec;
   if (!fs::exists(p, ec)) throw IoError("checkpoint " + p.string() + " does not exist");
@@ -259,7 +259,7 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
   if (fs::is_directory(nested, ec)) {
     if (auto latest = CheckpointStore(nested, 1).latest()) return *latest;
     throw IoError("no complete checkpoint found in " + nested.string() +
-                  "; train first or pass --resume <checkpoint dir>");
+                  "; train first, or give a checkpoint directory (step_NNNNNNNN)");
   }
   for (const auto& entry : fs::directory_iterator(p, ec)) {
     if (checkpoint_step_from_name(entry.path().filename().string())) {
