@@ -109,6 +109,22 @@ TEST(EarlyStopping, WithoutRestoreKeepsTheLastWeights) {
   EXPECT_EQ(t.weight[0].item<double>(), 4.0);
 }
 
+// A diverged loss (NaN) is a check without improvement, not a missing value: patience runs out.
+TEST(EarlyStopping, ANonFiniteLossCountsAgainstPatience) {
+  FakeTrainerControl t;
+  EarlyStopping cb(early(2, 0, "loss"));
+  cb.on_train_begin(t);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int s = 1; s <= 3 && !t.stop_requested(); ++s) cb.on_step_end(t, step_record(s, s == 1 ? 2.0 : nan));
+  EXPECT_TRUE(t.stop_requested());
+  EXPECT_EQ(cb.watch().best_step(), 1);
+  EarlyStopping on_eval(early(1));
+  on_eval.on_train_begin(t);
+  on_eval.on_evaluation_end(t, eval_record(1, 2.0));
+  on_eval.on_evaluation_end(t, eval_record(2, std::numeric_limits<double>::infinity()));
+  EXPECT_TRUE(on_eval.stopped());
+}
+
 TEST(EarlyStopping, RejectsBadOptions) {
   EXPECT_THROW(EarlyStopping{early(0)}, ConfigError);
   EXPECT_THROW(EarlyStopping{early(2, -1)}, ConfigError);

@@ -12,12 +12,19 @@ MetricWatch::MetricWatch(std::string monitor, MetricGoal mode, double min_delta,
   on_eval_ = is_eval_metric(monitor_);
 }
 
+// A loss that is not finite is a diverged step or evaluation, not an unknown value (which NaN means
+// for the other fields): it is checked, and never improves, so patience runs out on it.
 std::optional<double> MetricWatch::value_in(const StepMetrics& m) const {
-  return on_eval_ ? std::nullopt : metric_value(monitor_, m);
+  if (on_eval_) return std::nullopt;
+  if (monitor_ == "loss" && !std::isfinite(m.loss)) return m.loss;
+  return metric_value(monitor_, m);
 }
 
 std::optional<double> MetricWatch::value_in(const EvalMetrics& m) const {
-  return on_eval_ ? metric_value(monitor_, m) : std::nullopt;
+  if (!on_eval_) return std::nullopt;
+  if (monitor_ == "val_loss" && !std::isfinite(m.val_loss)) return m.val_loss;
+  if (monitor_ == "val_perplexity" && !std::isfinite(m.val_perplexity)) return m.val_perplexity;
+  return metric_value(monitor_, m);
 }
 
 bool MetricWatch::improves(double value) const {
