@@ -156,6 +156,23 @@ TEST(RunConfig, LossScaleBoundsMustHoldTheInitialScale) {
   EXPECT_NE(msg.find("max_loss_scale = 4"), std::string::npos) << msg;
   msg = msg_for({"optimization.max_loss_scale=-1"});
   EXPECT_NE(msg.find("optimization.max_loss_scale"), std::string::npos) << msg;
+  // GradScaler's rules, and counts that cannot be negative: each refused by name.
+  for (const std::string bad : {"optimization.loss_scale_init=0", "optimization.loss_scale_growth_factor=0.5",
+                                "optimization.loss_scale_backoff_factor=3", "optimization.loss_scale_growth_interval=0",
+                                "optimization.nonfinite_fallback_steps=-7", "checkpoint.every_minutes=-1"}) {
+    msg = msg_for({bad});
+    EXPECT_NE(msg.find(bad.substr(0, bad.find('='))), std::string::npos) << bad << ": " << msg;
+  }
+  // A number that is not finite is refused as such, from --set or a file alike.
+  RunConfig c;
+  for (const std::string bad : {"train.lr=inf", "train.lr=nan", "train.lr=1e400"}) {
+    msg = error_of([&] { c.apply_override(bad); });
+    EXPECT_NE(msg.find("is not a finite number"), std::string::npos) << bad << ": " << msg;
+  }
+  testing::TempDir dir;
+  dir.write("inf.toml", "[train]\nlr = inf\n");
+  msg = error_of([&] { load_run_config((dir / "inf.toml").string(), {}); });
+  EXPECT_NE(msg.find("train.lr = inf is not a finite number"), std::string::npos) << msg;
 }
 
 // The seeds' amp_level: named aliases of hwtrain's precision keys, set as if the user set them.

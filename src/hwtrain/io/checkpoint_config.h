@@ -22,6 +22,7 @@ struct CheckpointConfig {
   void validate() const {
     check_at_least("checkpoint.interval", interval, 0);
     check_at_least("checkpoint.keep_last", keep_last, 1);
+    check_non_negative("checkpoint.every_minutes", every_minutes, "0 = off");
   }
 
   template <class V>

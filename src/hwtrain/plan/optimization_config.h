@@ -62,7 +62,24 @@ struct OptimizationConfig {
     check_at_least("optimization.num_workers", num_workers, -1);
     check_at_least("optimization.prefetch_factor", prefetch_factor, 1);
     check_at_least("optimization.intra_op_threads", intra_op_threads, 0);
+    check_at_least("optimization.nonfinite_fallback_steps", nonfinite_fallback_steps, 0);
+    check_loss_scaler();
     check_loss_scale_bounds();
+  }
+
+  // As PyTorch's GradScaler requires: a positive scale that grows (> 1) and backs off (in (0, 1)).
+  void check_loss_scaler() const {
+    if (!(loss_scale_init > 0)) {
+      option_range_error("optimization.loss_scale_init", option_text(loss_scale_init), "must be > 0");
+    }
+    if (!(loss_scale_growth_factor > 1)) {
+      option_range_error("optimization.loss_scale_growth_factor", option_text(loss_scale_growth_factor), "must be > 1");
+    }
+    if (!(loss_scale_backoff_factor > 0 && loss_scale_backoff_factor < 1)) {
+      option_range_error("optimization.loss_scale_backoff_factor", option_text(loss_scale_backoff_factor),
+                         "must be in (0, 1)");
+    }
+    check_at_least("optimization.loss_scale_growth_interval", loss_scale_growth_interval, 1);
   }
 
   // min_loss_scale <= loss_scale_init <= max_loss_scale, where a bound is set (> 0).

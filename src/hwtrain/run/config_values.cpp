@@ -52,14 +52,17 @@ void assign(std::optional<int64_t>& f, const RawValue& v, const std::string& key
 }
 void assign(double& f, const RawValue& v, const std::string& key, const std::string& src) {
   if (v.kind == RawValue::Kind::Int) { f = static_cast<double>(v.i); return; }
-  if (v.kind == RawValue::Kind::Float) { f = v.d; return; }
+  double x = 0;
+  bool number = v.kind == RawValue::Kind::Float;
+  if (number) x = v.d;
   if (v.kind == RawValue::Kind::Text) {
-    errno = 0;
     char* end = nullptr;
-    double x = std::strtod(v.s.c_str(), &end);
-    if (!v.s.empty() && end && *end == '\0' && errno == 0 && std::isfinite(x)) { f = x; return; }
+    x = std::strtod(v.s.c_str(), &end);  // "inf", "nan" and 1e400 read as numbers, refused below
+    number = !v.s.empty() && end && *end == '\0';
   }
-  wrong_type(key, v, "a number", src);
+  if (!number) wrong_type(key, v, "a number", src);
+  if (!std::isfinite(x)) throw ConfigError(src + ": " + key + " = " + v.describe() + " is not a finite number");
+  f = x;
 }
 void assign(bool& f, const RawValue& v, const std::string& key, const std::string& src) {
   if (v.kind == RawValue::Kind::Bool) { f = v.b; return; }
