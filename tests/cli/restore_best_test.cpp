@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "support/shell.h"
@@ -72,6 +74,15 @@ TEST_P(RestoreBest, ShardedRanksRestoreTheBestWeightsAsOneProcess) {
       << testing::read_text(dir / "split.log");
   const std::string one = testing::read_text(dir / "one.log"), split = testing::read_text(dir / "split.log");
   EXPECT_NE(one.find("early stopping: restored the weights of step 2"), std::string::npos) << one;
+  // The run evaluates the restored weights last: its final val_loss is step 2's, not step 6's.
+  std::vector<double> val;
+  std::ifstream records(dir / "one" / "metrics.jsonl");
+  for (std::string line; std::getline(records, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "eval") val.push_back(j.at("val_loss").get<double>());
+  }
+  ASSERT_GE(val.size(), 4u);
+  EXPECT_EQ(val.back(), val.front());
   EXPECT_NE(split.find("[rank 0] early stopping: restored the weights of step 2"), std::string::npos) << split;
   EXPECT_NE(split.find(sharding + ": "), std::string::npos) << split;  // the engine's line
   // Steps 3-6 moved the weights: only every rank's restored shards evaluate as one process's weights.

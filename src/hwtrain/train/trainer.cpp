@@ -357,7 +357,7 @@ TrainResult Trainer::fit() {
   callbacks_.train_begin(*this);
   callbacks_.load_states(std::exchange(resumed_callbacks_, {}));  // a resumed run's bests and patience
   double last_val = NAN;
-  int64_t last_eval_step = -1;
+  int64_t last_eval_step = -1, restores_evaluated = weight_restores_;
   auto run_eval = [&] {
     auto t0 = Clock::now();
     EvalMetrics e;
@@ -367,6 +367,7 @@ TrainResult Trainer::fit() {
     e.elapsed_seconds = elapsed_seconds();
     last_val = e.val_loss;
     last_eval_step = step_;
+    restores_evaluated = weight_restores_;
     log_debug("evaluation took {:.2f}s", seconds_since(t0));
     callbacks_.evaluation_end(*this, e);
   };
@@ -378,7 +379,9 @@ TrainResult Trainer::fit() {
     if (evaluates_at(step_)) run_eval();
   }
   if (!stop_requested_) stop_reason_ = "reached train.max_steps = " + std::to_string(options_.train.max_steps);
-  if (last_eval_step != step_ && options_.train.eval_interval > 0 && data_->has_validation()) run_eval();
+  // The weights trained last, or those a callback put back (early stopping's best), are what the run reports.
+  const bool unevaluated = last_eval_step != step_ || restores_evaluated != weight_restores_;
+  if (unevaluated && options_.train.eval_interval > 0 && data_->has_validation()) run_eval();
   callbacks_.train_end(*this);
 
   TrainResult r;

@@ -207,6 +207,7 @@ class Trainer : public TrainerControl {
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
   ResumedState resumed_;  // see take_resumed_state
   std::map<std::string, CallbackState> resumed_callbacks_;  // the checkpoint's callback states
+  int64_t weight_restores_ = 0;  // restore_weights calls: a restore after an evaluation calls for another
 };
 
 }  // namespace hwt

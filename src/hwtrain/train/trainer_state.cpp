@@ -123,6 +123,7 @@ void Trainer::check_weights_match_model(const std::vector<std::pair<std::string,
 }
 
 void Trainer::restore_weights(const NamedTensors& weights) {
+  ++weight_restores_;
   if (parts_.sharding.optimizer) {
     restore_master_shards(weights);
     return;
