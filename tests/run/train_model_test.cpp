@@ -84,6 +84,24 @@ TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
   EXPECT_TRUE(std::filesystem::exists(dir / "run" / "metrics.jsonl"));  // the command's sinks too
 }
 
+// The config's callbacks apply as in a command-line run: early stopping ends the run, by name.
+TEST(TrainModel, TheConfigsEarlyStoppingStopsTheRun) {
+  testing::TempDir dir;
+  TrainModelOptions o;
+  o.epochs = 3;
+  o.batch_size = 32;
+  o.num_workers = 0;
+  o.run_dir = dir / "run";
+  for (const char* key : {"early_stopping.enabled=true", "early_stopping.monitor=loss", "early_stopping.patience=1",
+                          "early_stopping.min_delta=100", "train.eval_interval=0"}) {
+    o.config.apply_override(key);
+  }
+  torch::manual_seed(0);
+  TrainHistory h = train_model(make_module_model(TinyMlp(), torch::mse_loss), line_examples(256, 1), line_examples(64, 2), o);
+  EXPECT_EQ(h.result.steps, 2);  // the first loss is the best; the second does not beat it by 100
+  EXPECT_NE(h.result.stop_reason.find("early stopping"), std::string::npos) << h.result.stop_reason;
+}
+
 TEST(TrainModel, AMemoryDescriptionPicksTheLargestMicroBatchThatFits) {
   ModelMemoryDescription memory;
   memory.activation_bytes_per_row_fp32 = 1000;

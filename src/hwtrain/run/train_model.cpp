@@ -9,6 +9,7 @@
 #include "hwtrain/model/gpt_model.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/plan/planner.h"
+#include "hwtrain/run/configured_callbacks.h"
 #include "hwtrain/run/hardware_aware_optimizer.h"
 #include "hwtrain/train/batch_size_probe.h"
 #include "hwtrain/train/metrics_logger.h"
@@ -97,6 +98,10 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   trainer.add_callback(std::make_shared<MetricsLogger>(run_dir, c.log, c.train.max_steps, c.train.log_interval,
                                                        /*logging_rank=*/true, /*resumed=*/false));
   trainer.add_callback(hao.metrics_probe());
+  // What the config asks of a command-line run too: the time budget, early stopping, LR on plateau,
+  // the LR monitor and the profiler (make_configured_callbacks), then checkpoints.
+  trainer.add_callback(std::make_shared<TimeBudgetStopper>(c.train.time_budget));
+  for (auto& callback : make_configured_callbacks(c)) trainer.add_callback(callback);
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(c.checkpoint)));
   history.result = trainer.fit();
   return history;
