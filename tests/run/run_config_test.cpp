@@ -169,6 +169,9 @@ TEST(RunConfig, LossScaleBoundsMustHoldTheInitialScale) {
     msg = error_of([&] { c.apply_override(bad); });
     EXPECT_NE(msg.find("is not a finite number"), std::string::npos) << bad << ": " << msg;
   }
+  msg = msg_for({"train.warmup_steps=3", "train.decay_steps=3"});  // the decay's end at the warmup's: none
+  EXPECT_NE(msg.find("train.decay_steps"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the step at which the decay ends"), std::string::npos) << msg;
   testing::TempDir dir;
   dir.write("inf.toml", "[train]\nlr = inf\n");
   msg = error_of([&] { load_run_config((dir / "inf.toml").string(), {}); });

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/obs/obs_config.h"
 #include "hwtrain/obs/profile_report.h"
 #include "hwtrain/train/profiler_callback.h"
 #include "hwtrain/train/trainer.h"
@@ -45,8 +46,11 @@ TEST(ProfileSteps, ParsesRanges) {
   EXPECT_EQ(parse_profile_steps("3:7").first, 3);
   EXPECT_EQ(parse_profile_steps("3:7").last, 7);
   EXPECT_EQ(parse_profile_steps("5:5").last, 5);
-  for (const char* bad : {"", "3", "7:3", "0:2", "a:b", "3:7:9", "-1:2"}) {
+  for (const char* bad : {"", "3", "7:3", "0:2", "a:b", "3:7:9", "-1:2", "1:1234567890123"}) {
     EXPECT_THROW(parse_profile_steps(bad), ConfigError) << bad;
+    ObsConfig o;  // the config's check is the same rule: `plan` refuses what `train` refuses
+    o.profile_steps = bad;
+    if (*bad) EXPECT_THROW(o.validate(), ConfigError) << bad;
   }
 }
 

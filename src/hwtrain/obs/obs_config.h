@@ -35,19 +35,23 @@ struct ObsConfig {
   void validate() const {
     check_positive("log.flush_seconds", flush_seconds);
     check_non_negative("log.gpu_log_interval", gpu_log_interval, "0 = off");
-    if (!profile_steps.empty() && !valid_step_range(profile_steps)) {
-      throw ConfigError("config: log.profile_steps = '" + profile_steps +
-                        "' is not valid: expected a:b with a <= b, e.g. 10:20");
-    }
+    if (!profile_steps.empty()) check_profile_steps(profile_steps);
   }
-  // "a:b" with decimal a <= b.
+  static void check_profile_steps(const std::string& spec) {
+    if (valid_step_range(spec)) return;
+    throw ConfigError("config: log.profile_steps = '" + spec +
+                      "' is not valid: expected a:b with 1 <= a <= b (training steps, inclusive), e.g. 10:15");
+  }
+  // "a:b" with decimal 1 <= a <= b, at most 12 digits each: the one rule (train/profiler_callback.h's
+  // parse_profile_steps reads what it accepts).
   static bool valid_step_range(const std::string& s) {
     const size_t colon = s.find(':');
     auto digits = [](const std::string& t) {
-      return !t.empty() && t.size() < 18 && t.find_first_not_of("0123456789") == std::string::npos;
+      return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
     };
     if (colon == std::string::npos || !digits(s.substr(0, colon)) || !digits(s.substr(colon + 1))) return false;
-    return std::stoll(s.substr(0, colon)) <= std::stoll(s.substr(colon + 1));
+    const long long first = std::stoll(s.substr(0, colon));
+    return first >= 1 && first <= std::stoll(s.substr(colon + 1));
   }
 
   template <class V>

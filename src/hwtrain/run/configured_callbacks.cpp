@@ -1,6 +1,7 @@
 #include "hwtrain/run/configured_callbacks.h"
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
 #include "hwtrain/train/early_stopping.h"
 #include "hwtrain/train/interrupt.h"
 #include "hwtrain/train/lr_monitor.h"
@@ -28,9 +29,10 @@ std::vector<std::shared_ptr<Callback>> make_configured_callbacks(const RunConfig
   if (config.lr_plateau.enabled) {
     check_monitor(config, "lr_plateau.monitor", config.lr_plateau.monitor);
     if (config.lr_plateau.min_lr >= config.train.lr) {
-      throw ConfigError("config: lr_plateau.min_lr = " + std::to_string(config.lr_plateau.min_lr) +
-                        " is not below train.lr = " + std::to_string(config.train.lr) +
-                        ", so the learning rate could never be reduced; lower lr_plateau.min_lr");
+      throw ConfigError("config: lr_plateau.min_lr = " + option_text(config.lr_plateau.min_lr) +
+                        (config.is_set("lr_plateau.min_lr") ? "" : " (its default)") + " is not below train.lr = " +
+                        option_text(config.train.lr) +
+                        ", so the learning rate could never be reduced; set lr_plateau.min_lr below it (0 = no floor)");
     }
     out.push_back(std::make_shared<ReduceLROnPlateau>(config.lr_plateau));
   }

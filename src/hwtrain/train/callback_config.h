@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/metric_goal.h"
 
 namespace hwt {
@@ -34,7 +35,7 @@ struct EarlyStoppingConfig {
   template <class V>
   void visit(V& v) {
     v("enabled", enabled, "stop training when the monitored metric stops improving");
-    v("monitor", monitor, "metric to watch, e.g. val_loss or loss (--help-config lists them)");
+    v("monitor", monitor, "metric to watch, e.g. val_loss or loss (an unknown name is refused with the list of valid ones)");
     v("mode", mode, "min: lower is better; max: higher is better");
     v("patience", patience, "checks without improvement before stopping");
     v("min_delta", min_delta, "smallest change that counts as an improvement");
@@ -77,7 +78,7 @@ struct LrPlateauConfig {
 
   void validate() const {
     if (!(factor > 0 && factor < 1)) {
-      throw ConfigError("config: lr_plateau.factor = " + std::to_string(factor) + " must be in (0, 1), e.g. 0.5");
+      throw ConfigError("config: lr_plateau.factor = " + option_text(factor) + " must be in (0, 1), e.g. 0.5");
     }
     if (patience < 1)
       throw ConfigError("config: lr_plateau.patience = " + std::to_string(patience) + " must be at least 1");

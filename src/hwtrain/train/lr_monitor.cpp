@@ -21,7 +21,7 @@ void LearningRateMonitor::on_train_begin(TrainerControl& t) {
 void LearningRateMonitor::on_step_end(TrainerControl& t, const StepMetrics& m) {
   if ((m.step % interval_ == 0 || samples_.empty()) && std::isfinite(m.lr)) {
     samples_.push_back({m.step, m.lr, t.lr_scale()});
-    log_debug("lr_monitor: step {} lr {:.4g} (scale {:.4g})", m.step, m.lr, t.lr_scale());
+    log_info("lr_monitor: step {} lr {:.4g} (scale {:.4g})", m.step, m.lr, t.lr_scale());  // what it is enabled for
   }
   check_scale(t, m.step);
 }

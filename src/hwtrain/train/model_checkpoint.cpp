@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/obs/log.h"
 
@@ -30,7 +31,7 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options, std::function<b
     throw ConfigError("config: checkpoint.interval = " + std::to_string(options_.every_steps) + " must be >= 0");
   }
   if (!(options_.every_minutes >= 0)) {
-    throw ConfigError("config: checkpoint.every_minutes = " + std::to_string(options_.every_minutes) +
+    throw ConfigError("config: checkpoint.every_minutes = " + option_text(options_.every_minutes) +
                       " must be >= 0 (0 = off)");
   }
   if (!options_.monitor.empty()) watch_.emplace(options_.monitor, mode, 0.0, "checkpoint.monitor");

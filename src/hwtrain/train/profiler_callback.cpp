@@ -5,6 +5,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/obs/log.h"
+#include "hwtrain/obs/obs_config.h"
 #include "hwtrain/obs/profile_report.h"
 
 namespace hwt {
@@ -15,14 +16,9 @@ constexpr int64_t kLoopTid = 1;
 }  // namespace
 
 ProfileRange parse_profile_steps(const std::string& spec) {
-  static const std::regex re("([0-9]{1,12}):([0-9]{1,12})");
-  std::smatch m;
-  if (std::regex_match(spec, m, re)) {
-    ProfileRange r{std::stoll(m[1]), std::stoll(m[2])};
-    if (r.first >= 1 && r.first <= r.last) return r;
-  }
-  throw ConfigError("config: log.profile_steps = '" + spec +
-                    "' is not valid: expected a:b with 1 <= a <= b (training steps, inclusive), e.g. 10:15");
+  ObsConfig::check_profile_steps(spec);  // ConfigError naming log.profile_steps
+  const size_t colon = spec.find(':');
+  return {std::stoll(spec.substr(0, colon)), std::stoll(spec.substr(colon + 1))};
 }
 
 std::string rank_file_name(const std::string& file_name, int rank) {

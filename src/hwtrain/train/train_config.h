@@ -62,6 +62,11 @@ struct TrainConfig {
     }
     check_at_least("train.warmup_steps", warmup_steps, 0);
     check_at_least("train.decay_steps", decay_steps, 0);
+    if (decay_steps > 0 && decay_steps <= warmup_steps) {  // the decay would be skipped: lr drops to min_lr at once
+      option_range_error("train.decay_steps", std::to_string(decay_steps),
+                         "must exceed train.warmup_steps = " + std::to_string(warmup_steps) +
+                             " (it is the step at which the decay ends), or 0 for train.max_steps");
+    }
     check_non_negative("train.weight_decay", weight_decay, "");
     check_in_range("train.beta1", beta1, 0.0, 1.0, false);
     check_in_range("train.beta2", beta2, 0.0, 1.0, false);
@@ -90,7 +95,8 @@ struct TrainConfig {
     v("lr", lr, "peak learning rate");
     v("min_lr", min_lr, "floor of the learning-rate decay; -1 = lr / 10");
     v("warmup_steps", warmup_steps, "steps of linear warmup from 0 to lr");
-    v("decay_steps", decay_steps, "length of the decay; 0 = max_steps");
+    v("decay_steps", decay_steps, "the step at which the decay (from the end of the warmup) reaches min_lr, "
+      "as nanoGPT's lr_decay_iters; 0 = max_steps");
     v("lr_schedule", lr_schedule, "learning-rate schedule after the warmup: cosine or linear decay to min_lr, or constant");
     v("weight_decay", weight_decay, "AdamW decoupled weight decay (not on biases, norms, embeddings)");
     v("beta1", beta1, "AdamW beta1");
