@@ -212,7 +212,7 @@ TEST(ResolveCheckpoint, ExplainsWhatIsWrong) {
   TempDir tmp;
   std::string msg = message_of([&] { resolve_checkpoint("latest", tmp / "none"); });
   EXPECT_NE(msg.find("no checkpoint found in " + (tmp / "none").string()), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--resume"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("give a checkpoint directory"), std::string::npos) << msg;  // not --resume: eval, export use it
 
   fs::create_directories(tmp / "empty");
   msg = message_of([&] { resolve_checkpoint("latest", tmp / "empty"); });

@@ -235,6 +235,12 @@ TEST(Interrupt, FlagMakesTheStopperRequestAStop) {
   EXPECT_EQ(t.stop_reason, "interrupted by SIGINT");
   cb.on_step_end(t, step_record(3, 1.0));
   EXPECT_EQ(t.num_requests, 1);
+  // A later run (train_model in the same process, no scope) is not stopped by the earlier signal.
+  FakeTrainerControl later;
+  InterruptStopper again;
+  again.on_train_begin(later);
+  again.on_step_end(later, step_record(1, 1.0));
+  EXPECT_FALSE(later.stop_requested());
   set_interrupt_signal(0);
 }
 

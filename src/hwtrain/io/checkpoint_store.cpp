@@ -246,7 +246,8 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& default_dir
                   "; train first, or give a checkpoint directory (step_NNNNNNNN)");
   }
   if (spec.empty()) throw IoError("empty checkpoint path; give a checkpoint directory, a run directory or 'latest'");
-  const fs::path p(spec);
+  fs::path p = fs::path(spec).lexically_normal();  // "run/checkpoints/step_00000010/" names step_00000010
+  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();
   std::error_code ec;
   if (!fs::exists(p, ec)) throw IoError("checkpoint " + p.string() + " does not exist");
   if (!fs::is_directory(p, ec)) {

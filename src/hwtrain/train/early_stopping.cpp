@@ -50,7 +50,7 @@ void EarlyStopping::check(TrainerControl& t, double value, int64_t step) {
     best_weights_.clear();
     restored_ = true;
     log_info("early stopping: restored the weights of step {}", watch_.best_step());
-  } else if (options_.restore_best_weights) {
+  } else if (options_.restore_best_weights && watch_.best_step() >= 0) {
     log_warn("early stopping: the best weights (step {}) are from before the resume and were not kept; the run "
              "ends with its last weights (its checkpoints of that step hold them)",
              watch_.best_step());

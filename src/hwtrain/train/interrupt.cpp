@@ -48,7 +48,7 @@ void InterruptStopper::on_evaluation_end(TrainerControl& t, const EvalMetrics&) 
 
 void InterruptStopper::check(TrainerControl& t) {
   const int sig = interrupt_signal();
-  if (sig == 0 || reported_) return;
+  if (sig == 0 || sig == before_ || reported_) return;
   reported_ = true;
   log_warn("interrupted by {} at step {}: stopping; the final checkpoint and report are being written",
            signal_name(sig), t.step());

@@ -35,13 +35,19 @@ void set_interrupt_signal(int signal);
 class InterruptStopper : public Callback {
  public:
   std::string name() const override { return "interrupt"; }
-  void on_train_begin(TrainerControl&) override { reported_ = false; }
+  // A signal already latched when the run begins (a former scope's, kept for its exit code) is not
+  // this run's: only one that arrives during it stops it.
+  void on_train_begin(TrainerControl&) override {
+    reported_ = false;
+    before_ = interrupt_signal();
+  }
   void on_step_end(TrainerControl& t, const StepMetrics& m) override;
   void on_evaluation_end(TrainerControl& t, const EvalMetrics& m) override;
 
  private:
   void check(TrainerControl& t);
   bool reported_ = false;
+  int before_ = 0;
 };
 
 }  // namespace hwt

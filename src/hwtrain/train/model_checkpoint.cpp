@@ -82,35 +82,35 @@ void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {
     due = due || time_due;
   }
   if (!due) return;
-  if (watch_ && watch_->watches_evaluations() && t.evaluates_at(t.step())) {
-    save_after_evaluation_ = true;  // the evaluation that follows is in this step's checkpoint
+  bool improved = false;  // compared before the save, so that the checkpoint's state holds this step
+  if (watch_ && !watch_->watches_evaluations() && last_loss_finite_) {
+    const auto v = watch_->value_in(m);
+    improved = v && watch_->update(*v, m.step);
+  }
+  if (t.evaluates_at(t.step())) {  // the evaluation that follows (its bests, an LR cut) is in this step's checkpoint
+    pending_ = Pending{true, improved};
     return;
   }
+  save_now(t, improved);
+}
+
+void ModelCheckpoint::on_evaluation_end(TrainerControl& t, const EvalMetrics& m) {
+  const Pending pending = std::exchange(pending_, {});
+  bool improved = pending.improved;
+  if (watch_ && watch_->watches_evaluations()) {
+    const auto v = watch_->value_in(m);
+    improved = v && watch_->update(*v, m.step);
+  }
+  if (pending.save || improved) save_now(t, improved);
+}
+
+void ModelCheckpoint::save_now(TrainerControl& t, bool keep_best) {
   if (!last_loss_finite_) {  // its weights may be NaN: the checkpoints saved before stay, none rotated out
     log_warn("checkpoint: step {} not saved: its loss is not finite", t.step());
     return;
   }
-  bool improved = false;  // compared before the save, so that the checkpoint's state holds this step
-  if (watch_ && !watch_->watches_evaluations()) {
-    const auto v = watch_->value_in(m);
-    improved = v && watch_->update(*v, m.step);
-  }
   const fs::path path = save(t);
-  if (improved) keep_as_best(path);
-}
-
-void ModelCheckpoint::on_evaluation_end(TrainerControl& t, const EvalMetrics& m) {
-  if (!watch_ || !watch_->watches_evaluations()) return;
-  const bool save_due = std::exchange(save_after_evaluation_, false);
-  const auto v = watch_->value_in(m);
-  const bool improved = v && watch_->update(*v, m.step);
-  if (!save_due && !improved) return;
-  if (!last_loss_finite_) {
-    log_warn("checkpoint: step {} not saved: its loss is not finite", t.step());
-    return;
-  }
-  const fs::path path = save(t);
-  if (improved) keep_as_best(path);
+  if (keep_best) keep_as_best(path);
 }
 
 void ModelCheckpoint::on_train_end(TrainerControl& t) {

@@ -48,13 +48,17 @@ class ModelCheckpoint : public Callback {
  private:
   std::filesystem::path save(TrainerControl& t);
   void keep_as_best(const std::filesystem::path& checkpoint);
+  void save_now(TrainerControl& t, bool keep_best);  // unless the last loss was not finite
 
   ModelCheckpointOptions options_;
   std::function<bool(bool)> agree_;
   std::optional<MetricWatch> watch_;
   double last_save_time_ = 0;
   int64_t last_saved_step_ = -1;
-  bool save_after_evaluation_ = false;  // a due save waits for the evaluation of its step (its best)
+  // A save due at a step that evaluates waits for the evaluation (whose results its state holds).
+  struct Pending {
+    bool save = false, improved = false;
+  } pending_;
   bool last_loss_finite_ = true;  // the last step's, or its update skipped; a step without is not saved
   int64_t skipped_so_far_ = 0;     // the loss scaler's skipped steps at the last step
   std::filesystem::path last_saved_path_;

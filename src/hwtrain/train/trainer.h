@@ -141,7 +141,7 @@ class Trainer : public TrainerControl {
 
  private:
   std::filesystem::path checkpoint_dir() const;  // checkpoint.dir, or <run>/checkpoints
-  void set_aside_later_checkpoints(const std::filesystem::path& checkpoint, int64_t step) const;
+  void set_aside_later_checkpoints();  // at the first save after a resume from this run's own directory
   friend class TrainerTestSeam;  // fault injection for tests (tests/train/trainer_test_seam.h)
   void restore_batch_split(const TrainerStateFile& s, const std::filesystem::path& checkpoint);
   StepMetrics train_step();
@@ -207,6 +207,7 @@ class Trainer : public TrainerControl {
   int64_t sharded_saves_ = 0;  // names each sharded checkpoint's staging directory exchange
   ResumedState resumed_;  // see take_resumed_state
   std::map<std::string, CallbackState> resumed_callbacks_;  // the checkpoint's callback states
+  std::optional<int64_t> branched_at_;  // the step resumed from, of a checkpoint in this run's directory
   int64_t weight_restores_ = 0;  // restore_weights calls: a restore after an evaluation calls for another
 };
 

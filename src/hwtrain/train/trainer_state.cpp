@@ -181,11 +181,11 @@ fs::path Trainer::checkpoint_dir() const {
   return options_.checkpoint.dir.empty() ? run_dir_ / "checkpoints" : fs::path(options_.checkpoint.dir);
 }
 
-// A checkpoint of this run's own directory resumed: the ones saved after it are another history's.
-void Trainer::set_aside_later_checkpoints(const fs::path& checkpoint, int64_t step) const {
-  std::error_code ec;
-  if (rank_ != 0 || !model_->checkpoint_writer()) return;  // the checkpoint writer alone
-  if (!fs::equivalent(checkpoint.parent_path(), checkpoint_dir(), ec)) return;
+// A checkpoint of this run's own directory resumed: the ones saved after it are another history's,
+// set aside when this run saves its first (so that a run failing before then leaves them as they were).
+void Trainer::set_aside_later_checkpoints() {
+  if (!branched_at_) return;
+  const int64_t step = *std::exchange(branched_at_, std::nullopt);
   if (const auto aside = set_aside_checkpoints_after(checkpoint_dir(), step)) {
     std::vector<std::string> names;
     for (const fs::path& p : aside->moved) names.push_back(p.string());
@@ -196,6 +196,7 @@ void Trainer::set_aside_later_checkpoints(const fs::path& checkpoint, int64_t st
 }
 
 fs::path Trainer::store_checkpoint(const TrainingCheckpoint& ckpt, const std::function<void(const fs::path&)>& also) {
+  set_aside_later_checkpoints();
   CheckpointStore store(checkpoint_dir(), options_.checkpoint.keep_last);
   fs::path written = store.save(step_, [&](const fs::path& staging) {
     write_training_checkpoint(staging, ckpt);
@@ -341,7 +342,9 @@ void Trainer::resume_from(const TrainingCheckpoint& ckpt, const fs::path& checkp
                       " micro-batches of " + std::to_string(micro_batch_size_) +
                       " per step, but optimization.optimizer_in_backward = true takes one; resume with it false");
   }
-  set_aside_later_checkpoints(checkpoint, step_);
+  std::error_code ec;  // a checkpoint of this run's own directory: a new history starts at it
+  const fs::path resumed_dir = fs::absolute(checkpoint, ec).lexically_normal().parent_path();
+  if (fs::equivalent(resumed_dir, checkpoint_dir(), ec)) branched_at_ = step_;
   log_info("resumed from {} at step {}", checkpoint.string(), step_);
 }
 
