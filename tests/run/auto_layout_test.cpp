@@ -9,22 +9,13 @@
 #include "hwtrain/plan/memory_model.h"
 #include "hwtrain/plan/parallel_layout.h"
 #include "hwtrain/run/run_bindings.h"
+#include "run/planner_machines.h"
 
 namespace hwt {
 namespace auto_layout {
 
-HardwareProfile cpu_box(int64_t available_bytes) {
-  HardwareProfile hw;
-  hw.cpu.num_physical_cores = 4;
-  hw.cpu.num_logical_threads = 4;
-  hw.cpu.isa.avx512f = true;
-  hw.memory.total_bytes = hw.memory.effective_total_bytes = available_bytes + (1ll << 30);
-  hw.memory.available_bytes = hw.memory.effective_available_bytes = available_bytes;
-  hw.math.gemm_measured = true;
-  hw.math.fp32_gemm_gflops = 200;
-  hw.math.gemm_threads = 4;
-  return hw;
-}
+using planner_machines::cpu_box;
+using planner_machines::decision;
 
 RunConfig auto_config(const std::vector<std::string>& more = {}) {
   RunConfig c;
@@ -46,13 +37,6 @@ PlanContext two_ranks() {
   ctx.world_size = 2;
   ctx.ranks_per_node = 2;
   return ctx;
-}
-
-const Decision& decision(const Plan& p, const std::string& name) {
-  for (const auto& d : p.decisions) {
-    if (d.name == name) return d;
-  }
-  throw std::runtime_error("no decision " + name);
 }
 
 // The least the whole model needs on a rank without sharding: micro-batch 1, every block recomputed.

@@ -10,22 +10,13 @@
 #include "hwtrain/plan/memory_model.h"
 #include "hwtrain/plan/parallel_layout.h"
 #include "hwtrain/run/run_bindings.h"
+#include "run/planner_machines.h"
 
 namespace hwt {
 namespace fixed_mesh_plan {
 
-HardwareProfile cpu_box(int64_t available_bytes) {
-  HardwareProfile hw;
-  hw.cpu.num_physical_cores = 4;
-  hw.cpu.num_logical_threads = 4;
-  hw.cpu.isa.avx512f = true;
-  hw.memory.total_bytes = hw.memory.effective_total_bytes = available_bytes + (1ll << 30);
-  hw.memory.available_bytes = hw.memory.effective_available_bytes = available_bytes;
-  hw.math.gemm_measured = true;
-  hw.math.fp32_gemm_gflops = 200;
-  hw.math.gemm_threads = 4;
-  return hw;
-}
+using planner_machines::cpu_box;
+using planner_machines::decision;
 
 RunConfig tiny(const std::vector<std::string>& more) {
   RunConfig c;
@@ -46,13 +37,6 @@ PlanContext mesh(int64_t tp, int64_t pp, int64_t dp = 1) {
   ctx.pipeline_parallel = pp;
   ctx.ranks_per_node = static_cast<int>(tp * pp * dp);
   return ctx;
-}
-
-const Decision& decision(const Plan& p, const std::string& name) {
-  for (const auto& d : p.decisions) {
-    if (d.name == name) return d;
-  }
-  throw std::runtime_error("no decision " + name);
 }
 
 // The least the whole model needs on a rank: micro-batch 1, every block recomputed.
@@ -103,7 +87,8 @@ TEST(FixedMeshPlan, APipelineCountsTheMicroBatchesInFlight) {
 // Under tensor parallelism the head is vocabulary-parallel: a fused head asked for is not planned
 // (a warning says so) on a fixed mesh and on a searched one alike.
 TEST(FixedMeshPlan, TensorParallelismPlansTheVocabularyParallelHead) {
-  const RunConfig c = tiny({"dist.tensor_parallel=2", "dist.pipeline_parallel=1", "optimization.fused_lm_head_loss=true"});
+  const RunConfig c =
+      tiny({"dist.tensor_parallel=2", "dist.pipeline_parallel=1", "optimization.fused_lm_head_loss=true"});
   const Plan p = make_plan(cpu_box(20ll << 30), c, mesh(2, 1));
   EXPECT_FALSE(p.fused_lm_head_loss);
   EXPECT_NE(decision(p, "lm_head_loss").reason.find("vocabulary-parallel"), std::string::npos);
@@ -113,6 +98,19 @@ TEST(FixedMeshPlan, TensorParallelismPlansTheVocabularyParallelHead) {
                                                             "optimization.fused_lm_head_loss=true"}),
                                 mesh(1, 2));
   EXPECT_TRUE(staged.fused_lm_head_loss);  // a pipeline's last stage runs the chunked head
+  // A searched layout with a tensor group: `hwtrain plan` on 8 H100s with dist.tensor_parallel = 2.
+  RunConfig eight_b;
+  for (const char* o : {"model.preset=llama-3.1-8b", "dist.tensor_parallel=2", "optimization.fused_lm_head_loss=true"}) {
+    eight_b.apply_override(o);
+  }
+  PlanContext described;
+  described.world_size = 8;
+  described.paper = true;
+  const Plan searched = make_plan(*hardware_preset("h100-80gb", 8), eight_b, described);
+  ASSERT_TRUE(searched.layout);
+  EXPECT_EQ(searched.layout->tensor_parallel, 2);
+  EXPECT_FALSE(searched.fused_lm_head_loss);
+  EXPECT_NE(decision(searched, "lm_head_loss").reason.find("vocabulary-parallel"), std::string::npos);
 }
 
 // Llama 3.1 70B on 8 nodes of 8 H100s at a fixed TP8 x PP8 (one replica): planned at the split's
@@ -136,8 +134,10 @@ TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
   // micro-batches through 8 stages leave a bubble that interleaving or other cuts shrink.
   ASSERT_TRUE(p.layout);
   const std::string line = decision(p, "parallel_layout").reason;
-  EXPECT_NE(line.find("the layout search (dist.tensor_parallel, pipeline_parallel, pipeline_chunks = auto) would choose"),
-            std::string::npos) << line;
+  EXPECT_NE(
+      line.find("the layout search (dist.tensor_parallel, pipeline_parallel, pipeline_chunks = auto) would choose"),
+      std::string::npos)
+      << line;
   EXPECT_NE(line.find("x slower (bubble"), std::string::npos) << line;
   PlanContext all;  // `hwtrain plan` with the sizes pinned for the search, over all 64 GPUs
   all.world_size = 64;

@@ -36,6 +36,21 @@ inline HardwareProfile gpu_machine(int cc_major, int64_t memory_bytes = 80ll << 
   return hw;
 }
 
+// 4 cores (AVX-512, a measured 200 GFLOP/s fp32 GEMM) and `available_bytes` of memory: the CPU
+// processes of a run whose layout is planned (auto_layout_test.cpp, fixed_mesh_plan_test.cpp).
+inline HardwareProfile cpu_box(int64_t available_bytes) {
+  HardwareProfile hw;
+  hw.cpu.num_physical_cores = 4;
+  hw.cpu.num_logical_threads = 4;
+  hw.cpu.isa.avx512f = true;
+  hw.memory.total_bytes = hw.memory.effective_total_bytes = available_bytes + (1ll << 30);
+  hw.memory.available_bytes = hw.memory.effective_available_bytes = available_bytes;
+  hw.math.gemm_measured = true;
+  hw.math.fp32_gemm_gflops = 200;
+  hw.math.gemm_threads = 4;
+  return hw;
+}
+
 inline RunConfig small_config() {
   RunConfig c;
   c.model.vocab_size = 320;

@@ -130,7 +130,8 @@ MemoryEstimate stage_memory(const MemoryQuery& base, bool sequence_parallel, con
   const double p = static_cast<double>(l.pipeline_parallel), v = static_cast<double>(l.pipeline_chunks);
   double interleaved = 1.0;
   if (l.pipeline_chunks > 1) interleaved = s.in_flight > 1 ? 1.0 + (p - 1.0) / (p * v) : ((v - 1.0) * p + 1.0) / v;
-  e.activations = interleaved * rank_activations(sequence_parallel, q, held.activations - copies, t) + weight_copy_bytes(q, rank_params);
+  e.activations = interleaved * rank_activations(sequence_parallel, q, held.activations - copies, t) +
+                  weight_copy_bytes(q, rank_params);
   e.attention = interleaved * held.attention / t;
   e.logits = s.head ? held.logits / t : 0.0;
   e.overhead = held.overhead;

@@ -203,18 +203,15 @@ void apply_parallel_layout(Plan& p, const PlanInputs& in) {
                "; the memory model's terms split by tensor parallelism (sequence parallel) and cut by stage");
 }
 
-void describe_fixed_layout(Plan& p, const PlanInputs& in) {
-  if (in.ctx.model_parallel <= 1) return;
-  ParallelLayout l;
-  l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
-  l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
-  l.data_parallel = in.ctx.world_size;
-  l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+namespace {
+
+// `l` given the plan's sharding, micro-batch, accumulation and recomputation, and the cost model's
+// predictions for them; returns the problem it was predicted on.
+LayoutProblem predict_planned(ParallelLayout& l, const Plan& p, const PlanInputs& in, std::string& assumed) {
   l.sharding = p.sharding;
   l.micro_batch_size = p.micro_batch_size;
   l.num_micro_batches = p.grad_accum_steps;
   l.checkpoint_every = p.checkpoint_every;
-  std::string assumed;
   LayoutProblem problem = layout_problem(p, in, assumed);
   problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
   problem.global_batch = p.global_batch_size();
@@ -222,6 +219,20 @@ void describe_fixed_layout(Plan& p, const PlanInputs& in) {
   l.predicted_peak_bytes = prediction.memory.total();
   l.predicted_step_seconds = prediction.time.total();
   l.predicted_mfu = prediction.mfu;
+  return problem;
+}
+
+}  // namespace
+
+void describe_fixed_layout(Plan& p, const PlanInputs& in) {
+  if (in.ctx.model_parallel <= 1) return;
+  ParallelLayout l;
+  l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
+  l.data_parallel = in.ctx.world_size;
+  l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+  std::string assumed;
+  const LayoutProblem problem = predict_planned(l, p, in, assumed);
   p.layout = l;
   std::string reason = "the run's mesh (dist.tensor_parallel, dist.pipeline_parallel set): predicted " +
                        format_seconds(l.predicted_step_seconds) + "/step, MFU " +
@@ -240,19 +251,8 @@ void describe_fixed_layout(Plan& p, const PlanInputs& in) {
 
 void match_data_parallel_layout(Plan& p, const PlanInputs& in) {
   if (!p.layout) return;
-  ParallelLayout& l = *p.layout;
-  l.sharding = p.sharding;
-  l.micro_batch_size = p.micro_batch_size;
-  l.num_micro_batches = p.grad_accum_steps;
-  l.checkpoint_every = p.checkpoint_every;
   std::string assumed;
-  LayoutProblem problem = layout_problem(p, in, assumed);
-  problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
-  problem.global_batch = p.global_batch_size();
-  const LayoutPrediction prediction = predict_layout(problem, l);
-  l.predicted_peak_bytes = prediction.memory.total();
-  l.predicted_step_seconds = prediction.time.total();
-  l.predicted_mfu = prediction.mfu;
+  predict_planned(*p.layout, p, in, assumed);
 }
 
 }  // namespace hwt

@@ -71,12 +71,23 @@ BatchChoice fixed_micro_batch(const Plan& p, const PlanInputs& in, BatchChoice b
   return b;
 }
 
-// The largest power-of-two fraction of the wanted micro-batch that fits; recomputation where the
-// model does not fit without it, or where it lets a micro-batch at least twice as large fit (on a
-// GPU only while the micro-batch is under kGpuFillingTokens).
+// On a fixed pipeline mesh whose accumulation the planner chooses: whether `micro` leaves the stages
+// micro-batches to overlap, at least pp a step and a multiple of pp when interleaved (the rule
+// cli/parallel_setup.h's check_plan_for_mesh holds a run to).
+bool feeds_pipeline(const PlanInputs& in, int64_t micro) {
+  const int64_t pp = in.ctx.pipeline_parallel;
+  if (pp <= 1 || in.ctx.model_parallel <= 1 || in.want.grad_accum_steps) return true;
+  const int64_t per_rank = per_rank_target(in), accum = (per_rank + micro - 1) / micro;
+  return accum >= pp && (in.want.pipeline_chunks.value_or(1) == 1 || accum % pp == 0);
+}
+
+// The largest power-of-two fraction of the wanted micro-batch that fits (and feeds a fixed
+// pipeline); recomputation where the model does not fit without it, or where it lets a micro-batch
+// at least twice as large fit (on a GPU only while the micro-batch is under kGpuFillingTokens).
 BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoice b) {
   const bool every_free = !in.want.checkpoint_every;
-  const int64_t start = std::min<int64_t>(per_micro_step_target(in), in.want.max_batch_size);
+  int64_t start = std::min<int64_t>(per_micro_step_target(in), in.want.max_batch_size);
+  while (start > 1 && !feeds_pipeline(in, start)) start /= 2;
   b.micro = start;
   while (b.micro > 1 && !fits(p, in, b.micro, b.every)) b.micro /= 2;
   if (every_free && !fits(p, in, b.micro, 0)) {
@@ -85,6 +96,10 @@ BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoic
   }
   b.micro_reason = fits(p, in, b.micro, b.every) ? "largest that reaches the global batch under the memory budget"
                                                  : "smallest possible";
+  if (in.ctx.pipeline_parallel > 1 && in.ctx.model_parallel > 1 && !in.want.grad_accum_steps) {
+    b.micro_reason += " and gives the " + std::to_string(in.ctx.pipeline_parallel) + " pipeline stages at least as "
+                      "many micro-batches a step";
+  }
   // On a GPU a micro-batch of kGpuFillingTokens already fills the device: a larger one gains a few
   // percent (GPT-2 124M on an H100: 16 -> 64 sequences of 1024, +13% tokens/s) where recomputing
   // every block costs about a third more compute, so recomputation is not bought for it.
@@ -342,7 +357,8 @@ void decide_memory(Plan& p, const PlanInputs& in) {
                                                             ", its terms split by tensor parallelism and cut by stage"
                                                       : "";
   p.decide("memory", format_bytes(e.total()) + " predicted peak",
-           "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() + split +
+           "budget " + format_bytes(p.memory_budget_bytes) + " = " + budget_source(p, in) + "; " + e.breakdown() +
+               split +
                (in.want.model.is_llama() ? " (llama: activations counted, within 14% of CPU measurements and "
                                            "2% of one H100 run, 153M at micro-batch 32)"
                                          : ""));
