@@ -85,14 +85,16 @@ TEST(InitFrom, TheDirectorysTokenizerTokenizesTheData) {
   fs::copy(fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3_hf", dir / "hf", fs::copy_options::recursive);
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string cd = "cd '" + dir.path().string() + "' && " + HWTRAIN_BINARY;
-  ASSERT_EQ(testing::run_shell(cd + " tokenizer train -i corpus -o hf --vocab-size 300 --separator % > tok.log 2>&1"), 0)
+  ASSERT_EQ(testing::run_shell(cd + " tokenizer train -i corpus -o hf --vocab-size 300 --separator % > tok.log 2>&1"),
+            0)
       << testing::read_text(dir / "tok.log");
   const std::string run = " train --init-from hf --set train.max_steps=1 --set train.eval_interval=0 "
                           "--set train.sample_tokens=0 --set log.report=false --set log.tensorboard=false "
                           "--set model.block_size=32 --set train.micro_batch_size=2 --set train.time_budget=0 "
                           "--set optimization.mixed_precision_dtype=fp32 --set checkpoint.save_final=false "
                           "--set data.document_separator=% --set data.cache_dir=cache ";
-  ASSERT_EQ(testing::run_shell(cd + run + "--data corpus --out own > own.log 2>&1"), 0) << testing::read_text(dir / "own.log");
+  ASSERT_EQ(testing::run_shell(cd + run + "--data corpus --out own > own.log 2>&1"), 0)
+      << testing::read_text(dir / "own.log");
   EXPECT_NE(testing::read_text(dir / "own" / "config.toml").find("tokenizer = \"hf\""), std::string::npos)
       << testing::read_text(dir / "own" / "config.toml");
   ASSERT_EQ(testing::run_shell(cd + " prepare corpus -o bytes.hwt --separator % > prepare.log 2>&1"), 0);

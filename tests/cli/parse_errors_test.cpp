@@ -36,7 +36,11 @@ TEST(ParseErrors, AMisspelledCommandOrOptionNamesTheClosestOne) {
               "train: unknown option '--overwrit' (did you mean '--overwrite'?); see hwtrain train --help");
   expect_line(hwtrain(dir, "train --out=x --ovewrite=1"), "unknown option '--ovewrite' (did you mean '--overwrite'?)");
   // What is not a misspelling keeps CLI11's words, with the command's help.
-  expect_line(hwtrain(dir, "train stray"), "train: The following argument was not expected: stray (see hwtrain train --help)");
+  expect_line(hwtrain(dir, "train stray"),
+              "train: The following argument was not expected: stray (see hwtrain train --help)");
+  // A value of the wrong type is CLI11's message, not a guess about the options after it.
+  expect_line(hwtrain(dir, "launch --nproc-per-node two train --set a=1"), "launch: ");
+  EXPECT_EQ(hwtrain(dir, "launch --nproc-per-node two train --set a=1").text.find("unknown option"), std::string::npos);
   EXPECT_EQ(hwtrain(dir, "train --help").code, 0);
   EXPECT_EQ(hwtrain(dir, "--version").code, 0);
 }

@@ -69,7 +69,8 @@ TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   EXPECT_LT((again->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
   bare.push_back(read_hf_weights(dir).front());  // both forms of one tensor: refused
   GPT mixed(m, m.vocab_size);
-  EXPECT_NE(error_of<IoError>([&] { load_hf_weights(mixed, bare, "mixed"); }).find("is given twice"), std::string::npos);
+  EXPECT_NE(error_of<IoError>([&] { load_hf_weights(mixed, bare, "mixed"); }).find("is given twice"),
+            std::string::npos);
   base.block_size = 64;
   EXPECT_THROW(read_hf_model_config(dir, base), ConfigError);  // beyond its learned positions
   // An untied head cannot be GPT-2's here: refused, not dropped.
@@ -78,8 +79,9 @@ TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   config["tie_word_embeddings"] = false;
   untied.write("config.json", config.dump());
   base.block_size = 24;
-  EXPECT_NE(error_of<ConfigError>([&] { read_hf_model_config(untied.path(), base); }).find("tie_word_embeddings = false"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<ConfigError>([&] { read_hf_model_config(untied.path(), base); }).find("tie_word_embeddings = false"),
+      std::string::npos);
 }
 
 // The MHA Llama and Qwen2 (q/k/v biases, tied head, one KV head, eps 1e-6) as transformers saved

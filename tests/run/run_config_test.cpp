@@ -169,6 +169,7 @@ TEST(RunConfig, LossScaleBoundsMustHoldTheInitialScale) {
     msg = error_of([&] { c.apply_override(bad); });
     EXPECT_NE(msg.find("is not a finite number"), std::string::npos) << bad << ": " << msg;
   }
+  EXPECT_NE(error_of([&] { c.apply_override("train.weight_decay=1e-400"); }).find("too small"), std::string::npos);
   msg = msg_for({"train.warmup_steps=3", "train.decay_steps=3"});  // the decay's end at the warmup's: none
   EXPECT_NE(msg.find("train.decay_steps"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the step at which the decay ends"), std::string::npos) << msg;

@@ -61,13 +61,18 @@ TEST(TrainModel, BadSeedValuesAreNamed) {
   EXPECT_THROW(seed_settings(o), ConfigError);
 }
 
-TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
-  testing::TempDir dir;
+TrainModelOptions three_epochs_of_32(const std::filesystem::path& run_dir) {
   TrainModelOptions o;
   o.epochs = 3;
   o.batch_size = 32;
   o.num_workers = 0;
-  o.run_dir = dir / "run";
+  o.run_dir = run_dir;
+  return o;
+}
+
+TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
+  testing::TempDir dir;
+  TrainModelOptions o = three_epochs_of_32(dir / "run");
   o.config.apply_override("train.lr=0.01");
   o.config.apply_override("train.eval_interval=4");
   o.config.apply_override("train.eval_batches=2");
@@ -87,17 +92,14 @@ TEST(TrainModel, TrainsAUserModuleForWholeEpochsAndReturnsTheHistory) {
 // The config's callbacks apply as in a command-line run: early stopping ends the run, by name.
 TEST(TrainModel, TheConfigsEarlyStoppingStopsTheRun) {
   testing::TempDir dir;
-  TrainModelOptions o;
-  o.epochs = 3;
-  o.batch_size = 32;
-  o.num_workers = 0;
-  o.run_dir = dir / "run";
+  TrainModelOptions o = three_epochs_of_32(dir / "run");
   for (const char* key : {"early_stopping.enabled=true", "early_stopping.monitor=loss", "early_stopping.patience=1",
                           "early_stopping.min_delta=100", "train.eval_interval=0"}) {
     o.config.apply_override(key);
   }
   torch::manual_seed(0);
-  TrainHistory h = train_model(make_module_model(TinyMlp(), torch::mse_loss), line_examples(256, 1), line_examples(64, 2), o);
+  TrainHistory h =
+      train_model(make_module_model(TinyMlp(), torch::mse_loss), line_examples(256, 1), line_examples(64, 2), o);
   EXPECT_EQ(h.result.steps, 2);  // the first loss is the best; the second does not beat it by 100
   EXPECT_NE(h.result.stop_reason.find("early stopping"), std::string::npos) << h.result.stop_reason;
 }

@@ -105,7 +105,8 @@ int64_t generate_micro_batches(const GenerateArgs& a) {
                       "most likely token) or more");
   }
   if (!(a.top_p > 0 && a.top_p <= 1)) {
-    throw ConfigError("generate --top-p " + std::to_string(a.top_p) + " is out of range; valid: (0, 1], 1 = all tokens");
+    throw ConfigError("generate --top-p " + std::to_string(a.top_p) +
+                      " is out of range; valid: (0, 1], 1 = all tokens");
   }
   if (a.samples < 1 || a.samples > kMaxSamples) {
     throw ConfigError("generate --samples " + std::to_string(a.samples) + " is out of range; valid: 1 to " +
@@ -160,7 +161,8 @@ int run_generate(const GenerateArgs& a) {
   if (is_hf_model_dir(m.checkpoint) && !holds_tokenizer(m.checkpoint)) {
     throw DataError(m.checkpoint.string() + " has no tokenizer.json or tokenizer.model to turn the prompt into ids and back");
   }
-  auto tokenizer = holds_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
+  auto tokenizer =
+      holds_tokenizer(m.checkpoint) ? make_tokenizer(m.checkpoint.string()) : make_tokenizer(m.config.data.tokenizer);
   std::vector<int32_t> prompt = tokenizer->encode(a.prompt);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_id());
   auto idx = torch::tensor(std::vector<int64_t>(prompt.begin(), prompt.end())).unsqueeze(0).repeat({a.samples, 1});
@@ -308,7 +310,8 @@ Command add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "validation loss of a checkpoint");
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint dir, run dir, or 'latest'")->capture_default_str();
   cmd->add_option("--out", a->out, "run directory in which 'latest' is looked up (default runs/latest)");
-  cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)")->check(at_least(1));
+  cmd->add_option("--batches", a->batches, "validation micro-batches (default: train.eval_batches)")
+      ->check(at_least(1));
   add_pipeline_option(cmd, a->pipeline);
   add_config_options(cmd, a->config);
   cmd->footer("Example:\n  hwtrain eval latest\n  hwtrain eval runs/exp1 --data other-corpus/\n"

@@ -51,7 +51,8 @@ std::vector<std::string> option_names(const CLI::App* cmd) {
 // The arguments after the innermost command's name, up to a "--" (what follows it is passed on).
 std::vector<std::string> arguments_of(const CLI::App* cmd, int argc, char** argv) {
   std::vector<std::string> chain;
-  for (const CLI::App* c = cmd; c->get_parent() != nullptr; c = c->get_parent()) chain.insert(chain.begin(), c->get_name());
+  for (const CLI::App* c = cmd; c->get_parent() != nullptr; c = c->get_parent())
+    chain.insert(chain.begin(), c->get_name());
   std::vector<std::string> out;
   size_t matched = 0;
   for (int i = 1; i < argc; ++i) {
@@ -71,11 +72,13 @@ bool looks_like_option(const std::string& a) {
 }
 
 // What went wrong, in words that name the command or option and the closest valid one; "" when
-// CLI11's own message says it better.
-std::string explain(CLI::App* cmd, int argc, char** argv) {
+// CLI11's own message says it better (a value of the wrong type, a missing option, ...).
+std::string explain(CLI::App* cmd, const CLI::ParseError& e, int argc, char** argv) {
+  const bool missing = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+  const bool extra = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
   const std::vector<CLI::App*> subs = all_subcommands(*cmd);
   const std::vector<std::string> args = arguments_of(cmd, argc, argv);
-  if (!subs.empty() && cmd->get_subcommands().empty()) {  // a command was expected here
+  if ((missing || extra) && !subs.empty() && cmd->get_subcommands().empty()) {  // a command was expected here
     std::vector<std::string> names;
     for (const CLI::App* s : subs) names.push_back(s->get_name());
     for (const std::string& a : args) {
@@ -84,9 +87,10 @@ std::string explain(CLI::App* cmd, int argc, char** argv) {
     }
     return "a command is required: " + join(names);
   }
+  if (!extra) return "";
   const std::vector<std::string> known = option_names(cmd);
-  for (const std::string& a : args) {
-    if (!looks_like_option(a)) continue;
+  for (const std::string& a : args) {  // one that CLI11 found unexpected
+    if (!looks_like_option(a) || std::string(e.what()).find(a) == std::string::npos) continue;
     const std::string name = a.substr(0, a.find('='));
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     return "unknown option '" + name + "'" + did_you_mean(name, known) + "; see " + command_path(cmd) + " --help";
@@ -99,7 +103,7 @@ std::string explain(CLI::App* cmd, int argc, char** argv) {
 int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
   CLI::App* cmd = innermost_command(app);
-  std::string what = explain(cmd, argc, argv);
+  std::string what = explain(cmd, e, argc, argv);
   if (what.empty()) what = std::string(e.what()) + " (see " + command_path(cmd) + " --help)";
   const std::string where = cmd == &app ? "" : command_path(cmd).substr(std::string("hwtrain ").size()) + ": ";
   std::cerr << "hwtrain: " << where << what << "\n";

@@ -76,8 +76,7 @@ std::string split_sample(GPT& model, const RunMesh& mesh, const DataParallelPart
 
 // What observing the run cost it: the callbacks' time on the training thread (metric sinks,
 // progress, report, checkpoints) and the monitor thread's CPU time, as a share of the run.
-std::string describe_callback_cost(const CallbackList& callbacks, double monitor_cpu_seconds,
-                                   double run_seconds) {
+std::string describe_callback_cost(const CallbackList& callbacks, double monitor_cpu_seconds, double run_seconds) {
   double total = 0;
   std::string parts;
   for (size_t i = 0; i < callbacks.all().size(); ++i) {
@@ -198,9 +197,9 @@ void log_run_end(const TrainResult& result, const HardwareAwareOptimizer& optimi
   }
 }
 
-// --init-from DIR: the model section from DIR/config.json (the run's block_size and dropout kept);
-// model keys set explicitly would contradict it, and a resumed run has its own weights.
-ModelConfig imported_model_config(const TrainArgs& a, const RunConfig& config, bool resuming) {
+// --init-from DIR: the model from DIR/config.json (block_size and dropout kept; model keys set would contradict
+// it), and unless data.tokenizer is set, DIR's tokenizer: its embeddings are indexed by that tokenizer's ids.
+void import_model_config(const TrainArgs& a, RunConfig& config, bool resuming) {
   if (resuming) throw ConfigError("--init-from starts a run from a model directory; --resume continues one: use one");
   for (const auto& key : hf_config_model_keys()) {
     if (config.is_set(key) || config.is_set("model.preset")) {
@@ -208,7 +207,8 @@ ModelConfig imported_model_config(const TrainArgs& a, const RunConfig& config, b
                         (config.is_set("model.preset") ? std::string("model.preset") : key));
     }
   }
-  return read_hf_model_config(a.init_from, config.model);
+  config.model = read_hf_model_config(a.init_from, config.model);
+  if (!config.is_set("data.tokenizer") && holds_tokenizer(a.init_from)) config.data.tokenizer = a.init_from;
 }
 
 // The planned model, started from a Hugging Face directory's weights when --init-from names one.
@@ -258,12 +258,7 @@ int run_train(const TrainArgs& a) {
   ConfigOptions config_options = a.config;
   if (!a.profile_steps.empty()) config_options.overrides.push_back("log.profile_steps=" + a.profile_steps);
   RunConfig config = resolve_config(config_options, checkpoint);
-  if (!a.init_from.empty()) {
-    config.model = imported_model_config(a, config, checkpoint.has_value());
-    // Its embeddings are indexed by its own tokenizer's ids: the data is tokenized with it (a dataset
-    // prepared with another one is refused), unless the user names a tokenizer.
-    if (!config.is_set("data.tokenizer") && holds_tokenizer(a.init_from)) config.data.tokenizer = a.init_from;
-  }
+  if (!a.init_from.empty()) import_model_config(a, config, checkpoint.has_value());
   if (resumed) check_steps_left(*resumed, *checkpoint, config.train.max_steps);  // before anything is written
   const std::optional<DeviceMesh> fixed_mesh = run_mesh_shape(config, env.world_size);  // empty: "auto"
   const PlanContext context = mesh_plan_context(fixed_mesh, env);
@@ -311,7 +306,6 @@ int run_train(const TrainArgs& a) {
            format_bytes(static_cast<double>(trainer.optimizer().state_bytes())),
            group && optimizer.plan().sharding != Sharding::None ? "its shard" : "a full copy",
            format_bytes(process_peak_rss_bytes()));
-
   TrainResult result;
   {
     InterruptScope interrupts;  // Ctrl-C stops at the end of the step; checkpoint and sinks still run
@@ -328,7 +322,6 @@ int run_train(const TrainArgs& a) {
   return 0;
 }
 
-
 Command add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "train a GPT model (default: the default model on the fortunes corpus)");
@@ -339,7 +332,8 @@ Command add_train(CLI::App& app) {
   cmd->add_option("--resume", args->resume, "checkpoint directory, run directory, or 'latest'");
   cmd->add_option("--init-from", args->init_from,
                   "Hugging Face model directory (config.json, model.safetensors or its shards; gpt2, llama, mistral, "
-                  "qwen2) whose shape and weights start the run; the data must use its tokenizer's ids");
+                  "qwen2) whose shape and weights start the run; its tokenizer (tokenizer.json or tokenizer.model) "
+                  "tokenizes the data unless data.tokenizer is set");
   cmd->add_flag("--overwrite", args->overwrite,
                 "let --out replace the run it holds: once the new run's config and data check out, the old "
                 "run's outputs (config.toml, metrics, tb/, report.html, checkpoints/, ...) are deleted; "

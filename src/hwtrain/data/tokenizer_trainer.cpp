@@ -184,7 +184,8 @@ TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const f
                                     const TokenizerTrainOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   options.validate();
-  CorpusReader reader(list_corpus_files(inputs, CorpusFilter{options.read.include, options.read.exclude}), options.read);
+  CorpusReader reader(list_corpus_files(inputs, CorpusFilter{options.read.include, options.read.exclude}),
+                      options.read);
   const bool existed = fs::exists(output_dir);
   ensure_writable_dir(output_dir);  // before the (long) training, not after
   TokenizerTrainStats stats;

@@ -55,13 +55,17 @@ void assign(double& f, const RawValue& v, const std::string& key, const std::str
   double x = 0;
   bool number = v.kind == RawValue::Kind::Float;
   if (number) x = v.d;
+  bool underflow = false;
   if (v.kind == RawValue::Kind::Text) {
     char* end = nullptr;
+    errno = 0;
     x = std::strtod(v.s.c_str(), &end);  // "inf", "nan" and 1e400 read as numbers, refused below
     number = !v.s.empty() && end && *end == '\0';
+    underflow = errno == ERANGE && std::isfinite(x);
   }
   if (!number) wrong_type(key, v, "a number", src);
   if (!std::isfinite(x)) throw ConfigError(src + ": " + key + " = " + v.describe() + " is not a finite number");
+  if (underflow) throw ConfigError(src + ": " + key + " = " + v.describe() + " is too small for a double; use 0");
   f = x;
 }
 void assign(bool& f, const RawValue& v, const std::string& key, const std::string& src) {

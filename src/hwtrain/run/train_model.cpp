@@ -98,9 +98,10 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   trainer.add_callback(std::make_shared<MetricsLogger>(run_dir, c.log, c.train.max_steps, c.train.log_interval,
                                                        /*logging_rank=*/true, /*resumed=*/false));
   trainer.add_callback(hao.metrics_probe());
-  // What the config asks of a command-line run too: the time budget, early stopping, LR on plateau,
-  // the LR monitor and the profiler (make_configured_callbacks), then checkpoints.
-  trainer.add_callback(std::make_shared<TimeBudgetStopper>(c.train.time_budget));
+  // What the config asks of a command-line run too: early stopping, LR on plateau, the LR monitor
+  // and the profiler (make_configured_callbacks), then checkpoints; a time budget only when set (the
+  // default's 285 s is `make run`'s, not a fit's of so many epochs).
+  trainer.add_callback(std::make_shared<TimeBudgetStopper>(c.is_set("train.time_budget") ? c.train.time_budget : 0.0));
   for (auto& callback : make_configured_callbacks(c)) trainer.add_callback(callback);
   trainer.add_callback(std::make_shared<ModelCheckpoint>(checkpoint_options(c.checkpoint)));
   history.result = trainer.fit();

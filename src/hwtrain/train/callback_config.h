@@ -35,7 +35,8 @@ struct EarlyStoppingConfig {
   template <class V>
   void visit(V& v) {
     v("enabled", enabled, "stop training when the monitored metric stops improving");
-    v("monitor", monitor, "metric to watch, e.g. val_loss or loss (an unknown name is refused with the list of valid ones)");
+    v("monitor", monitor,
+      "metric to watch, e.g. val_loss or loss (an unknown name is refused with the list of valid ones)");
     v("mode", mode, "min: lower is better; max: higher is better");
     v("patience", patience, "checks without improvement before stopping");
     v("min_delta", min_delta, "smallest change that counts as an improvement");

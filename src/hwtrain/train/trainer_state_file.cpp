@@ -79,7 +79,8 @@ class Reader {
 std::map<std::string, std::map<std::string, double>> callback_states(const Reader& r, const json& c) {
   const std::string valid = "an object of at most " + std::to_string(kMaxCallbackStates) +
                             " callbacks, each an object of at most as many finite numbers (names under 256 characters)";
-  if (!c.is_object() || c.size() > kMaxCallbackStates) r.bad("callbacks", c.is_object() ? "too large" : c.dump(), valid);
+  if (!c.is_object() || c.size() > kMaxCallbackStates)
+    r.bad("callbacks", c.is_object() ? "too large" : c.dump(), valid);
   std::map<std::string, std::map<std::string, double>> out;
   for (const auto& [name, values] : c.items()) {
     if (name.size() > 256 || !values.is_object() || values.size() > kMaxCallbackStates) {
