@@ -100,7 +100,8 @@ TEST(FixedMeshPlan, TensorParallelismPlansTheVocabularyParallelHead) {
   EXPECT_TRUE(staged.fused_lm_head_loss);  // a pipeline's last stage runs the chunked head
   // A searched layout with a tensor group: `hwtrain plan` on 8 H100s with dist.tensor_parallel = 2.
   RunConfig eight_b;
-  for (const char* o : {"model.preset=llama-3.1-8b", "dist.tensor_parallel=2", "optimization.fused_lm_head_loss=true"}) {
+  for (const char* o :
+       {"model.preset=llama-3.1-8b", "dist.tensor_parallel=2", "optimization.fused_lm_head_loss=true"}) {
     eight_b.apply_override(o);
   }
   PlanContext described;
