@@ -82,6 +82,9 @@ void decide_optimizer(Plan& p, const PlanInputs& in);  // kernel, step placement
 
 // The memory query of the plan so far at `micro` sequences and checkpointing `every` k-th block.
 MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int64_t every);
+// The mesh fixed before planning that splits the model (PlanContext::model_parallel > 1): its tensor
+// and pipeline sizes, data-parallel ranks and chunks per stage; nullopt for any other plan.
+std::optional<ParallelLayout> fixed_mesh(const PlanInputs& in);
 // The memory model's estimate of `q` per rank. On a mesh fixed before planning that splits the model
 // (PlanContext::model_parallel > 1: the run's dist.tensor_parallel x pipeline_parallel), the rank of
 // the stage that needs the most, as the layout search counts it (plan/layout_cost.h's split_memory),

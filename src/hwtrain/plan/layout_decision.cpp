@@ -225,12 +225,9 @@ LayoutProblem predict_planned(ParallelLayout& l, const Plan& p, const PlanInputs
 }  // namespace
 
 void describe_fixed_layout(Plan& p, const PlanInputs& in) {
-  if (in.ctx.model_parallel <= 1) return;
-  ParallelLayout l;
-  l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
-  l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
-  l.data_parallel = in.ctx.world_size;
-  l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+  const std::optional<ParallelLayout> mesh = fixed_mesh(in);
+  if (!mesh) return;
+  ParallelLayout l = *mesh;
   std::string assumed;
   const LayoutProblem problem = predict_planned(l, p, in, assumed);
   p.layout = l;

@@ -198,13 +198,21 @@ MemoryQuery memory_query(const Plan& p, const PlanInputs& in, int64_t micro, int
   return q;
 }
 
-MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q) {
-  if (in.ctx.model_parallel <= 1) return estimate_memory(q);
+std::optional<ParallelLayout> fixed_mesh(const PlanInputs& in) {
+  if (in.ctx.model_parallel <= 1) return std::nullopt;
   ParallelLayout l;
   l.pipeline_parallel = std::max<int64_t>(1, in.ctx.pipeline_parallel);
   l.tensor_parallel = in.ctx.model_parallel / l.pipeline_parallel;
-  l.data_parallel = q.world_size;
+  l.data_parallel = in.ctx.world_size;
   l.pipeline_chunks = in.want.pipeline_chunks.value_or(1);
+  return l;
+}
+
+MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q) {
+  const std::optional<ParallelLayout> mesh = fixed_mesh(in);
+  if (!mesh) return estimate_memory(q);
+  ParallelLayout l = *mesh;
+  l.data_parallel = q.world_size;  // the query's replicas (zero3_ranks_needed varies them)
   l.sharding = q.sharding;
   l.micro_batch_size = q.micro_batch_size;
   l.checkpoint_every = q.checkpoint_every;
@@ -215,10 +223,10 @@ MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q) {
 }
 
 std::string fixed_mesh_text(const PlanInputs& in) {
-  if (in.ctx.model_parallel <= 1) return "";
-  const int64_t pp = std::max<int64_t>(1, in.ctx.pipeline_parallel);
-  return " on each rank of the fixed tp" + std::to_string(in.ctx.model_parallel / pp) + " x pp" + std::to_string(pp) +
-         " mesh";
+  const std::optional<ParallelLayout> mesh = fixed_mesh(in);
+  if (!mesh) return "";
+  return " on each rank of the fixed tp" + std::to_string(mesh->tensor_parallel) + " x pp" +
+         std::to_string(mesh->pipeline_parallel) + " mesh";
 }
 
 int64_t target_batch_size(const PlanInputs& in) {
@@ -286,7 +294,8 @@ std::string vocabulary_parallel_head(Plan& p, const PlanInputs& in, int64_t tens
 void decide_lm_head(Plan& p, const PlanInputs& in) {
   const int64_t wanted = wanted_micro_batch(in);
   const int64_t vocab = in.want.model.vocab_size;
-  const int64_t tp = in.ctx.model_parallel / std::max<int64_t>(1, in.ctx.pipeline_parallel);
+  const std::optional<ParallelLayout> mesh = fixed_mesh(in);
+  const int64_t tp = mesh ? mesh->tensor_parallel : 1;
   std::string reason;
   if (tp > 1) {
     reason = vocabulary_parallel_head(p, in, tp);
