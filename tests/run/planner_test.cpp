@@ -74,6 +74,22 @@ TEST(Planner, ContendedGemmProbeFallsBackToTheIsa) {
   EXPECT_DOUBLE_EQ(p.peak_flops, 0.25 * 333e9);
 }
 
+// bf16 forced on AVX2 (no native bf16: peaks equal): the probe's emulated square product read 1.4
+// GFLOP/s while the model's GEMMs ran 2.4x faster ("mfu 238%"). MFU is then measured against the
+// fp32 rate, the FMA units' own, and says why.
+TEST(Planner, EmulatedBf16MeasuresMfuAgainstTheFp32Rate) {
+  HardwareProfile hw = cpu_machine(false, 90, 1.4);
+  hw.math.peak_fp32_gflops = hw.math.peak_bf16_gflops = 207;
+  RunConfig c = small_config();
+  c.apply_override("optimization.mixed_precision_dtype=bf16");
+  const Plan p = make_plan(hw, c);
+  ASSERT_EQ(p.precision, Precision::Bf16);
+  EXPECT_DOUBLE_EQ(p.peak_flops, 90e9);
+  const std::string why = decision(p, "mfu_peak").reason;
+  EXPECT_NE(why.find("measured fp32 GEMM on 2 threads (bf16 is emulated here"), std::string::npos) << why;
+  EXPECT_NE(why.find("read 1.4 GFLOP/s"), std::string::npos) << why;
+}
+
 TEST(Planner, UserChoiceWins) {
   RunConfig c = small_config();
   c.apply_override("optimization.mixed_precision_dtype=fp32");
