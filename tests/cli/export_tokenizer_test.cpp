@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "hwtrain/core/files.h"
+#include "support/python_reference.h"
 #include "support/shell.h"
 #include "support/small_corpus.h"
 #include "support/temp_dir.h"
@@ -40,10 +41,11 @@ TEST(ExportTokenizer, TransformersLoadsTheRunsTokenizerAndModel) {
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string cd = "cd '" + dir.path().string() + "' && ";
   const std::string bin = HWTRAIN_BINARY;
-  ASSERT_EQ(testing::run_shell(cd + py + " " + HWTRAIN_SOURCE_DIR +
-                               "/tests/data/reference/hf_tokenizers_reference.py tokref 0.02 > ref.log 2>&1"),
-            0)
-      << testing::read_text(dir / "ref.log");
+  const std::string ref =
+      testing::python_reference("transformers, tokenizers", "data/reference/hf_tokenizers_reference.py", "3");
+  ASSERT_FALSE(ref.empty()) << "tests/data/reference/hf_tokenizers_reference.py failed";
+  std::filesystem::create_directories(dir / "tokref");
+  std::filesystem::copy(std::filesystem::path(ref) / "gpt2", dir / "tokref" / "gpt2");
   train_and_export(dir, "tokref/gpt2");
   if (HasFatalFailure()) return;
   EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json"), std::string::npos);
@@ -94,10 +96,11 @@ TEST(ExportTokenizer, ALlamaTwoFormRunExportsBothTokenizerFiles) {
   testing::TempDir dir;
   dir.write("corpus/a.txt", testing::small_corpus());
   const std::string cd = "cd '" + dir.path().string() + "' && ";
-  ASSERT_EQ(testing::run_shell(cd + "mkdir -p spref && " + py + " " + HWTRAIN_SOURCE_DIR +
-                               "/tests/data/reference/hf_sentencepiece_reference.py spref 0.02 > ref.log 2>&1"),
-            0)
-      << testing::read_text(dir / "ref.log");
+  const std::string ref = testing::python_reference("transformers,sentencepiece,google.protobuf",
+                                                     "data/reference/hf_sentencepiece_reference.py", "");
+  ASSERT_FALSE(ref.empty()) << "tests/data/reference/hf_sentencepiece_reference.py failed";
+  std::filesystem::create_directories(dir / "spref");
+  std::filesystem::copy(std::filesystem::path(ref) / "llama2", dir / "spref" / "llama2");
   train_and_export(dir, "spref/llama2");
   if (HasFatalFailure()) return;
   EXPECT_NE(testing::read_text(dir / "e.log").find("tokenizer.json and tokenizer.model"), std::string::npos)

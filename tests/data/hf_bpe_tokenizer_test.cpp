@@ -14,7 +14,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/tokenizer_files.h"
-#include "interop/reference_dir.h"
+#include "support/python_reference.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -23,9 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string& reference_dir() {
-  static testing::TempDir dir;
   static const std::string made =
-      testing::python_reference("tokenizers", "data/reference/hf_tokenizers_reference.py", "3", dir);
+      testing::python_reference("tokenizers", "data/reference/hf_tokenizers_reference.py", "3");
   return made;
 }
 

@@ -27,16 +27,15 @@
 #include "hwtrain/data/sentencepiece_tokenizer.h"
 #include "hwtrain/data/sharded_dataset.h"
 #include "hwtrain/data/tokenizer_files.h"
-#include "interop/reference_dir.h"
+#include "support/python_reference.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
 namespace {
 
 const std::string& spm_reference_dir() {
-  static testing::TempDir dir;
   static const std::string made = testing::python_reference("transformers,sentencepiece,google.protobuf",
-                                                            "data/reference/hf_sentencepiece_reference.py", "", dir);
+                                                            "data/reference/hf_sentencepiece_reference.py", "");
   return made;
 }
 
