@@ -115,7 +115,9 @@ nlohmann::json findings_to_json(const std::vector<Finding>& findings) {
 }
 
 int run_doctor(bool json, std::ostream& out) {
-  HardwareProfile profile = detect_hardware();
+  DetectOptions fresh;
+  fresh.gemm_cache_max_age_s = 0;  // the doctor measures (and refreshes the cache)
+  HardwareProfile profile = detect_hardware(fresh);
   if (json) {
     out << to_json(profile).dump(2) << "\n";
     return 0;

@@ -6,11 +6,14 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <cstdlib>
 
 #include "hwtrain/hw/cpu_info.h"
 #include "hwtrain/hw/env_info.h"
 #include "hwtrain/hw/gemm_bench.h"
+#include "hwtrain/hw/gemm_probe_cache.h"
 #include "hwtrain/hw/gpu_info.h"
 #include "hwtrain/hw/math_libs.h"
 #include "hwtrain/hw/memory_info.h"
@@ -32,6 +35,39 @@ void guarded(const char* part, Fn&& fn) {
   }
 }
 
+
+// Fills p->math's GEMM rates: from the probe cache when a recent probe of this machine is there,
+// else measured (and cached unless the reading was contended).
+void probe_gemm(const DetectOptions& options, const PeakFlops& peak, HardwareProfile* p) {
+  const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p->cpu.num_physical_cores)));
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::filesystem::path file = gemm_probe_cache_file();
+  const std::string key = gemm_probe_key(*p, at::get_num_threads());
+  std::optional<CachedGemmProbe> probe = read_gemm_probe(file, key, now, options.gemm_cache_max_age_s);
+  if (probe) {
+    log_info("hardware: GEMM rates from a probe {:.0f} s ago ({}; hwtrain doctor measures afresh)",
+             probe->age_seconds, file.string());
+  } else {
+    probe.emplace();
+    probe->rates = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
+                                     peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
+    const std::string loadavg = sysfs::read_text("/proc/loadavg");  // "1.98 0.99 0.47 ..."
+    if (!loadavg.empty()) probe->load_average = std::atof(loadavg.c_str());
+  }
+  MathLibInfo& m = p->math;
+  m.gemm_measured = probe->rates.fp32_gflops > 0;
+  m.gemm_threads = probe->rates.threads;
+  m.gemm_size = probe->rates.n;
+  m.fp32_gemm_gflops = probe->rates.fp32_gflops;
+  m.bf16_gemm_gflops = probe->rates.bf16_gflops;
+  m.gemm_load_average = probe->load_average;
+  if (probe->age_seconds > 0 || !m.gemm_measured) return;
+  MathLibInfo judged = m;  // contended is judged against the ISA peak at the probe's threads
+  judged.peak_fp32_gflops = peak.fp32_gflops_per_core * threads;
+  judged.peak_bf16_gflops = peak.bf16_gflops_per_core * threads;
+  if (!judged.gemm_contended()) write_gemm_probe(file, key, *probe, now);
+}
+
 }  // namespace
 
 HardwareProfile detect_hardware(const DetectOptions& options) {
@@ -49,20 +85,7 @@ HardwareProfile detect_hardware(const DetectOptions& options) {
     p.software.cuda_driver_version = g.cuda_driver_version;
   });
   const PeakFlops peak = estimate_peak_flops(p.cpu);
-  if (options.run_gemm_benchmark) {
-    guarded("gemm benchmark", [&] {
-      const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p.cpu.num_physical_cores)));
-      GemmBenchResult r = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
-                                            peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
-      p.math.gemm_measured = r.fp32_gflops > 0;
-      p.math.gemm_threads = r.threads;
-      p.math.gemm_size = r.n;
-      p.math.fp32_gemm_gflops = r.fp32_gflops;
-      p.math.bf16_gemm_gflops = r.bf16_gflops;
-      std::string loadavg = sysfs::read_text("/proc/loadavg");  // "1.98 0.99 0.47 ..."
-      if (!loadavg.empty()) p.math.gemm_load_average = std::atof(loadavg.c_str());
-    });
-  }
+  if (options.run_gemm_benchmark) guarded("gemm benchmark", [&] { probe_gemm(options, peak, &p); });
   int threads = p.math.gemm_measured ? p.math.gemm_threads : p.env.torch_intra_op_threads;
   apply_peak(peak, threads, p.cpu.num_physical_cores, &p.math);
   return p;

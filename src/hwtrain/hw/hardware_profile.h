@@ -168,8 +168,11 @@ struct HardwareProfile {
 };
 
 struct DetectOptions {
-  bool run_gemm_benchmark = true;  // about 0.3 s on 2 cores; off for tests and quick planning
+  bool run_gemm_benchmark = true;  // about 0.7 s on 2 cores; off for tests and quick planning
   double gemm_budget_s = 0.15;     // per dtype; the total stays well under 1 s
+  // A probe of this machine at most this old is read from the cache (hw/gemm_probe_cache.h)
+  // instead of measured again; 0 always measures (doctor).
+  double gemm_cache_max_age_s = 3600;
 };
 
 // Detects this process's hardware and environment. Never throws for missing devices or files.
