@@ -32,7 +32,7 @@ int run_export(const ExportArgs& a) {
     return 0;
   }
   if (a.format != "hf") throw ConfigError("export: --format " + a.format + " is unknown: expected hf");
-  const fs::path ckpt = resolve_checkpoint(a.checkpoint, default_checkpoint_dir(a.run_out));
+  const fs::path ckpt = resolve_run_checkpoint(a.checkpoint, a.run_out);
   verify_checkpoint(ckpt);
   const RunConfig config = resolve_config({}, ckpt);
   HfExportOptions options;

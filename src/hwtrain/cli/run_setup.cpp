@@ -77,9 +77,50 @@ RunConfig resolve_config(const ConfigOptions& options, const std::optional<fs::p
   return config;
 }
 
+namespace {
+
+constexpr uint64_t kMaxRunFileBytes = 1 << 20;  // a run's config.toml, a checkpoint's trainer_state.json
+
+// Where the run in `run` kept its checkpoints: its config.toml's checkpoint.dir where that is set,
+// else <run>/checkpoints (also when the config cannot be read: the default layout).
+fs::path checkpoints_of_run(const fs::path& run) {
+  std::error_code ec;
+  if (fs::is_regular_file(run / "config.toml", ec)) {
+    try {
+      RunConfig saved;
+      saved.apply_toml(read_regular_file(run / "config.toml", kMaxRunFileBytes), (run / "config.toml").string());
+      if (!saved.checkpoint.dir.empty()) return saved.checkpoint.dir;
+    } catch (const std::exception&) {
+    }
+  }
+  return run / "checkpoints";
+}
+
+// The run directory a checkpoint's trainer_state.json names (written since checkpoints could live
+// elsewhere), or empty.
+fs::path recorded_run_dir(const fs::path& checkpoint) {
+  try {
+    const auto state = nlohmann::json::parse(read_regular_file(checkpoint / "trainer_state.json", kMaxRunFileBytes));
+    const auto it = state.find("run_dir");
+    if (it != state.end() && it->is_string() && it->get<std::string>().size() < 4096) return it->get<std::string>();
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+}  // namespace
+
 fs::path default_checkpoint_dir(const std::string& out) {
-  if (!out.empty()) return fs::path(out) / "checkpoints";
-  return fs::path("runs") / "latest" / "checkpoints";
+  return checkpoints_of_run(out.empty() ? fs::path("runs") / "latest" : fs::path(out));
+}
+
+fs::path resolve_run_checkpoint(const std::string& spec, const std::string& out) {
+  std::error_code ec;
+  const fs::path p = fs::path(spec).lexically_normal();
+  if (spec != "latest" && fs::is_regular_file(p / "config.toml", ec) && !fs::exists(p / kCheckpointMarker, ec)) {
+    return resolve_checkpoint(checkpoints_of_run(p).string(), default_checkpoint_dir(out));  // a run directory
+  }
+  return resolve_checkpoint(spec, default_checkpoint_dir(out));
 }
 
 fs::path new_run_dir() {
@@ -97,6 +138,11 @@ fs::path new_run_dir() {
 fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
   fs::path parent = fs::absolute(checkpoint).lexically_normal().parent_path();
   if (parent.filename() == "checkpoints") return parent.parent_path();
+  // A checkpoint.dir of its own: the run the checkpoint names, if that run's config keeps its
+  // checkpoints where this one is (a checkpoint alone cannot send the run's outputs elsewhere).
+  const fs::path run = recorded_run_dir(checkpoint);
+  std::error_code ec;
+  if (!run.empty() && fs::equivalent(checkpoints_of_run(run), parent, ec)) return run;
   return parent;
 }
 

@@ -17,13 +17,19 @@ namespace hwt::cli {
 // On resume the model's shape comes from the checkpoint; changing it is a ConfigError.
 RunConfig resolve_config(const ConfigOptions& options, const std::optional<std::filesystem::path>& checkpoint);
 
-// Where `latest` checkpoints are looked for: <out>/checkpoints, else runs/latest/checkpoints.
+// Where `latest` checkpoints are looked for: the checkpoints of the run <out>, else of runs/latest
+// (<run>/checkpoints, or the run's checkpoint.dir where its config.toml sets one).
 std::filesystem::path default_checkpoint_dir(const std::string& out);
+
+// The checkpoint a --resume (or eval, generate, export) spec names: resolve_checkpoint's, where a
+// run directory names the newest checkpoint of that run, in its checkpoint.dir if it set one.
+std::filesystem::path resolve_run_checkpoint(const std::string& spec, const std::string& out);
 
 // A new run directory runs/<YYYYmmdd-HHMMSS>, with runs/latest pointing at it.
 std::filesystem::path new_run_dir();
 
-// The run directory a checkpoint belongs to (<run>/checkpoints/step_N -> <run>).
+// The run directory a checkpoint belongs to (<run>/checkpoints/step_N -> <run>; in a checkpoint.dir
+// of its own, the run its trainer_state.json names when that run's config agrees, else its parent).
 std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
 
 // Prepares (or reuses) the dataset and opens it.

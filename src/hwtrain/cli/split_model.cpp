@@ -62,7 +62,7 @@ torch::Tensor own_shard(GPT& model, const fs::path& ckpt, const std::string& nam
 }  // namespace
 
 fs::path own_checkpoint(const std::string& spec, const std::string& out_dir) {
-  fs::path ckpt = resolve_checkpoint(spec, default_checkpoint_dir(out_dir));
+  fs::path ckpt = resolve_run_checkpoint(spec, out_dir);
   verify_checkpoint(ckpt);
   require_builtin_model_checkpoint(ckpt);
   return ckpt;

@@ -250,7 +250,7 @@ int run_train(const TrainArgs& a) {
   const bool rank0 = env.rank == 0;
   init_logging(env.distributed() ? env.rank : -1);
   std::optional<fs::path> checkpoint;
-  if (!a.resume.empty()) checkpoint = resolve_checkpoint(a.resume, default_checkpoint_dir(a.out));
+  if (!a.resume.empty()) checkpoint = resolve_run_checkpoint(a.resume, a.out);
   if (rank0 && !a.out.empty()) check_out_dir(a.out, checkpoint, a.overwrite);  // before any work
   // Verified (as eval and generate do; tensor files' checksums when first read) and range-checked.
   std::optional<TrainingCheckpoint> resumed;

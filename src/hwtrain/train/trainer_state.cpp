@@ -170,6 +170,7 @@ TrainingCheckpoint Trainer::checkpoint_contents(NamedTensors optimizer_state) co
   nlohmann::json callbacks = nlohmann::json::object();
   for (const auto& [name, values] : callbacks_.states()) callbacks[name] = values;
   ckpt.state["callbacks"] = std::move(callbacks);
+  if (!run_dir_.empty()) ckpt.state["run_dir"] = fs::absolute(run_dir_).lexically_normal().string();  // resume finds it
   ckpt.model_format = model_->checkpoint_format();
   ckpt.config_toml = options_.config_toml;
   ckpt.plan_json = plan_.to_json();
