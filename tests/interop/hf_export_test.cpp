@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 
 #include "hwtrain/core/error.h"
@@ -137,6 +141,30 @@ TEST(HfExport, RefusesATakenDirectoryAndGpt2WithoutBiases) {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find(".partial-"), std::string::npos) << entry.path();
   }
+}
+
+// A killed export's staging directory (its process gone, an hour old) is removed by the next export
+// to the same name; a recent one (perhaps another host's, on a shared file system) is left.
+TEST(HfExport, RemovesAKilledExportsStagingDirectory) {
+  testing::TempDir dir;
+  const ModelConfig m = tiny(false);
+  GPT model(m, m.vocab_size);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // its pid names no process now
+  const std::string dead = std::to_string(child);
+  dir.write(".out.partial-" + dead + "/model.safetensors", "half");
+  dir.write(".out.partial-" + dead + "0/model.safetensors", "half");  // recent
+  dir.write(".other.partial-" + dead + "/x", "x");                    // another export's
+  for (const std::string name : {".out.partial-" + dead, ".other.partial-" + dead}) {
+    fs::last_write_time(dir / name, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  }
+  export_hf(m, named(model), dir / "out");
+  EXPECT_TRUE(fs::exists(dir / "out" / "config.json"));
+  EXPECT_FALSE(fs::exists(dir / (".out.partial-" + dead)));
+  EXPECT_TRUE(fs::exists(dir / (".out.partial-" + dead + "0")));
+  EXPECT_TRUE(fs::exists(dir / (".other.partial-" + dead)));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "hwtrain/interop/hf_export.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -134,6 +137,27 @@ std::string hf_config_json(const ModelConfig& m, torch::ScalarType dtype) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// Removes the staging directories of exports to `out` that were killed (their process is gone) an
+// hour or more ago; a live export's, or one of another host sharing the file system within the
+// hour, is left alone.
+void remove_stale_staging(const fs::path& parent, const std::string& name) {
+  const std::string prefix = "." + name + ".partial-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) != 0 || file.size() == prefix.size() || file.size() > prefix.size() + 9) continue;
+    if (file.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(file.substr(prefix.size())));
+    const auto age = fs::file_time_type::clock::now() - fs::last_write_time(entry.path(), ec);
+    if (ec || age < std::chrono::hours(1) || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
 void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                const fs::path& out_arg, const HfExportOptions& options) {
   // "exp/" names the directory exp: its staging sibling must not land inside it.
@@ -150,8 +174,9 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
     hf.emplace_back(hf_name_from_hwtrain(m, name), t.to(torch::kCPU, options.dtype).contiguous());
   }
   // Hidden, and this process's own: never a directory of the user's.
-  const fs::path staging = (out.has_parent_path() ? out.parent_path() : fs::path(".")) /
-                           ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()));
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  remove_stale_staging(parent, out.filename().string());
+  const fs::path staging = parent / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove_all(staging, ec);
   fs::create_directories(staging, ec);
