@@ -377,5 +377,17 @@ TEST(ModelCheckpoint, SavesEveryMinutes) {
   EXPECT_EQ(kept[2].filename(), "step_00000009");
 }
 
+// The budget is named as set (a fractional budget read "0 s" before), and only once reached.
+TEST(TimeBudgetStopper, StopsOnceTheBudgetIsReachedNamingIt) {
+  testing::FakeTrainerControl t;
+  TimeBudgetStopper stopper(0.5);
+  t.elapsed = 0.4;
+  stopper.on_step_end(t, testing::step_record(1, 2.0));
+  EXPECT_FALSE(t.stop_requested());
+  t.elapsed = 0.5;
+  stopper.on_step_end(t, testing::step_record(2, 2.0));
+  EXPECT_EQ(t.stop_reason, "time budget of 0.5 s reached");
+}
+
 }  // namespace
 }  // namespace hwt

@@ -168,7 +168,7 @@ void TimeBudgetStopper::on_step_end(TrainerControl& t, const StepMetrics&) {
   bool over = t.elapsed_seconds() >= seconds_;
   if (agree_) over = agree_(over);
   if (over) {
-    t.request_stop("time budget of " + std::to_string(static_cast<int64_t>(seconds_)) + " s reached");
+    t.request_stop("time budget of " + option_text(seconds_) + " s reached");  // 0.5 s, not "0 s"
   }
 }
 
