@@ -151,5 +151,35 @@ TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
   EXPECT_NEAR(p.predicted_peak_bytes, s.predicted_peak_bytes, 1e-9 * s.predicted_peak_bytes);
 }
 
+// A fixed pipeline whose micro-batch the planner chooses weighs the bubble as the layout search does:
+// at TP8 x PP8 and a batch of 256, micro-batch 2 (128 a step) against the largest that fits, 4 (64 a
+// step, bubble 7/71), and the same micro-batch and recomputation the search chooses for that mesh.
+TEST(FixedMeshPlan, APipelinesMicroBatchWeighsTheBubbleAsTheSearchDoes) {
+  RunConfig c;
+  for (const char* o : {"model.preset=llama-3.1-70b", "dist.tensor_parallel=8", "dist.pipeline_parallel=8",
+                        "dist.pipeline_chunks=1", "optimization.target_batch_size=256"}) {
+    c.apply_override(o);
+  }
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 64);
+  PlanContext fixed = mesh(8, 8);
+  fixed.paper = true;
+  fixed.ranks_per_node = 0;
+  const Plan p = make_plan(hw, c, fixed);
+  const std::string why = decision(p, "micro_batch_size").reason;
+  EXPECT_NE(why.find("the fastest the cost model predicts on this pipeline"), std::string::npos) << why;
+  EXPECT_NE(why.find("micro-batch 4, the largest that fits (64 a step), would be 1."), std::string::npos) << why;
+  EXPECT_NE(why.find("x slower (bubble"), std::string::npos) << why;
+  EXPECT_EQ(p.micro_batch_size * p.grad_accum_steps, 256);
+  PlanContext all;
+  all.world_size = 64;
+  all.paper = true;
+  const Plan s = make_plan(hw, c, all);  // the search with the sizes pinned
+  ASSERT_TRUE(s.layout);
+  ASSERT_EQ(s.layout->name(), "tp8 x pp8 x dp1");
+  EXPECT_EQ(p.micro_batch_size, s.micro_batch_size);
+  EXPECT_EQ(p.checkpoint_every, s.checkpoint_every);
+  EXPECT_LT(p.micro_batch_size, 4);
+}
+
 }  // namespace fixed_mesh_plan
 }  // namespace hwt

@@ -92,6 +92,15 @@ std::optional<ParallelLayout> fixed_mesh(const PlanInputs& in);
 MemoryEstimate rank_memory(const PlanInputs& in, const MemoryQuery& q);
 // " on each rank of the fixed tp2 x pp2 mesh" for such a mesh, else "".
 std::string fixed_mesh_text(const PlanInputs& in);
+// On a fixed pipeline mesh whose micro-batch and accumulation the planner chooses: the micro-batch
+// up to `largest` (the largest that feeds the stages) and the recomputation (unless the user set it)
+// that the layout search predicts fastest for the mesh, where a smaller bubble pays for more
+// micro-batches; nullopt on other plans or when nothing fits.
+struct PipelineMicroBatch {
+  int64_t micro = 1, every = 0;
+  std::string reason, every_reason;
+};
+std::optional<PipelineMicroBatch> fastest_pipeline_micro_batch(const Plan& p, const PlanInputs& in, int64_t largest);
 // Global batch the user asked for, in sequences, and its share per rank.
 int64_t target_batch_size(const PlanInputs& in);
 int64_t per_rank_target(const PlanInputs& in);

@@ -224,6 +224,43 @@ LayoutProblem predict_planned(ParallelLayout& l, const Plan& p, const PlanInputs
 
 }  // namespace
 
+std::optional<PipelineMicroBatch> fastest_pipeline_micro_batch(const Plan& p, const PlanInputs& in, int64_t largest) {
+  const std::optional<ParallelLayout> mesh = fixed_mesh(in);
+  if (!mesh || mesh->pipeline_parallel <= 1 || in.want.grad_accum_steps || in.want.micro_batch_size) {
+    return std::nullopt;
+  }
+  std::string assumed;
+  LayoutProblem problem = layout_problem(p, in, assumed);
+  problem.base = memory_query(p, in, 1, 0);  // the plan's own head, attention and moments
+  problem.sharding = p.sharding;
+  problem.tensor_parallel = mesh->tensor_parallel;
+  problem.pipeline_parallel = mesh->pipeline_parallel;
+  problem.pipeline_chunks = mesh->pipeline_chunks;
+  problem.max_micro_batch = largest;  // micro-batches that feed the stages (feeds_pipeline)
+  const LayoutSearch search = search_parallel_layouts(problem);
+  if (!search.chosen) return std::nullopt;  // nothing fits: the memory decisions refuse it
+  const ParallelLayout& l = search.chosen->layout;
+  PipelineMicroBatch out;
+  out.micro = l.micro_batch_size;
+  out.every = l.checkpoint_every;
+  out.every_reason = "the cost model's choice on this pipeline with micro-batch " + std::to_string(out.micro);
+  out.reason = "the fastest the cost model predicts on this pipeline (" + std::to_string(l.num_micro_batches) +
+               " micro-batches a step for " + std::to_string(l.pipeline_parallel) + " stages)";
+  // Against the largest micro-batch that fits (what the planner took before weighing the bubble).
+  const int64_t sequences = l.micro_batch_size * l.num_micro_batches;
+  for (int64_t micro = largest; micro > out.micro; micro /= 2) {
+    ParallelLayout as_large = l;
+    as_large.micro_batch_size = micro;
+    as_large.num_micro_batches = sequences / micro;
+    if (sequences % micro != 0 || predict_layout(problem, as_large).memory.total() > p.memory_budget_bytes) continue;
+    out.reason += "; micro-batch " + std::to_string(micro) + ", the largest that fits (" +
+                  std::to_string(as_large.num_micro_batches) + " a step), would be " +
+                  compare_layouts(problem, as_large, l);
+    break;
+  }
+  return out;
+}
+
 void describe_fixed_layout(Plan& p, const PlanInputs& in) {
   const std::optional<ParallelLayout> mesh = fixed_mesh(in);
   if (!mesh) return;

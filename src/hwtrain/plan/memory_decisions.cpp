@@ -88,6 +88,12 @@ BatchChoice searched_micro_batch(const Plan& p, const PlanInputs& in, BatchChoic
   const bool every_free = !in.want.checkpoint_every;
   int64_t start = std::min<int64_t>(per_micro_step_target(in), in.want.max_batch_size);
   while (start > 1 && !feeds_pipeline(in, start)) start /= 2;
+  if (const auto fastest = fastest_pipeline_micro_batch(p, in, start)) {  // a fixed pipeline's
+    b.micro = fastest->micro;
+    b.micro_reason = fastest->reason;
+    if (every_free) b.every = fastest->every, b.every_reason = fastest->every_reason;
+    return b;
+  }
   b.micro = start;
   while (b.micro > 1 && !fits(p, in, b.micro, b.every)) b.micro /= 2;
   if (every_free && !fits(p, in, b.micro, 0)) {
