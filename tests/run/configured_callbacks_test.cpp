@@ -68,5 +68,20 @@ TEST(ConfiguredCallbacks, RejectsImpossibleCombinations) {
   EXPECT_THROW(mode.apply_override("early_stopping.mode=maximum"), ConfigError);
 }
 
+// A table that is off is still checked: its bad value is refused now, not when it is switched on.
+TEST(ConfiguredCallbacks, ADisabledTablesRangesAreChecked) {
+  for (const char* o : {"early_stopping.patience=0", "lr_plateau.factor=1.5", "lr_monitor.interval=-1"}) {
+    RunConfig c;
+    c.apply_override(o);
+    try {
+      c.validate();
+      FAIL() << o << ": expected a ConfigError";
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(o).substr(0, std::string(o).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hwt

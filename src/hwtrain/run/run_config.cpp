@@ -274,6 +274,11 @@ void RunConfig::validate() const {
   optimization.validate();
   log.validate();
   dist.validate();
+  // The callbacks' tables check their ranges whether or not they are enabled: a bad value is refused
+  // where it is written, not when the table is switched on later.
+  early_stopping.validate();
+  lr_plateau.validate();
+  lr_monitor.validate();
   if (optimization.optimizer_in_backward) validate_optimizer_in_backward(*this);
 }
 
