@@ -117,17 +117,29 @@ TEST(FixedMeshPlan, TensorParallelismPlansTheVocabularyParallelHead) {
 // Llama 3.1 70B on 8 nodes of 8 H100s at a fixed TP8 x PP8 (one replica): planned at the split's
 // memory (the whole-model figure was 1.1 TiB a GPU, refused), and the same peak the layout search
 // predicts for that layout at the same micro-batch and micro-batches.
-TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
+// Llama 3.1 70B at a fixed TP8 x PP8 on 8 nodes of 8 H100s, with `more` settings.
+RunConfig llama_70b_tp8_pp8(const std::vector<std::string>& more) {
   RunConfig c;
   for (const char* o : {"model.preset=llama-3.1-70b", "dist.tensor_parallel=8", "dist.pipeline_parallel=8",
-                        "dist.pipeline_chunks=1", "train.micro_batch_size=4", "optimization.target_batch_size=64"}) {
+                        "dist.pipeline_chunks=1"}) {
     c.apply_override(o);
   }
-  const HardwareProfile hw = *hardware_preset("h100-80gb", 64);
+  for (const auto& o : more) c.apply_override(o);
+  return c;
+}
+
+// Its plan as `hwtrain plan --preset h100-80gb --gpus 8 --nodes 8` with every size set makes it.
+Plan plan_fixed_70b(const HardwareProfile& hw, const RunConfig& c) {
   PlanContext fixed = mesh(8, 8);
   fixed.paper = true;
   fixed.ranks_per_node = 0;
-  const Plan p = make_plan(hw, c, fixed);
+  return make_plan(hw, c, fixed);
+}
+
+TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
+  const RunConfig c = llama_70b_tp8_pp8({"train.micro_batch_size=4", "optimization.target_batch_size=64"});
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 64);
+  const Plan p = plan_fixed_70b(hw, c);
   EXPECT_LE(p.predicted_peak_bytes, p.memory_budget_bytes);
   EXPECT_GT(p.predicted_peak_bytes, 20.0 * (1ll << 30));  // 70.6B / 64 ranks in bf16 + fp32 AdamW is 17.9 GiB
   EXPECT_EQ(p.grad_accum_steps, 16);
@@ -155,16 +167,9 @@ TEST(FixedMeshPlan, A70bAtTp8Pp8FitsWithTheSearchsMemory) {
 // at TP8 x PP8 and a batch of 256, micro-batch 2 (128 a step) against the largest that fits, 4 (64 a
 // step, bubble 7/71), and the same micro-batch and recomputation the search chooses for that mesh.
 TEST(FixedMeshPlan, APipelinesMicroBatchWeighsTheBubbleAsTheSearchDoes) {
-  RunConfig c;
-  for (const char* o : {"model.preset=llama-3.1-70b", "dist.tensor_parallel=8", "dist.pipeline_parallel=8",
-                        "dist.pipeline_chunks=1", "optimization.target_batch_size=256"}) {
-    c.apply_override(o);
-  }
+  const RunConfig c = llama_70b_tp8_pp8({"optimization.target_batch_size=256"});
   const HardwareProfile hw = *hardware_preset("h100-80gb", 64);
-  PlanContext fixed = mesh(8, 8);
-  fixed.paper = true;
-  fixed.ranks_per_node = 0;
-  const Plan p = make_plan(hw, c, fixed);
+  const Plan p = plan_fixed_70b(hw, c);
   const std::string why = decision(p, "micro_batch_size").reason;
   EXPECT_NE(why.find("the fastest the cost model predicts on this pipeline"), std::string::npos) << why;
   EXPECT_NE(why.find("micro-batch 4, the largest that fits (64 a step), would be 1."), std::string::npos) << why;
