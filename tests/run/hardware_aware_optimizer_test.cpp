@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "hwtrain/run/hardware_aware_optimizer.h"
+#include "train/fake_control.h"
 
 namespace hwt {
 namespace {
@@ -37,6 +38,20 @@ TEST(HardwareAwareOptimizer, UserLoopSkipsANonFiniteLowPrecisionStep) {
   hao.step(sgd);
   EXPECT_FALSE(net->weight.equal(before));
   EXPECT_TRUE(torch::isfinite(net->weight).all().item<bool>());
+}
+
+// A Trainer's run reports its skipped updates through the metrics probe (it read 0 before).
+TEST(HardwareAwareOptimizer, MetricsCountATrainersSkippedUpdates) {
+  RunConfig config;
+  config.model.vocab_size = 64;
+  HardwareAwareOptimizer hao(config, bf16_cpu());
+  const auto probe = hao.metrics_probe();
+  testing::FakeTrainerControl control;
+  StepMetrics m = testing::step_record(1, 2.0);
+  m.skipped_steps = 2;  // the loss scaler's count so far
+  probe->on_step_end(control, m);
+  EXPECT_EQ(hao.get_optimization_metrics()["measured"]["skipped_updates"], 2);
+  EXPECT_EQ(hao.get_optimization_metrics()["measured"]["steps"], 1);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ class HardwareAwareOptimizer::Probe : public Callback {
   std::string name() const override { return "metrics_probe"; }
   void on_step_end(TrainerControl&, const StepMetrics& s) override {
     ++m_->steps;
+    if (s.skipped_steps >= 0) m_->trainer_skipped = s.skipped_steps;  // a running count
     // A running mean that forgets the first steps (warm-up, allocator growth).
     const double w = m_->steps <= 3 ? 1.0 : 0.1;
     m_->tokens_per_second += w * (s.tokens_per_second - m_->tokens_per_second);
@@ -65,7 +66,7 @@ nlohmann::json HardwareAwareOptimizer::get_optimization_metrics() const {
                  {"sharding", sharding_name(plan_.sharding)}};
   j["predicted_peak_bytes"] = plan_.predicted_peak_bytes;
   j["measured"] = {{"steps", measured_->steps},
-                   {"skipped_updates", skipped_steps_},
+                   {"skipped_updates", skipped_steps_ + measured_->trainer_skipped},  // a user loop's or a Trainer's
                    {"tokens_per_second", measured_->tokens_per_second},
                    {"mfu", measured_->mfu},
                    {"step_seconds", measured_->step_seconds},

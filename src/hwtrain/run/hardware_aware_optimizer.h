@@ -70,6 +70,7 @@ class HardwareAwareOptimizer {
  private:
   struct Measured {
     int64_t steps = 0;
+    int64_t trainer_skipped = 0;  // updates a Trainer's loss scaler skipped (its StepMetrics)
     double tokens_per_second = 0, mfu = 0, step_seconds = 0, peak_rss_bytes = 0, device_peak_bytes = 0;
   };
   class Probe;
