@@ -8,6 +8,8 @@ namespace hwt::cli {
 void add_config_options(CLI::App* cmd, ConfigOptions& options) {
   cmd->add_option("--config", options.config_file, "TOML config file ([model], [data], [train], ...)");
   cmd->add_option("--set", options.overrides, "override a config key, e.g. --set model.n_layer=4 (repeatable)")
+      ->expected(1)  // one key=value each: `eval --set k=v RUN` keeps RUN as the checkpoint
+      ->allow_extra_args(false)
       ->take_all();
   cmd->add_option("--data", options.data, "text file, directory of text files, or prepared .hwt token file");
   cmd->add_flag_callback(

@@ -40,8 +40,14 @@ Command add_prepare(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--jsonl-field", o.jsonl_field, "JSONL field holding a document's text")->capture_default_str();
   cmd->add_flag("--strict", o.strict, "a JSONL line that is not an object with the field is an error, not skipped");
-  cmd->add_option("--include", o.include, "glob of files to read inside directories, e.g. '*.txt' (repeatable)");
-  cmd->add_option("--exclude", o.exclude, "glob of files to skip inside directories (repeatable)");
+  cmd->add_option("--include", o.include, "glob of files to read inside directories, e.g. '*.txt' (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value each: the inputs follow
+  cmd->add_option("--exclude", o.exclude, "glob of files to skip inside directories (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value each: the inputs follow
   cmd->add_option("--shard-tokens", o.shard_tokens, "tokens per shard (default 100,000,000); implies a dataset directory");
   cmd->add_option("--threads", o.num_threads, "tokenizer threads (0 = one per core)")->capture_default_str();
   cmd->add_flag("--no-progress", a->no_progress, "no progress line on stderr");

@@ -33,8 +33,14 @@ Command add_tokenizer(CLI::App& app) {
       ->capture_default_str();
   train->add_option("--jsonl-field", o.read.jsonl_field, "JSONL field holding the text")->capture_default_str();
   train->add_flag("--strict", o.read.strict, "a JSONL line that is not an object with the field is an error");
-  train->add_option("--include", o.read.include, "glob of files to read inside directories (repeatable)");
-  train->add_option("--exclude", o.read.exclude, "glob of files to skip inside directories (repeatable)");
+  train->add_option("--include", o.read.include, "glob of files to read inside directories (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value each: the inputs follow
+  train->add_option("--exclude", o.read.exclude, "glob of files to skip inside directories (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // one value each: the inputs follow
   train->add_option("--separator", o.read.document_separator, "a line that separates documents inside a file");
   train->add_option("--character-coverage", o.character_coverage, "share of characters covered by pieces")
       ->capture_default_str();
