@@ -84,26 +84,42 @@ struct ScopedEnv {
   ~ScopedEnv() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
 };
 
-TEST(GemmProbeCache, DetectHardwareReadsItAndTheDoctorsOptionsMeasure) {
+TEST(GemmProbeCache, DetectHardwareReadsATrustworthyProbeAndTheDoctorsOptionsMeasure) {
   testing::TempDir dir;
   ScopedEnv env("HWTRAIN_CACHE", dir.path().string());
   ASSERT_EQ(gemm_probe_cache_file(), dir / "gemm-probe.json");
   DetectOptions no_probe;
   no_probe.run_gemm_benchmark = false;
-  const std::string key = gemm_probe_key(detect_hardware(no_probe), at::get_num_threads());
+  const HardwareProfile quick = detect_hardware(no_probe);
+  ASSERT_GT(quick.math.peak_fp32_gflops, 0);
+  const std::string key = gemm_probe_key(quick, at::get_num_threads());
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  write_gemm_probe(gemm_probe_cache_file(), key, probe_of(12345.5, 6789.25), now - 10);
+  // A plausible reading of this machine at this process's threads: read back.
+  const double fp32 = 0.5 * quick.math.peak_fp32_gflops + 0.25, bf16 = 0.3 * quick.math.peak_bf16_gflops;
+  CachedGemmProbe good = probe_of(fp32, bf16);
+  good.rates.threads = at::get_num_threads();
+  write_gemm_probe(gemm_probe_cache_file(), key, good, now - 10);
   const HardwareProfile cached = detect_hardware();
   EXPECT_TRUE(cached.math.gemm_measured);
-  EXPECT_DOUBLE_EQ(cached.math.fp32_gemm_gflops, 12345.5);
-  EXPECT_DOUBLE_EQ(cached.math.bf16_gemm_gflops, 6789.25);
+  EXPECT_DOUBLE_EQ(cached.math.fp32_gemm_gflops, fp32);
+  EXPECT_DOUBLE_EQ(cached.math.bf16_gemm_gflops, bf16);
   EXPECT_EQ(cached.math.gemm_size, 512);
-
+  // What is not trustworthy is measured again: ten times the ISA peak, another thread count, or a
+  // busy machine's reading older than five minutes.
+  CachedGemmProbe too_fast = good, other_threads = good, busy = good;
+  too_fast.rates.fp32_gflops = 10 * quick.math.peak_fp32_gflops;
+  other_threads.rates.threads = at::get_num_threads() + 1;
+  busy.load_average = quick.cpu.num_logical_threads + 4;
+  for (const auto& [bad, age] : {std::pair{too_fast, 10.0}, {other_threads, 10.0}, {busy, 400.0}}) {
+    write_gemm_probe(gemm_probe_cache_file(), key, bad, now - age);
+    EXPECT_NE(detect_hardware().math.fp32_gemm_gflops, bad.rates.fp32_gflops);
+  }
   DetectOptions fresh;
   fresh.gemm_cache_max_age_s = 0;
+  write_gemm_probe(gemm_probe_cache_file(), key, good, now - 10);
   const HardwareProfile measured = detect_hardware(fresh);
   EXPECT_TRUE(measured.math.gemm_measured);
-  EXPECT_NE(measured.math.fp32_gemm_gflops, 12345.5);
+  EXPECT_NE(measured.math.fp32_gemm_gflops, fp32);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // generate, plan, a sweep's trials) probes fp32 and bf16 GEMMs for about 0.7 s; run one after
 // another they would each measure what the last one did. A probe younger than an hour, taken on
 // the same machine, boot, core count, threads and LibTorch/BLAS build, is read back instead (as
-// FFTW keeps its wisdom), and the run says so. A reading the probe judged contended is never kept.
+// FFTW keeps its wisdom), and the run says so. hw/hardware_profile.cpp decides what is kept and
+// reused: not a contended or implausible reading, a busy machine's for 5 minutes only, and one
+// process measures under a lock while the others started with it wait for its result.
 //
 // The file: gemm-probe.json in $HWTRAIN_CACHE, else in ~/.cache/hwtrain/ (where scripts/install-deps.sh
 // keeps LibTorch's virtual environment). Written atomically; read with a size bound and strictly (anything unexpected

@@ -4,6 +4,9 @@
 #include "hwtrain/hw/hardware_profile.h"
 
 #include <ATen/Parallel.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,36 +39,91 @@ void guarded(const char* part, Fn&& fn) {
 }
 
 
-// Fills p->math's GEMM rates: from the probe cache when a recent probe of this machine is there,
-// else measured (and cached unless the reading was contended).
-void probe_gemm(const DetectOptions& options, const PeakFlops& peak, HardwareProfile* p) {
-  const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p->cpu.num_physical_cores)));
+// A reading taken while the machine was busy (load average above its logical threads) stands for
+// this long only; a quiet one for DetectOptions::gemm_cache_max_age_s.
+constexpr double kBusyProbeSeconds = 300;
+
+// The probe's rates as MathLibInfo judges them, against the ISA peak at `threads`.
+MathLibInfo judged(const CachedGemmProbe& c, const PeakFlops& peak, int threads) {
+  MathLibInfo m;
+  m.gemm_measured = c.rates.fp32_gflops > 0;
+  m.fp32_gemm_gflops = c.rates.fp32_gflops;
+  m.bf16_gemm_gflops = c.rates.bf16_gflops;
+  m.peak_fp32_gflops = peak.fp32_gflops_per_core * threads;
+  m.peak_bf16_gflops = peak.bf16_gflops_per_core * threads;
+  return m;
+}
+
+// Whether a probe may be kept or reused: measured, not contended, under twice the ISA peak (as
+// robust_gemm_bench drops a timing error), at this process's threads, and a busy one still recent.
+bool trustworthy(const CachedGemmProbe& c, const PeakFlops& peak, int threads, int logical_threads) {
+  const MathLibInfo m = judged(c, peak, threads);
+  const auto plausible = [](double rate, double isa) { return isa <= 0 || rate <= 2 * isa; };
+  return m.gemm_measured && !m.gemm_contended() && plausible(m.fp32_gemm_gflops, m.peak_fp32_gflops) &&
+         plausible(m.bf16_gemm_gflops, m.peak_bf16_gflops) && c.rates.threads == at::get_num_threads() &&
+         (c.load_average <= logical_threads || c.age_seconds <= kBusyProbeSeconds);
+}
+
+// An exclusive lock on `path` (created if missing) for this object's life; none if it cannot be had.
+class ProbeLock {
+ public:
+  explicit ProbeLock(const std::filesystem::path& path)
+      : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) release();
+  }
+  ~ProbeLock() { release(); }
+  ProbeLock(const ProbeLock&) = delete;
+  ProbeLock& operator=(const ProbeLock&) = delete;
+
+ private:
+  void release() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+    fd_ = -1;
+  }
+  int fd_;
+};
+
+// The probe to use: a trustworthy cached one, else measured under the cache's lock (processes
+// started together measure once, not each other), and cached when trustworthy.
+CachedGemmProbe cached_or_measured(const DetectOptions& options, const PeakFlops& peak, const HardwareProfile& p) {
+  const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p.cpu.num_physical_cores)));
+  const int logical = std::max(1, p.cpu.num_logical_threads);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::filesystem::path file = gemm_probe_cache_file();
-  const std::string key = gemm_probe_key(*p, at::get_num_threads());
-  std::optional<CachedGemmProbe> probe = read_gemm_probe(file, key, now, options.gemm_cache_max_age_s);
-  if (probe) {
+  const std::filesystem::path file = options.gemm_cache_max_age_s > 0 ? gemm_probe_cache_file() : "";
+  const std::string key = gemm_probe_key(p, at::get_num_threads());
+  const auto cached = [&]() -> std::optional<CachedGemmProbe> {
+    auto c = read_gemm_probe(file, key, now, options.gemm_cache_max_age_s);
+    if (c && trustworthy(*c, peak, threads, logical)) return c;
+    return std::nullopt;
+  };
+  if (auto c = cached()) return *c;
+  std::error_code ec;
+  if (!file.empty()) std::filesystem::create_directories(file.parent_path(), ec);
+  const ProbeLock lock(file.empty() ? "/dev/null" : file.string() + ".lock");
+  if (auto c = cached()) return *c;  // measured by the process that held the lock
+  CachedGemmProbe probe;
+  probe.rates = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
+                                  peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
+  const std::string loadavg = sysfs::read_text("/proc/loadavg");  // "1.98 0.99 0.47 ..."
+  if (!loadavg.empty()) probe.load_average = std::atof(loadavg.c_str());
+  if (!file.empty() && trustworthy(probe, peak, threads, logical)) write_gemm_probe(file, key, probe, now);
+  return probe;
+}
+
+// Fills p->math's GEMM rates from cached_or_measured.
+void probe_gemm(const DetectOptions& options, const PeakFlops& peak, HardwareProfile* p) {
+  const CachedGemmProbe probe = cached_or_measured(options, peak, *p);
+  if (probe.age_seconds > 0) {
     log_info("hardware: GEMM rates from a probe {:.0f} s ago ({}; hwtrain doctor measures afresh)",
-             probe->age_seconds, file.string());
-  } else {
-    probe.emplace();
-    probe->rates = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
-                                     peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
-    const std::string loadavg = sysfs::read_text("/proc/loadavg");  // "1.98 0.99 0.47 ..."
-    if (!loadavg.empty()) probe->load_average = std::atof(loadavg.c_str());
+             probe.age_seconds, gemm_probe_cache_file().string());
   }
   MathLibInfo& m = p->math;
-  m.gemm_measured = probe->rates.fp32_gflops > 0;
-  m.gemm_threads = probe->rates.threads;
-  m.gemm_size = probe->rates.n;
-  m.fp32_gemm_gflops = probe->rates.fp32_gflops;
-  m.bf16_gemm_gflops = probe->rates.bf16_gflops;
-  m.gemm_load_average = probe->load_average;
-  if (probe->age_seconds > 0 || !m.gemm_measured) return;
-  MathLibInfo judged = m;  // contended is judged against the ISA peak at the probe's threads
-  judged.peak_fp32_gflops = peak.fp32_gflops_per_core * threads;
-  judged.peak_bf16_gflops = peak.bf16_gflops_per_core * threads;
-  if (!judged.gemm_contended()) write_gemm_probe(file, key, *probe, now);
+  m.gemm_measured = probe.rates.fp32_gflops > 0;
+  m.gemm_threads = probe.rates.threads;
+  m.gemm_size = probe.rates.n;
+  m.fp32_gemm_gflops = probe.rates.fp32_gflops;
+  m.bf16_gemm_gflops = probe.rates.bf16_gflops;
+  m.gemm_load_average = probe.load_average;
 }
 
 }  // namespace
