@@ -43,7 +43,8 @@ struct CpuRankPeak {
   double flops = 0;
   std::string reason;  // "measured bf16 GEMM on 16 threads, scaled to this rank's 8"
 };
-CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in);
+// `for_mfu`: MFU's denominator, where emulated bf16 counts against the faster fp32 rate.
+CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in, bool for_mfu = false);
 
 // precision_decision.cpp: precision, loss scaling and the bf16-weights choice.
 void decide_precision(Plan& p, const PlanInputs& in);

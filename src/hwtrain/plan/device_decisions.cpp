@@ -144,16 +144,16 @@ std::string contended_note(const MathLibInfo& m) {
 
 }  // namespace
 
-CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in) {
+CpuRankPeak cpu_rank_peak(const Plan& p, const PlanInputs& in, bool for_mfu) {
   const auto& m = in.hw.math;
   const bool bf16 = p.precision == Precision::Bf16;
   // A contended probe would make MFU read above 100% (issue 19, defect 6): the ISA peak instead.
   double measured = m.gemm_measured && !m.gemm_contended() ? (bf16 ? m.bf16_gemm_gflops : m.fp32_gemm_gflops) : 0;
   // Without native bf16 the emulated GEMMs run on the fp32 FMA units, and the probe's square bf16
-  // product can read slower than the model's own GEMMs (2.4x here: "mfu 238%"); the faster of the
-  // two measured rates is then the peak.
+  // product can read slower than the model's own GEMMs (2.4x here: "mfu 238%"); MFU's peak is then
+  // the faster of the two measured rates (the cost model keeps the bf16 rate: the emulation's speed).
   const bool emulated = bf16 && !MathLibInfo::native_bf16_peak(m.peak_bf16_gflops, m.peak_fp32_gflops);
-  const bool fp32_rate = emulated && measured > 0 && m.fp32_gemm_gflops > measured;
+  const bool fp32_rate = for_mfu && emulated && measured > 0 && m.fp32_gemm_gflops > measured;
   if (fp32_rate) measured = m.fp32_gemm_gflops;
   const bool use_measured = measured > 0;
   if (!use_measured) measured = bf16 ? m.peak_bf16_gflops : m.peak_fp32_gflops;
@@ -180,7 +180,7 @@ void decide_mfu_peak(Plan& p, const PlanInputs& in) {
              "dense bf16 tensor-core peak of " + gpu->name);
     return;
   }
-  const CpuRankPeak peak = cpu_rank_peak(p, in);
+  const CpuRankPeak peak = cpu_rank_peak(p, in, /*for_mfu=*/true);
   p.peak_flops = peak.flops;
   p.decide("mfu_peak", format_number("%.1f", peak.flops / 1e9) + " GFLOP/s", peak.reason);
 }
