@@ -62,6 +62,39 @@ TEST(CustomCheckpointDir, ResumeContinuesTheRunThatWroteTheCheckpoint) {
   EXPECT_NE(testing::read_text(dir / "d.log").find("run directory " + (dir / "copy").string()), std::string::npos)
       << testing::read_text(dir / "d.log");
   EXPECT_EQ(testing::step_losses(dir / "run" / "metrics.jsonl").size(), 10u);  // untouched by the copy's run
+  EXPECT_FALSE(fs::exists(scratch / "step_00000009"));  // the copy's checkpoints stay with the copy
+  EXPECT_TRUE(fs::exists(dir / "copy" / "checkpoints" / "step_00000009"));
+
+  // A checkpoint that lost its COMPLETE marker is refused as such, not read as a run directory
+  // whose newest checkpoint is another one.
+  fs::remove(dir / "copy" / "step_00000008" / "COMPLETE");
+  EXPECT_NE(testing::hwtrain_in(dir.path(), "eval copy/step_00000008 --batches 1", "incomplete.log"), 0);
+  EXPECT_NE(testing::read_text(dir / "incomplete.log").find("COMPLETE"), std::string::npos)
+      << testing::read_text(dir / "incomplete.log");
+
+  // The checkpoints moved home from the scratch space: the run directory finds them in checkpoints/.
+  fs::rename(scratch, dir / "run" / "checkpoints");
+  ASSERT_EQ(testing::hwtrain_in(dir.path(), "eval run --batches 1", "home.log"), 0)
+      << testing::read_text(dir / "home.log");
+}
+
+// A checkpoint.dir of the natural shape <scratch>/<run>/checkpoints: the checkpoint's own run is
+// continued, not <scratch>/<run>.
+TEST(CustomCheckpointDir, ADirectoryNamedCheckpointsStillContinuesTheRun) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const fs::path scratch = dir / "scratch" / "run" / "checkpoints";
+  ASSERT_EQ(testing::hwtrain_in(dir.path(), kTrain + "--set checkpoint.dir=" + scratch.string() +
+                                                " --set train.max_steps=2 --out run", "a.log"),
+            0)
+      << testing::read_text(dir / "a.log");
+  ASSERT_EQ(testing::hwtrain_in(dir.path(), kTrain + "--resume " + (scratch / "step_00000002").string() +
+                                                " --set train.max_steps=3", "b.log"),
+            0)
+      << testing::read_text(dir / "b.log");
+  EXPECT_NE(testing::read_text(dir / "b.log").find("run directory " + (dir / "run").string()), std::string::npos)
+      << testing::read_text(dir / "b.log");
+  EXPECT_FALSE(fs::exists(dir / "scratch" / "run" / "metrics.jsonl"));
 }
 
 }  // namespace

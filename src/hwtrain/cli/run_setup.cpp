@@ -81,19 +81,27 @@ namespace {
 
 constexpr uint64_t kMaxRunFileBytes = 1 << 20;  // a run's config.toml, a checkpoint's trainer_state.json
 
-// Where the run in `run` kept its checkpoints: its config.toml's checkpoint.dir where that is set,
-// else <run>/checkpoints (also when the config cannot be read: the default layout).
+// Where the run in `run` keeps its checkpoints: its config.toml's checkpoint.dir where that is set
+// and exists, else <run>/checkpoints (also when the config cannot be read, or the directory was
+// moved home from scratch space).
 fs::path checkpoints_of_run(const fs::path& run) {
   std::error_code ec;
   if (fs::is_regular_file(run / "config.toml", ec)) {
     try {
       RunConfig saved;
       saved.apply_toml(read_regular_file(run / "config.toml", kMaxRunFileBytes), (run / "config.toml").string());
-      if (!saved.checkpoint.dir.empty()) return saved.checkpoint.dir;
+      if (!saved.checkpoint.dir.empty() && fs::is_directory(saved.checkpoint.dir, ec)) return saved.checkpoint.dir;
     } catch (const std::exception&) {
     }
   }
   return run / "checkpoints";
+}
+
+// Whether `dir` looks like a checkpoint (complete or not) rather than a run directory.
+bool looks_like_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  return checkpoint_step_from_name(dir.filename().string()).has_value() || fs::exists(dir / kCheckpointMarker, ec) ||
+         fs::exists(dir / "trainer_state.json", ec) || fs::exists(dir / "model.safetensors", ec);
 }
 
 // The run directory a checkpoint's trainer_state.json names (written since checkpoints could live
@@ -117,7 +125,7 @@ fs::path default_checkpoint_dir(const std::string& out) {
 fs::path resolve_run_checkpoint(const std::string& spec, const std::string& out) {
   std::error_code ec;
   const fs::path p = fs::path(spec).lexically_normal();
-  if (spec != "latest" && fs::is_regular_file(p / "config.toml", ec) && !fs::exists(p / kCheckpointMarker, ec)) {
+  if (spec != "latest" && fs::is_regular_file(p / "config.toml", ec) && !looks_like_checkpoint(p)) {
     return resolve_checkpoint(checkpoints_of_run(p).string(), default_checkpoint_dir(out));  // a run directory
   }
   return resolve_checkpoint(spec, default_checkpoint_dir(out));
@@ -136,14 +144,37 @@ fs::path new_run_dir() {
 }
 
 fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
-  fs::path parent = fs::absolute(checkpoint).lexically_normal().parent_path();
-  if (parent.filename() == "checkpoints") return parent.parent_path();
-  // A checkpoint.dir of its own: the run the checkpoint names, if that run's config keeps its
-  // checkpoints where this one is (a checkpoint alone cannot send the run's outputs elsewhere).
+  const fs::path parent = fs::absolute(checkpoint).lexically_normal().parent_path();
+  // The run the checkpoint names, if that run's config keeps its checkpoints where this one is (a
+  // checkpoint alone cannot send the run's outputs elsewhere); else <run>/checkpoints/step_N's run.
   const fs::path run = recorded_run_dir(checkpoint);
   std::error_code ec;
   if (!run.empty() && fs::equivalent(checkpoints_of_run(run), parent, ec)) return run;
+  if (parent.filename() == "checkpoints") return parent.parent_path();
   return parent;
+}
+
+fs::path choose_run_dir(const std::string& out, const std::optional<fs::path>& checkpoint, RunConfig& config,
+                        ProcessGroup* group) {
+  fs::path run_dir;
+  if (!group || group->rank() == 0) {
+    run_dir = !out.empty() ? fs::path(out) : checkpoint ? run_dir_of_checkpoint(*checkpoint) : new_run_dir();
+    ensure_writable_dir(run_dir);
+  }
+  if (group) run_dir = group->share_from_rank0("run_dir", run_dir.string());
+  // A checkpoint resumed into another run than its own: that run's checkpoint.dir (the checkpoint's
+  // config's, not asked anew) stays the other run's, and this one keeps its checkpoints at home.
+  std::error_code ec;
+  const fs::path own = checkpoint ? recorded_run_dir(*checkpoint) : fs::path();
+  if (own.empty() || config.checkpoint.dir.empty() || fs::equivalent(own, run_dir, ec)) return run_dir;
+  RunConfig saved;
+  saved.apply_toml(read_checkpoint_config(*checkpoint), (*checkpoint / "config.toml").string());
+  if (saved.checkpoint.dir == config.checkpoint.dir) {
+    log_info("checkpoint.dir {} is the checkpoints of the run {}: this run keeps its own in {} (set checkpoint.dir "
+             "to choose)", config.checkpoint.dir, own.string(), (run_dir / "checkpoints").string());
+    config.checkpoint.dir.clear();
+  }
+  return run_dir;
 }
 
 std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config) {

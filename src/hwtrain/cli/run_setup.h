@@ -32,6 +32,13 @@ std::filesystem::path new_run_dir();
 // of its own, the run its trainer_state.json names when that run's config agrees, else its parent).
 std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
 
+// The run directory of a training command, chosen by rank 0 (every rank gets its choice): --out, the
+// resumed checkpoint's run, or a new one. A checkpoint resumed into another run than the one that
+// wrote it leaves that run's checkpoint.dir (unless set on this command): this run's go to
+// <run>/checkpoints.
+std::filesystem::path choose_run_dir(const std::string& out, const std::optional<std::filesystem::path>& checkpoint,
+                                     RunConfig& config, ProcessGroup* group);
+
 // Prepares (or reuses) the dataset and opens it.
 std::shared_ptr<const ShardedDataset> open_dataset(const RunConfig& config);
 // The same on the ranks of a launch: rank 0 opens the dataset first (it may prepare it, for longer

@@ -122,16 +122,6 @@ void check_ranks_agree(ProcessGroup& group, const RunConfig& config, const Shard
                           (checkpoint ? checkpoint->string() : std::string("no")) + "\nplan " + plan_fingerprint(plan));
 }
 
-// --out, the checkpoint's run or a new one, chosen by rank 0; every rank gets rank 0's choice.
-fs::path choose_run_dir(const TrainArgs& a, const std::optional<fs::path>& checkpoint, ProcessGroup* group) {
-  fs::path run_dir;
-  if (!group || group->rank() == 0) {
-    run_dir = !a.out.empty() ? fs::path(a.out) : checkpoint ? run_dir_of_checkpoint(*checkpoint) : new_run_dir();
-    ensure_writable_dir(run_dir);
-  }
-  return group ? fs::path(group->share_from_rank0("run_dir", run_dir.string())) : run_dir;
-}
-
 // ConfigError unless train.max_steps goes past the resumed checkpoint's step (nothing to train).
 void check_steps_left(const TrainingCheckpoint& resumed, const fs::path& checkpoint, int64_t max_steps) {
   if (!resumed.state.contains("step") || !resumed.state["step"].is_number_integer()) return;
@@ -265,7 +255,7 @@ int run_train(const TrainArgs& a) {
   std::shared_ptr<ProcessGroup> group;
   if (env.distributed()) group = join_group(env, config, context);
   // Rank 0 chooses the run directory (and prepares the data) first; the others follow it.
-  const fs::path run_dir = choose_run_dir(a, checkpoint, group.get());
+  const fs::path run_dir = choose_run_dir(a.out, checkpoint, config, group.get());
 
   log_info("hwtrain {} | LibTorch {} | run directory {}", HWTRAIN_VERSION, TORCH_VERSION, run_dir.string());
   std::shared_ptr<const ShardedDataset> data = open_run_dataset(config, group.get());
