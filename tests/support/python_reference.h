@@ -2,11 +2,11 @@
 // made once per build tree rather than once per test process: ctest runs every test in a process
 // of its own, and eleven tests read hf_reference.py's 5-second output alone.
 //
-// A reference lives in <build>/tests/references/<script>-<hash of the script's text and
-// arguments>/. The first process to want it makes it under an exclusive lock (flock on
-// <dir>.lock), into <dir>.partial-<pid>, renamed into place when the script succeeds; the others
-// wait on the lock and read it. Editing the script or its arguments changes the directory. Tests
-// only read a reference (copy it to change it).
+// A reference lives in <build>/tests/references/<script>-<hash of the python, the modules, the
+// arguments and the scripts' text>/. The first process to want it makes it under an exclusive lock
+// (flock on <dir>.lock), into <dir>.partial-<pid>, renamed into place when the script succeeds; the
+// others wait on the lock and read it. Editing a script, its arguments or the python changes the
+// directory. Tests only read a reference (copy it to change it).
 #pragma once
 #include <fcntl.h>
 #include <sys/file.h>
@@ -27,21 +27,31 @@ namespace hwt::testing {
 inline std::string python_reference(const std::string& module, const std::string& script, const std::string& args) {
   namespace fs = std::filesystem;
   const fs::path source = fs::path(HWTRAIN_SOURCE_DIR) / "tests" / script;
-  std::ifstream in(source, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  const size_t key = std::hash<std::string>{}(text + '\0' + args);
+  // The key: the python and the modules it must import, the arguments, and the text of every script
+  // beside this one (hf_sentencepiece_reference.py imports hf_tokenizers_reference.py).
+  std::string text = std::string(HWTRAIN_PYTHON) + '\0' + module + '\0' + args;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(source.parent_path(), ec)) {
+    if (entry.path().extension() != ".py") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    text += '\0' + entry.path().filename().string() + '\0' + std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t key = std::hash<std::string>{}(text);
   const fs::path cache = fs::path(HWTRAIN_TEST_REFERENCES);
   const fs::path dir = cache / (source.stem().string() + "-" + std::to_string(key));
-  std::error_code ec;
   fs::create_directories(cache, ec);
   const int lock = ::open((dir.string() + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) return std::string();
+  if (lock < 0) return std::string();
+  if (::flock(lock, LOCK_EX) != 0) {
+    ::close(lock);
+    return std::string();
+  }
   if (!fs::is_directory(dir)) {
     const fs::path partial = dir.string() + ".partial-" + std::to_string(::getpid());
     fs::remove_all(partial, ec);
     fs::create_directories(partial, ec);
     const std::string cmd = std::string(HWTRAIN_PYTHON) + " -c 'import " + module + "' 2>/dev/null && " +
-                            HWTRAIN_PYTHON + " " + source.string() + " '" + partial.string() + "' " + args;
+                            HWTRAIN_PYTHON + " '" + source.string() + "' '" + partial.string() + "' " + args;
     if (std::system(cmd.c_str()) == 0) fs::rename(partial, dir, ec);
     if (!fs::is_directory(dir)) fs::remove_all(partial, ec);
   }
