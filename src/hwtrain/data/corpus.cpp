@@ -8,6 +8,7 @@
 #include <set>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/data/manifest.h"
 #include "hwtrain/data/prepare.h"
 #include "hwtrain/data/token_file.h"
 
@@ -172,6 +173,10 @@ CorpusListing list_corpus_files(const std::vector<fs::path>& inputs, const Corpu
       throw DataError("corpus path " + input.string() + " does not exist; give a text file or a directory");
     }
     if (fs::is_directory(st)) {
+      if (is_prepared_dataset(input)) {  // its shards would be skipped as binary, its JSON read as text
+        throw DataError("corpus path " + input.string() + " is a dataset hwtrain prepare wrote (its " +
+                        kManifestFile + "); give it to train --data, or prepare the text it came from");
+      }
       walk_directory(input, i, filter, seen, listing);
     } else if (fs::is_regular_file(st)) {
       CorpusFile f;

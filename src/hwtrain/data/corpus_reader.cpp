@@ -141,6 +141,7 @@ bool CorpusReader::next(CorpusChunk& chunk) {
     }
     if (!eof_) eof_ = !read_block();
     if (binary_) {
+      if (stats_.num_binary_files == 0) stats_.first_binary_file = file_->path.string();
       ++stats_.num_binary_files;
       ++stats_.binary_per_input[file_->input_index];
       close_file();

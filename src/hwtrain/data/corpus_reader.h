@@ -54,6 +54,7 @@ struct CorpusChunk {
 struct CorpusReadStats {
   int64_t num_files = 0;          // files read as text or JSONL
   int64_t num_binary_files = 0;   // files in directories skipped for NUL bytes in their first block
+  std::string first_binary_file;  // the first of them, for the warning
   int64_t num_bytes = 0;          // bytes read
   std::vector<int64_t> files_per_input, binary_per_input;
   uint64_t stdin_hash = 0;        // of the bytes read from standard input (fingerprint); 0 = none

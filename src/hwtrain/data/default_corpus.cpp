@@ -67,10 +67,22 @@ fs::path prepare_cached(const std::vector<fs::path>& inputs, const std::string& 
   return target;
 }
 
+// data.path, where a dataset's manifest.json names its directory (not a text file to train on).
+fs::path dataset_path(const std::string& path) {
+  const fs::path p(path);
+  if (p.filename() == kManifestFile && is_dataset_dir(p.parent_path().empty() ? "." : p.parent_path())) {
+    return p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  }
+  return p;
+}
+
 }  // namespace
 
 fs::path data_cache_dir(const DataConfig& cfg) {
   if (!cfg.cache_dir.empty()) return fs::path(cfg.cache_dir);
+  if (const char* cache = std::getenv("HWTRAIN_CACHE"); cache != nullptr && cache[0] != '\0') {
+    return fs::path(cache) / "data";  // where the GEMM probe and LibTorch's environment are kept
+  }
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
     return fs::path(xdg) / "hwtrain" / "data";
   }
@@ -103,7 +115,7 @@ fs::path resolve_dataset(const DataConfig& cfg, const fs::path& default_corpus_d
              opts.document_separator);
     return prepare_cached({default_corpus_dir}, "fortunes", opts, cfg);
   }
-  fs::path path(cfg.path);
+  const fs::path path = dataset_path(cfg.path);
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     throw DataError("data.path = '" + cfg.path + "' does not exist; give a text file, a directory or a .hwt token file");
@@ -139,7 +151,7 @@ fs::path resolve_dataset(const DataConfig& cfg, const fs::path& default_corpus_d
 }
 
 int64_t data_vocab_size(const DataConfig& cfg) {
-  const fs::path path(cfg.path);
+  const fs::path path = dataset_path(cfg.path);
   std::error_code ec;
   if (!cfg.path.empty() && is_dataset_dir(path)) return read_manifest(path).vocab_size;
   if (!cfg.path.empty() && fs::is_regular_file(path, ec) && is_token_file(path)) {

@@ -181,6 +181,16 @@ bool has_manifest(const fs::path& dir) {
   return fs::is_directory(dir, ec) && fs::is_regular_file(dir / kManifestFile, ec);
 }
 
+bool is_prepared_dataset(const fs::path& dir) {
+  if (!has_manifest(dir)) return false;
+  try {
+    const auto j = nlohmann::json::parse(read_regular_file(dir / kManifestFile, 64u << 20));
+    return j.is_object() && j.value("format", std::string()) == "hwtrain-dataset";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void write_manifest(const fs::path& dir, const DatasetManifest& manifest) {
   write_file_atomic(dir / kManifestFile, manifest.to_json().dump(1) + "\n");
 }

@@ -42,6 +42,9 @@ struct DatasetManifest {
 
 // True when `dir` is a directory with a manifest.json.
 bool has_manifest(const std::filesystem::path& dir);
+// Whether dir/manifest.json is one that hwtrain prepare wrote ("format": "hwtrain-dataset"), read
+// with a size bound; a text corpus may hold a manifest.json of its own.
+bool is_prepared_dataset(const std::filesystem::path& dir);
 // Writes dir/manifest.json atomically.
 void write_manifest(const std::filesystem::path& dir, const DatasetManifest& manifest);
 // Reads and checks dir/manifest.json; DataError naming it.

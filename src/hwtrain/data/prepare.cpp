@@ -157,6 +157,11 @@ uint64_t run_prepare(const std::vector<fs::path>& inputs, const PrepareOptions& 
   stats.num_skipped_files = listing.num_skipped + rs.num_binary_files;
   stats.num_filtered_files = listing.num_filtered;
   stats.num_bytes = rs.num_bytes;
+  if (rs.num_binary_files > 0) {  // compressed or UTF-16 files in a directory: said, not dropped silently
+    log_warn("prepare: {} file(s) skipped as binary (NUL bytes in their first block: compressed, UTF-16, ...), "
+             "first {}; decompress or convert them to UTF-8 text to include them",
+             rs.num_binary_files, rs.first_binary_file);
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (rs.files_per_input[i] == 0 && rs.binary_per_input[i] > 0) {
       throw DataError("directory " + inputs[i].string() + " contains no text files (" +
@@ -282,6 +287,8 @@ std::string describe(const PrepareStats& s) {
     out << " (" << format_bytes(static_cast<double>(s.num_bytes) / s.seconds) << "/s)";
   }
   if (s.num_bad_lines > 0) out << ", " << s.num_bad_lines << " bad JSONL lines skipped";
+  if (s.num_skipped_files > 0) out << ", " << s.num_skipped_files << " files skipped (hidden, binary or not regular)";
+  if (s.num_filtered_files > 0) out << ", " << s.num_filtered_files << " left out by --include/--exclude";
   return out.str();
 }
 
