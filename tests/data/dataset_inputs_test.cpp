@@ -57,6 +57,20 @@ TEST(DatasetInputs, BinaryFilesInADirectoryAreCountedAndSaid) {
   EXPECT_NE(describe(s).find("1 files skipped (hidden, binary or not regular)"), std::string::npos) << describe(s);
 }
 
+// A cut under 4 bytes could split a UTF-8 character, then blame the file for invalid UTF-8.
+TEST(DatasetInputs, AMaximumDocumentSizeHoldsAUtf8Character) {
+  DataConfig cfg;
+  cfg.max_document_bytes = 2;
+  EXPECT_THROW(cfg.validate(), ConfigError);
+  cfg.max_document_bytes = 4;
+  EXPECT_NO_THROW(cfg.validate());
+  TempDir dir;
+  dir.write("utf.txt", "caf\xC3\xA9 na\xC3\xAFve \xE6\x9D\xB1\xE4\xBA\xAC\n");
+  PrepareOptions o = quiet();
+  o.max_document_bytes = 2;
+  EXPECT_THROW(prepare({dir / "utf.txt"}, dir / "u.hwt", o), ConfigError);
+}
+
 TEST(DatasetInputs, TheDataCacheFollowsHwtrainCache) {
   const char* old = std::getenv("HWTRAIN_CACHE");
   const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;

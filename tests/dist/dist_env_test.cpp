@@ -67,6 +67,19 @@ TEST(DistEnv, Slurm) {
   EXPECT_EQ(env.master_port, 30000);
 }
 
+// A step of 2 tasks, one per node, in a job of 8 at 4 per node: the step's counts.
+TEST(DistEnv, SlurmStepCountsWinOverTheJobs) {
+  DistEnv env = parse_dist_env({{"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "8"},
+                                {"SLURM_STEP_NUM_TASKS", "2"},
+                                {"SLURM_NTASKS_PER_NODE", "4"},
+                                {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"},
+                                {"SLURM_LOCALID", "0"},
+                                {"SLURM_NODELIST", "n[1-2]"}});
+  EXPECT_EQ(env.world_size, 2);
+  EXPECT_EQ(env.local_world_size, 1);
+}
+
 TEST(DistEnv, SlurmPortFromJobIdAndTasksPerNodeFormat) {
   DistEnv env = parse_dist_env({{"SLURM_PROCID", "0"},
                                 {"SLURM_NTASKS", "6"},

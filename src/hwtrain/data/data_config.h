@@ -34,6 +34,10 @@ struct DataConfig {
 
   void validate() const {
     check_at_least("data.max_document_bytes", max_document_bytes, 0);
+    if (max_document_bytes > 0 && max_document_bytes < 4) {  // a cut inside a UTF-8 character
+      option_range_error("data.max_document_bytes", std::to_string(max_document_bytes),
+                         "must be 0 (never cut) or at least 4 (one UTF-8 character)");
+    }
     if (!(val_fraction > 0.0 && val_fraction <= 0.5)) {
       option_range_error("data.val_fraction", option_text(val_fraction), "must be in (0, 0.5]");
     }

@@ -60,9 +60,9 @@ void PrepareOptions::validate() const {
     throw ConfigError("data.val_fraction = " + std::to_string(val_fraction) +
                       " is out of range; valid: 0 < val_fraction < 1 (e.g. 0.05)");
   }
-  if (max_document_bytes < 0) {
+  if (max_document_bytes < 0 || (max_document_bytes > 0 && max_document_bytes < 4)) {  // a UTF-8 character is 4
     throw ConfigError("data.max_document_bytes = " + std::to_string(max_document_bytes) +
-                      " is out of range; valid: >= 0 (0 = never cut documents)");
+                      " is out of range; valid: 0 (never cut documents) or >= 4 (one UTF-8 character)");
   }
   if (document_separator.find('\n') != std::string::npos) {
     throw ConfigError("data.document_separator must be a single line, without newlines");

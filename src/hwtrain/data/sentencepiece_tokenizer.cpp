@@ -179,7 +179,7 @@ void SentencePieceTokenizer::HfForm::read_added_tokens(const nlohmann::json& j, 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_file(const std::filesystem::path& model) {
   std::string bytes;
   try {
-    bytes = read_file(model);
+    bytes = read_regular_file(model, 256u << 20);  // as a tokenizer.model in a directory (tokenizer_files.cpp)
   } catch (const IoError& e) {
     throw ConfigError("data.tokenizer = '" + model.string() + "': cannot read the SentencePiece model (" + e.what() +
                       "); train one with hwtrain tokenizer train");

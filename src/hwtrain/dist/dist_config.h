@@ -65,7 +65,10 @@ struct DistConfig {
     if (tensor_parallel) check_at_least("dist.tensor_parallel", *tensor_parallel, 1);
     if (pipeline_parallel) check_at_least("dist.pipeline_parallel", *pipeline_parallel, 1);
     if (pipeline_chunks) check_at_least("dist.pipeline_chunks", *pipeline_chunks, 1);
-    if (!(timeout > 0)) option_range_error("dist.timeout", option_text(timeout), "must be > 0 seconds");
+    // Converted to milliseconds and nanoseconds by the stores and the watchdog: 30 days at most.
+    if (!(timeout > 0 && timeout <= 30 * 86400.0)) {
+      option_range_error("dist.timeout", option_text(timeout), "must be > 0 and at most 2592000 seconds (30 days)");
+    }
   }
 
   template <class V>

@@ -148,10 +148,11 @@ DistEnv parse_dist_env(const Vars& vars) {
     const std::string world_var = find(vars, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     env.world_size = parse_int(vars, world_var, "the number of tasks");
     env.local_rank = parse_int_or(vars, "SLURM_LOCALID", "this task's rank on its node", 0);
-    if (find(vars, "SLURM_NTASKS_PER_NODE")) {
-      env.local_world_size = leading_int(*find(vars, "SLURM_NTASKS_PER_NODE"), 1);
-    } else if (const std::string* t = find(vars, "SLURM_STEP_TASKS_PER_NODE")) {
+    // The step's tasks per node first, as for the world size: the job's may be more.
+    if (const std::string* t = find(vars, "SLURM_STEP_TASKS_PER_NODE")) {
       env.local_world_size = leading_int(*t, 1);
+    } else if (find(vars, "SLURM_NTASKS_PER_NODE")) {
+      env.local_world_size = leading_int(*find(vars, "SLURM_NTASKS_PER_NODE"), 1);
     } else if (const std::string* t2 = find(vars, "SLURM_TASKS_PER_NODE")) {
       env.local_world_size = leading_int(*t2, 1);
     } else {
