@@ -115,6 +115,27 @@ TEST(Launcher, ForwardsSigtermToEveryRank) {
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
 }
 
+// Ranks stopping on their own after a forwarded signal (a final checkpoint) take longer than the
+// grace period: they are not killed for it (they were, with SIGKILL, and the launch blamed rank 0).
+TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
+  LaunchOptions o = shell(2, "trap 'sleep 1; echo saved; exit 0' TERM; echo started; sleep 60 & wait");
+  o.grace_seconds = 0.2;
+  bool sent = false;
+  int started = 0, saved = 0;
+  LaunchResult r = launch(o, [&](bool, const std::string& line) {
+    if (line.find("saved") != std::string::npos) ++saved;
+    if (line.find("started") != std::string::npos && ++started == 2 && !sent) {
+      sent = true;
+      ::kill(::getpid(), SIGTERM);
+    }
+  });
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(r.interrupted_by, SIGTERM);
+  EXPECT_EQ(saved, 2);
+  EXPECT_EQ(r.exit_codes, std::vector<int>({0, 0}));
+  EXPECT_EQ(r.exit_code, 0);
+}
+
 TEST(Launcher, MissingProgramIsExitCode127) {
   LaunchOptions o;
   o.command = {"/nonexistent/program"};

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
 #include <iostream>
 
 #include "hwtrain/cli/commands.h"
@@ -25,7 +26,10 @@ int run_launch(LaunchOptions options, const std::vector<std::string>& command) {
   options.command = {this_executable()};
   options.command.insert(options.command.end(), command.begin(), command.end());
   LaunchResult result = launch(options);
-  if (result.exit_code != 0) {
+  if (result.exit_code != 0 && result.interrupted_by != 0) {
+    std::cerr << "hwtrain launch: interrupted by SIG" << ::sigabbrev_np(result.interrupted_by)
+              << ", forwarded to every rank; " << result.reason << "\n";
+  } else if (result.exit_code != 0) {
     std::cerr << "hwtrain launch: " << result.reason << "; the other ranks were stopped\n";
   }
   return result.exit_code;
@@ -42,7 +46,9 @@ Command add_launch(CLI::App& app) {
   cmd->add_option("--master-addr", options->master_addr, "address of node 0 (rank 0 serves the rendezvous)")
       ->capture_default_str();
   cmd->add_option("--master-port", options->master_port, "TCP port of the rendezvous on node 0")->capture_default_str();
-  cmd->add_option("--grace", options->grace_seconds, "seconds the other ranks get to stop after one fails")
+  cmd->add_option("--grace", options->grace_seconds,
+                  "seconds the other ranks get to stop after one fails (a signal to the launcher is forwarded "
+                  "and waits for the ranks; a second one kills them)")
       ->capture_default_str();
   // The ranks' command: everything after "--", or from the first word that is not a launch
   // option on (positionals_at_end: the command's own options are not parsed here).

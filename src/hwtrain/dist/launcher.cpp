@@ -163,7 +163,7 @@ void reap(std::vector<Child>& children, LaunchResult& result, const std::functio
       result.failed_rank = c.rank;
       result.exit_code = exit_code_of(c.status);
       result.reason = describe_status(c.rank, c.status);
-      stop_all(SIGTERM);
+      if (result.interrupted_by == 0) stop_all(SIGTERM);  // interrupted: the others are stopping already
     }
   }
 }
@@ -267,7 +267,7 @@ void emit(Child& c, int stream, bool final, const LineSink& sink) {
 
 // Waits up to 50 ms for output or a forwarded signal, and handles what came. Returns false when
 // every rank's output is closed.
-bool pump(std::vector<Child>& children, const LineSink& sink, const std::function<void(int)>& stop_all) {
+bool pump(std::vector<Child>& children, const LineSink& sink, const std::function<void(int)>& forward) {
   std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
   std::vector<std::pair<size_t, int>> owners{{0, -1}};
   for (size_t i = 0; i < children.size(); ++i) {
@@ -281,7 +281,7 @@ bool pump(std::vector<Child>& children, const LineSink& sink, const std::functio
   ::poll(fds.data(), fds.size(), 50);
   if (fds[0].revents & POLLIN) {
     unsigned char sig;
-    while (::read(g_signal_pipe[0], &sig, 1) == 1) stop_all(sig);
+    while (::read(g_signal_pipe[0], &sig, 1) == 1) forward(sig);
   }
   for (size_t j = 1; j < fds.size(); ++j) {
     if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -327,13 +327,24 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
                                    std::chrono::duration<double>(options.grace_seconds));
     }
   };
+  // A signal to the launcher goes to every rank, which stops as it would alone; a second one kills.
+  std::function<void(int)> forward = [&](int sig) {
+    for (const auto& c : children) {
+      if (c.running) signal_group(c, sig);
+    }
+    if (result.interrupted_by == 0) {
+      result.interrupted_by = sig;
+    } else {
+      kill_at = Clock::now();
+    }
+  };
   start_all(children, options, inherited);
 
   std::optional<Clock::time_point> all_exited_at;
   // Done when every rank has exited and its output is drained (or, if something it started
   // still holds the pipes open, a moment after).
   while (!all_exited_at || Clock::now() - *all_exited_at <= std::chrono::seconds(1)) {
-    const bool output_open = pump(children, sink, stop_all);
+    const bool output_open = pump(children, sink, forward);
     reap(children, result, stop_all);
     stop_frozen(children, watch, result, stop_all);
     bool any_running = false;

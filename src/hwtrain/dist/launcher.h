@@ -1,11 +1,12 @@
 // The process manager behind `hwtrain launch` (a small torchrun): starts one process per local
 // rank with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set,
-// prefixes every line they print with "[rank r] ", forwards SIGINT/SIGTERM/SIGHUP to all of them,
-// and when one fails stops the others (SIGTERM, then SIGKILL after a grace period); so it does when
-// one is frozen (its liveness file goes stale, see liveness.h), which the ranks cannot detect
-// themselves when it is rank 0 serving their store. Each rank
-// runs in its own process group, so whatever it started is stopped with it, and dies with the
-// launcher (PR_SET_PDEATHSIG), so no process is left behind. Not here: the CLI (cli/).
+// prefixes every line they print with "[rank r] ", forwards SIGINT/SIGTERM/SIGHUP to all of them
+// (they stop as they would alone; a second such signal kills them), and when one fails stops the
+// others (SIGTERM, then SIGKILL after a grace period); so it does when one is frozen (its liveness
+// file goes stale, see liveness.h), which the ranks cannot detect themselves when it is rank 0
+// serving their store. Each rank runs in its own process group, so whatever it started is stopped
+// with it, and dies with the launcher (PR_SET_PDEATHSIG), so no process is left behind. Not here:
+// the CLI (cli/).
 #pragma once
 #include <functional>
 #include <map>
@@ -41,6 +42,9 @@ struct LaunchResult {
   // stopped (SIGSTOP or a debugger) and has shown no sign of life for 66 s, ...".
   std::string reason;
   std::vector<int> exit_codes;  // of each local rank, in the same convention
+  // The first signal the launcher received and forwarded (SIGINT, SIGTERM, SIGHUP), 0 if none. The
+  // ranks then stop as they do on their own (a checkpoint, a sample): only a second signal kills them.
+  int interrupted_by = 0;
 };
 
 // Receives each output line of a rank, already prefixed; `is_stderr` says which stream it came
