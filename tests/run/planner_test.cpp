@@ -74,6 +74,19 @@ TEST(Planner, ContendedGemmProbeFallsBackToTheIsa) {
   EXPECT_DOUBLE_EQ(p.peak_flops, 0.25 * 333e9);
 }
 
+// Eight GPU ranks on a node of 16 cores: each its device, the cores shared (they took all 16 each).
+TEST(Planner, GpuRanksOfANodeShareItsCores) {
+  HardwareProfile hw = gpu_machine(9);
+  hw.cpu.num_physical_cores = 16;
+  for (int i = 1; i < 8; ++i) hw.gpus.push_back(hw.gpus[0]);
+  PlanContext ctx;
+  ctx.world_size = 8;
+  const Plan p = make_plan(hw, small_config(), ctx);
+  ASSERT_TRUE(p.on_gpu());
+  EXPECT_EQ(p.intra_op_threads, 2);
+  EXPECT_NE(decision(p, "intra_op_threads").reason.find("shared by 8 local ranks"), std::string::npos);
+}
+
 // bf16 forced on AVX2 (no native bf16: peaks equal): the probe's emulated square product read 1.4
 // GFLOP/s while the model's GEMMs ran 2.4x faster ("mfu 238%"). MFU is then measured against the
 // fp32 rate, the FMA units' own, and says why.

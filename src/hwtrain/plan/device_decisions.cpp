@@ -56,7 +56,15 @@ void decide_threads(Plan& p, const PlanInputs& in) {
     p.decide("intra_op_threads", std::to_string(p.intra_op_threads), "set by user");
     return;
   }
-  const int64_t sharing = ranks_sharing_host(p, in);
+  // On GPUs each rank has a device of its own but the node's ranks share its cores (8 ranks of
+  // 112 threads each oversubscribed a DGX node 8x).
+  int64_t sharing = ranks_sharing_host(p, in);
+  if (p.on_gpu()) {
+    const int64_t all = std::max<int64_t>(1, in.ctx.world_size * in.ctx.model_parallel);
+    const int64_t gpus_per_node =
+        static_cast<int64_t>(std::max<size_t>(1, in.hw.gpus.size() / std::max(1, in.hw.num_nodes)));
+    sharing = std::min(all, in.ctx.ranks_per_node > 0 ? in.ctx.ranks_per_node : gpus_per_node);
+  }
   p.intra_op_threads = std::max<int64_t>(1, cores / sharing);
   p.decide("intra_op_threads", std::to_string(p.intra_op_threads),
            std::to_string(cores) + " physical cores usable by this process" +
