@@ -52,6 +52,10 @@ TEST(Preset, NodesFromGpuCount) {
   EXPECT_EQ(hardware_preset("h100-80gb", 8)->num_nodes, 1);
   EXPECT_EQ(hardware_preset("h100-80gb", 9)->num_nodes, 2);
   EXPECT_TRUE(hardware_preset("h100-80gb", 8)->inter_node_link.empty());
+  // `plan --gpus 4 --nodes 2`: 8 GPUs over 2 nodes, joined by the preset's link (it printed none).
+  const auto spread = hardware_preset("h100-80gb", 8, 2);
+  EXPECT_EQ(spread->num_nodes, 2);
+  EXPECT_EQ(spread->inter_node_link, p->inter_node_link);
 }
 
 TEST(Preset, UnknownNameIsNullopt) {

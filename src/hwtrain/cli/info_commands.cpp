@@ -47,12 +47,11 @@ void check_machine_flags(const PlanArgs& a) {
 HardwareProfile plan_hardware(const PlanArgs& a, bool& paper) {
   paper = !a.preset.empty() || !a.hardware_file.empty();
   if (!a.preset.empty()) {
-    auto p = hardware_preset(a.preset, static_cast<int>(a.gpus_per_node * a.nodes));
+    auto p = hardware_preset(a.preset, static_cast<int>(a.gpus_per_node * a.nodes), static_cast<int>(a.nodes));
     if (!p) {
       throw ConfigError("--preset '" + a.preset + "' is unknown: expected one of " + join(hardware_preset_names()) +
                         did_you_mean(a.preset, hardware_preset_names()));
     }
-    p->num_nodes = static_cast<int>(a.nodes);
     return *p;
   }
   if (!a.hardware_file.empty()) {

@@ -45,7 +45,7 @@ double inter_node_gbs_per_gpu(const HardwareProfile& hw) {
   return 0.0;
 }
 
-std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus) {
+std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus, int num_nodes) {
   const GpuSpec* spec = nullptr;
   for (const GpuSpec& s : gpu_specs())
     if (s.preset == name) spec = &s;
@@ -55,7 +55,7 @@ std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_
                         std::to_string(num_gpus));
   HardwareProfile p;
   p.source = "preset:" + name;
-  p.num_nodes = (num_gpus + spec->gpus_per_node - 1) / spec->gpus_per_node;
+  p.num_nodes = num_nodes > 0 ? num_nodes : (num_gpus + spec->gpus_per_node - 1) / spec->gpus_per_node;
   p.inter_node_link = p.num_nodes > 1 ? spec->inter_node_link : "";
 
   // The host of one node. Every such server CPU has at least AVX2; finer ISA details do not

@@ -13,7 +13,9 @@ namespace hwt {
 
 // The profile of `num_gpus` accelerators of model `name` (nodes = ceil(num_gpus / per node)),
 // or nullopt when `name` is not a preset. Throws HardwareError when num_gpus < 1.
-std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus = 1);
+// `num_nodes` > 0: the GPUs spread over that many nodes (`hwtrain plan --gpus G --nodes N`), else as
+// many as the preset's GPUs per node need.
+std::optional<HardwareProfile> hardware_preset(const std::string& name, int num_gpus = 1, int num_nodes = 0);
 
 // The preset names, for messages and `--help`: "a100-40gb", "a100-80gb", "h100-80gb", ...
 std::vector<std::string> hardware_preset_names();
