@@ -36,6 +36,8 @@ TEST_P(HfBpe, IdsEqualTokenizersAndDecodingRoundTrips) {
   const std::string style = GetParam();
   auto tok = load_tokenizer(dir / style);
   ASSERT_NE(dynamic_cast<const HfBpeTokenizer*>(tok.get()), nullptr);
+  // data.tokenizer naming the tokenizer.json file means its directory (it was read as a .model).
+  EXPECT_EQ(make_tokenizer((dir / style / "tokenizer.json").string())->name(), tok->name());
   const std::string text = read_file(dir / "text.txt");
   const std::string raw = read_file(dir / (style + ".ids"));
   std::vector<int32_t> want(raw.size() / 4);

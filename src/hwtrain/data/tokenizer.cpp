@@ -27,6 +27,9 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
     throw ConfigError("data.tokenizer = '" + spec + "' is a directory without tokenizer.json or tokenizer.model; "
                       "give the directory hwtrain tokenizer train wrote, or a .model file");
   }
+  if (path.filename() == "tokenizer.json" && fs::is_regular_file(path, ec)) {  // a Hugging Face file: its directory
+    return make_tokenizer(path.has_parent_path() ? path.parent_path().string() : ".");
+  }
   if (!spec.empty() && fs::is_regular_file(path, ec)) return SentencePieceTokenizer::from_file(path);
   std::string hint = did_you_mean(spec, {"byte"});
   if (spec.size() > 6 && spec.compare(spec.size() - 6, 6, ".model") == 0) hint = " (no such file)";
