@@ -31,9 +31,17 @@ constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 int g_signal_pipe[2] = {-1, -1};  // written by the handler, read by the poll loop
 std::mutex g_launch_mutex;        // one launch per process: the handler and pipe are global
 
+pid_t g_launcher_pid = 0;          // the handler's process; a rank between fork and exec is another
+
 void on_signal(int sig) {
-  const unsigned char c = static_cast<unsigned char>(sig);
   const int saved = errno;
+  if (::getpid() != g_launcher_pid) {  // a rank not yet exec'd (it inherited the handler and the pipe):
+    ::signal(sig, SIG_DFL);            // it dies of the signal as after exec, and the launcher does not
+    ::raise(sig);                      // take its SIGTERM for one sent to itself
+    errno = saved;
+    return;
+  }
+  const unsigned char c = static_cast<unsigned char>(sig);
   (void)!::write(g_signal_pipe[1], &c, 1);
   errno = saved;
 }
@@ -42,6 +50,7 @@ void on_signal(int sig) {
 class SignalForwarding {
  public:
   SignalForwarding() {
+    g_launcher_pid = ::getpid();
     if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
       throw IoError(std::string("hwtrain launch: cannot create a pipe: ") + std::strerror(errno));
     }
