@@ -154,26 +154,39 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
   return parent;
 }
 
+namespace {
+
+// The checkpoint.dir of a run in `run_dir` resuming `checkpoint`: a checkpoint resumed into another
+// run than its own leaves that run the checkpoint.dir it inherited (the checkpoint config's, not
+// asked anew), and this one keeps its checkpoints at home ("": <run>/checkpoints).
+std::string resumed_checkpoint_dir(const fs::path& run_dir, const fs::path& checkpoint, const RunConfig& config) {
+  std::error_code ec;
+  const fs::path own = recorded_run_dir(checkpoint);
+  if (own.empty() || config.checkpoint.dir.empty() || fs::equivalent(own, run_dir, ec)) return config.checkpoint.dir;
+  RunConfig saved;
+  saved.apply_toml(read_checkpoint_config(checkpoint), (checkpoint / "config.toml").string());
+  if (saved.checkpoint.dir != config.checkpoint.dir) return config.checkpoint.dir;
+  log_info("checkpoint.dir {} is the checkpoints of the run {}: this run keeps its own in {} (set another "
+           "checkpoint.dir to choose)", config.checkpoint.dir, own.string(), (run_dir / "checkpoints").string());
+  return "";
+}
+
+}  // namespace
+
 fs::path choose_run_dir(const std::string& out, const std::optional<fs::path>& checkpoint, RunConfig& config,
                         ProcessGroup* group) {
   fs::path run_dir;
-  if (!group || group->rank() == 0) {
+  std::string checkpoint_dir = config.checkpoint.dir;
+  if (!group || group->rank() == 0) {  // rank 0 decides both: other nodes may not see its paths
     run_dir = !out.empty() ? fs::path(out) : checkpoint ? run_dir_of_checkpoint(*checkpoint) : new_run_dir();
     ensure_writable_dir(run_dir);
+    if (checkpoint) checkpoint_dir = resumed_checkpoint_dir(run_dir, *checkpoint, config);
   }
-  if (group) run_dir = group->share_from_rank0("run_dir", run_dir.string());
-  // A checkpoint resumed into another run than its own: that run's checkpoint.dir (the checkpoint's
-  // config's, not asked anew) stays the other run's, and this one keeps its checkpoints at home.
-  std::error_code ec;
-  const fs::path own = checkpoint ? recorded_run_dir(*checkpoint) : fs::path();
-  if (own.empty() || config.checkpoint.dir.empty() || fs::equivalent(own, run_dir, ec)) return run_dir;
-  RunConfig saved;
-  saved.apply_toml(read_checkpoint_config(*checkpoint), (*checkpoint / "config.toml").string());
-  if (saved.checkpoint.dir == config.checkpoint.dir) {
-    log_info("checkpoint.dir {} is the checkpoints of the run {}: this run keeps its own in {} (set checkpoint.dir "
-             "to choose)", config.checkpoint.dir, own.string(), (run_dir / "checkpoints").string());
-    config.checkpoint.dir.clear();
+  if (group) {
+    run_dir = group->share_from_rank0("run_dir", run_dir.string());
+    checkpoint_dir = group->share_from_rank0("checkpoint_dir", checkpoint_dir);
   }
+  config.checkpoint.dir = checkpoint_dir;
   return run_dir;
 }
 

@@ -34,8 +34,8 @@ std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpo
 
 // The run directory of a training command, chosen by rank 0 (every rank gets its choice): --out, the
 // resumed checkpoint's run, or a new one. A checkpoint resumed into another run than the one that
-// wrote it leaves that run's checkpoint.dir (unless set on this command): this run's go to
-// <run>/checkpoints.
+// wrote it leaves that run's checkpoint.dir (unless another is set on this command): this run's go
+// to <run>/checkpoints. Rank 0 decides both; every rank gets its choice.
 std::filesystem::path choose_run_dir(const std::string& out, const std::optional<std::filesystem::path>& checkpoint,
                                      RunConfig& config, ProcessGroup* group);
 

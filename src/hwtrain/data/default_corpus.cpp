@@ -70,7 +70,7 @@ fs::path prepare_cached(const std::vector<fs::path>& inputs, const std::string& 
 // data.path, where a dataset's manifest.json names its directory (not a text file to train on).
 fs::path dataset_path(const std::string& path) {
   const fs::path p(path);
-  if (p.filename() == kManifestFile && is_dataset_dir(p.parent_path().empty() ? "." : p.parent_path())) {
+  if (p.filename() == kManifestFile && is_prepared_dataset(p.parent_path().empty() ? "." : p.parent_path())) {
     return p.parent_path().empty() ? fs::path(".") : p.parent_path();
   }
   return p;

@@ -172,7 +172,7 @@ void reap(std::vector<Child>& children, LaunchResult& result, const std::functio
       result.failed_rank = c.rank;
       result.exit_code = exit_code_of(c.status);
       result.reason = describe_status(c.rank, c.status);
-      if (result.interrupted_by == 0) stop_all(SIGTERM);  // interrupted: the others are stopping already
+      stop_all(SIGTERM);  // also after an interrupt: a failed rank leaves the others nobody to finish with
     }
   }
 }

@@ -68,7 +68,7 @@ bool trustworthy(const CachedGemmProbe& c, const PeakFlops& peak, int threads, i
 class ProbeLock {
  public:
   explicit ProbeLock(const std::filesystem::path& path)
-      : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
+      : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0644)) {
     if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) release();
   }
   ~ProbeLock() { release(); }
@@ -88,25 +88,31 @@ class ProbeLock {
 CachedGemmProbe cached_or_measured(const DetectOptions& options, const PeakFlops& peak, const HardwareProfile& p) {
   const int threads = std::max(1, std::min(at::get_num_threads(), std::max(1, p.cpu.num_physical_cores)));
   const int logical = std::max(1, p.cpu.num_logical_threads);
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const std::filesystem::path file = options.gemm_cache_max_age_s > 0 ? gemm_probe_cache_file() : "";
+  const auto now = [] {  // read again after the lock: the holder's measured_at may be later than our start
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const std::filesystem::path file = gemm_probe_cache_file();  // the doctor skips reading it, not writing
   const std::string key = gemm_probe_key(p, at::get_num_threads());
   const auto cached = [&]() -> std::optional<CachedGemmProbe> {
-    auto c = read_gemm_probe(file, key, now, options.gemm_cache_max_age_s);
+    if (options.gemm_cache_max_age_s <= 0) return std::nullopt;
+    auto c = read_gemm_probe(file, key, now(), options.gemm_cache_max_age_s);
     if (c && trustworthy(*c, peak, threads, logical)) return c;
     return std::nullopt;
   };
   if (auto c = cached()) return *c;
-  std::error_code ec;
-  if (!file.empty()) std::filesystem::create_directories(file.parent_path(), ec);
-  const ProbeLock lock(file.empty() ? "/dev/null" : file.string() + ".lock");
+  std::optional<ProbeLock> lock;  // none without a cache file: nothing to share
+  if (!file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    lock.emplace(file.string() + ".lock");
+  }
   if (auto c = cached()) return *c;  // measured by the process that held the lock
   CachedGemmProbe probe;
   probe.rates = robust_gemm_bench([&] { return run_gemm_bench(options.gemm_budget_s); },
                                   peak.fp32_gflops_per_core * threads, peak.bf16_gflops_per_core * threads);
   const std::string loadavg = sysfs::read_text("/proc/loadavg");  // "1.98 0.99 0.47 ..."
   if (!loadavg.empty()) probe.load_average = std::atof(loadavg.c_str());
-  if (!file.empty() && trustworthy(probe, peak, threads, logical)) write_gemm_probe(file, key, probe, now);
+  if (!file.empty() && trustworthy(probe, peak, threads, logical)) write_gemm_probe(file, key, probe, now());
   return probe;
 }
 
