@@ -91,7 +91,7 @@ namespace {
 
 bool agree(double a, double b) { return a <= 0 || b <= 0 ? a == b : std::abs(a - b) <= 0.15 * std::max(a, b); }
 
-double plausible(double gflops, double peak) { return peak > 0 && gflops > 2 * peak ? 0.0 : gflops; }
+double plausible(double gflops, double peak) { return plausible_gemm_rate(gflops, peak) ? gflops : 0.0; }
 
 }  // namespace
 

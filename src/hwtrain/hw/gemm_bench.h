@@ -27,6 +27,11 @@ GemmBenchResult run_gemm_bench(double budget_s);
 // (0: not measured). A run under MathLibInfo::kContendedShare of either ISA peak is contended:
 // it never counts as agreeing, and the next run waits a little longer (0.1, 0.2, 0.3 s) for the
 // neighbour to finish. `runs` reports how many were made.
+// Whether a measured rate can be real: at most twice the ISA peak (a peak of 0 is unknown: any).
+inline bool plausible_gemm_rate(double gflops, double isa_peak_gflops) {
+  return isa_peak_gflops <= 0 || gflops <= 2 * isa_peak_gflops;
+}
+
 GemmBenchResult robust_gemm_bench(const std::function<GemmBenchResult()>& run_once, double fp32_peak_gflops,
                                   double bf16_peak_gflops, int* runs = nullptr);
 

@@ -38,7 +38,6 @@ void guarded(const char* part, Fn&& fn) {
   }
 }
 
-
 // A reading taken while the machine was busy (load average above its logical threads) stands for
 // this long only; a quiet one for DetectOptions::gemm_cache_max_age_s.
 constexpr double kBusyProbeSeconds = 300;
@@ -58,9 +57,8 @@ MathLibInfo judged(const CachedGemmProbe& c, const PeakFlops& peak, int threads)
 // robust_gemm_bench drops a timing error), at this process's threads, and a busy one still recent.
 bool trustworthy(const CachedGemmProbe& c, const PeakFlops& peak, int threads, int logical_threads) {
   const MathLibInfo m = judged(c, peak, threads);
-  const auto plausible = [](double rate, double isa) { return isa <= 0 || rate <= 2 * isa; };
-  return m.gemm_measured && !m.gemm_contended() && plausible(m.fp32_gemm_gflops, m.peak_fp32_gflops) &&
-         plausible(m.bf16_gemm_gflops, m.peak_bf16_gflops) && c.rates.threads == at::get_num_threads() &&
+  return m.gemm_measured && !m.gemm_contended() && plausible_gemm_rate(m.fp32_gemm_gflops, m.peak_fp32_gflops) &&
+         plausible_gemm_rate(m.bf16_gemm_gflops, m.peak_bf16_gflops) && c.rates.threads == at::get_num_threads() &&
          (c.load_average <= logical_threads || c.age_seconds <= kBusyProbeSeconds);
 }
 
