@@ -10,6 +10,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/data/default_corpus.h"
 #include "hwtrain/data/prepare.h"
+#include "hwtrain/data/sharded_dataset.h"
 #include "support/temp_dir.h"
 
 namespace hwt {
@@ -45,6 +46,24 @@ TEST(DatasetInputs, APreparedDatasetIsNotACorpusAndItsManifestNamesIt) {
   cfg.cache_dir = (dir / "cache").string();
   EXPECT_EQ(resolve_dataset(cfg), dir / "ds");
   EXPECT_FALSE(fs::exists(dir / "cache"));  // nothing prepared from the JSON
+
+  // train --data takes the text directory with its own manifest.json for text, as prepare does.
+  cfg.path = (dir / "site").string();
+  cfg.document_separator = "%";
+  cfg.val_fraction = 0.25;
+  EXPECT_FALSE(is_dataset_dir(dir / "site"));
+  EXPECT_NE(resolve_dataset(cfg), dir / "site");
+  EXPECT_EQ(resolve_dataset(cfg).extension(), ".hwt");
+  // A dataset whose manifest is damaged stays a dataset, and reading it names the manifest.
+  dir.write("ds/manifest.json", "{\"format\": \"hwtrain-dat");
+  EXPECT_TRUE(is_dataset_dir(dir / "ds"));
+  cfg.path = (dir / "ds").string();
+  try {
+    resolve_dataset(cfg);
+    FAIL() << "a damaged manifest was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DatasetInputs, BinaryFilesInADirectoryAreCountedAndSaid) {

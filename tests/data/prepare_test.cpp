@@ -242,6 +242,15 @@ TEST(PrepareOptions, OutOfRangeValuesNameTheKey) {
   opts.val_fraction = 0.1;
   opts.tokenizer = "nope";
   EXPECT_THROW(prepare_token_file({dir / "c.txt"}, dir / "out.hwt", opts), ConfigError);
+  opts.tokenizer = "byte";
+  opts.num_threads = int64_t{1} << 32;  // once cast to int, 0: "one per core"
+  try {
+    prepare_token_file({dir / "c.txt"}, dir / "out.hwt", opts);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--threads = 4294967296 is out of range; valid: 1 .. 1024"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(CorpusFingerprint, ChangesWithSourceAndOptions) {

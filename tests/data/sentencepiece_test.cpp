@@ -229,6 +229,18 @@ TEST(SentencePiece, DatasetCarriesItsTokenizerAndRefusesOthers) {
   EXPECT_EQ(dataset_tokenizer(ds, (dir / "tok").string())->name(), st.name);
   testing::expect_data_error([&] { dataset_tokenizer(ds, (dir / "other").string()); },
                              {"was prepared with tokenizer '" + st.name + "'"});
+  // Training another tokenizer into the dataset is refused: its shards were encoded with this one.
+  try {
+    train_tiny(dir, "ds", "bpe", 2);
+    FAIL() << "a dataset's tokenizer was replaced";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a dataset hwtrain prepare wrote"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(dir / "ds" / kTokenizerModelFile), read_file(dir / "tok" / kTokenizerModelFile));
+  // A model directory may be given a tokenizer, not have its own replaced.
+  dir.write("model/config.json", "{}");
+  train_tiny(dir, "model");
+  EXPECT_THROW(train_tiny(dir, "model", "bpe", 2), ConfigError);
   // A checkpoint gets the same files.
   copy_tokenizer_files(ds, "byte", dir / "ckpt");
   EXPECT_EQ(load_tokenizer(dir / "ckpt")->name(), st.name);

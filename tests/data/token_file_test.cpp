@@ -1,4 +1,7 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -86,6 +89,23 @@ TEST(TokenFileWriter, UncommittedWriteLeavesNothingAndKeepsOldFile) {
   TokenFile f(path);
   EXPECT_EQ(f.fingerprint(), 1u);
   EXPECT_EQ(f.num_train_tokens(), 3);
+}
+
+TEST(TokenFileWriter, AKilledWritersPartialFileGoesWithTheNextWrite) {
+  TempDir dir;
+  const fs::path path = dir / "x.hwt";
+  dir.write(".x.hwt.tmp-4000000-0", std::string(4096, '\0'));  // a killed prepare's (no lock held)
+  const fs::path live = dir.write(".x.hwt.tmp-4000001-0", std::string(4096, '\0'));
+  const int fd = ::open(live.c_str(), O_RDONLY | O_CLOEXEC);  // a writer still at work holds its lock
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const fs::path other = dir.write(".y.hwt.tmp-4000000-0", "another file's");
+  write_token_file(path, 257, "byte", 1, {1, 2, 3}, {4});
+  EXPECT_FALSE(fs::exists(dir / ".x.hwt.tmp-4000000-0"));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+  ::close(fd);
+  EXPECT_EQ(TokenFile(path).num_train_tokens(), 3);
 }
 
 std::string expect_data_error(const fs::path& path) {

@@ -186,5 +186,24 @@ TEST(FixedMeshPlan, APipelinesMicroBatchWeighsTheBubbleAsTheSearchDoes) {
   EXPECT_LT(p.micro_batch_size, 4);
 }
 
+// Leaving only dist.pipeline_chunks to the search keeps the fixed mesh's batch: micro-batch x
+// accumulation rows per data-parallel group (16 at TP8 x PP8 on 64 GPUs), not per GPU (1024).
+TEST(FixedMeshPlan, ChunksLeftToTheSearchKeepTheMeshsGlobalBatch) {
+  const HardwareProfile hw = *hardware_preset("h100-80gb", 64);
+  const Plan fixed = plan_fixed_70b(hw, llama_70b_tp8_pp8({}));
+  PlanContext all;
+  all.world_size = 64;
+  all.paper = true;
+  const Plan searched = make_plan(hw, llama_70b_tp8_pp8({"dist.pipeline_chunks=auto"}), all);
+  ASSERT_TRUE(searched.layout);
+  EXPECT_EQ(searched.layout->tensor_parallel * searched.layout->pipeline_parallel, 64);
+  EXPECT_EQ(fixed.global_batch_size(), 16);
+  EXPECT_EQ(searched.global_batch_size(), fixed.global_batch_size());
+  // With the tensor and pipeline sizes open too, the search counts rows per GPU.
+  const Plan open = make_plan(hw, llama_70b_tp8_pp8({"dist.tensor_parallel=auto", "dist.pipeline_parallel=auto",
+                                                     "dist.pipeline_chunks=auto"}), all);
+  EXPECT_EQ(open.global_batch_size(), 1024);
+}
+
 }  // namespace fixed_mesh_plan
 }  // namespace hwt

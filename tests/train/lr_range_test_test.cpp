@@ -19,19 +19,19 @@ TEST(LrRangeTest, RampsExponentiallyThroughTheScaleAndStopsAtTheEnd) {
   LrRangeTestOptions o;
   o.start_lr = 1e-6;
   o.end_lr = 1e-1;
-  o.steps = 11;  // a decade every two steps
+  o.steps = 16;  // a decade every three steps
   FakeTrainerControl t;
   t.run_options.train.lr = 1e-3;  // the base the scale multiplies
   LrRangeTest test(o);
   test.on_train_begin(t);
   EXPECT_NEAR(t.scale * 1e-3, 1e-6, 1e-18);
-  for (int64_t s = 1; s <= 11; ++s) {
+  for (int64_t s = 1; s <= 16; ++s) {
     test.on_step_end(t, step_record(s, 5.0 - 0.1 * s));
-    if (s < 11) {
+    if (s < 16) {
       EXPECT_NEAR(t.scale * 1e-3 / range_test_lr(o, s), 1.0, 1e-12) << s;
     }
   }
-  EXPECT_NEAR(test.points()[4].lr, 1e-4, 1e-16);
+  EXPECT_NEAR(test.points()[3].lr, 1e-5, 1e-17);
   EXPECT_NEAR(test.points().back().lr, 1e-1, 1e-13);
   EXPECT_TRUE(t.stop_requested());
   EXPECT_FALSE(test.diverged());
@@ -91,8 +91,15 @@ TEST(LrRangeTest, BadOptionsNameTheFlag) {
   o.start_lr = 0;
   EXPECT_THROW(LrRangeTest{o}, ConfigError);
   o = {};
-  o.steps = 3;
-  EXPECT_THROW(LrRangeTest{o}, ConfigError);
+  o.steps = 15;  // suggest_lr needs 16 points: fewer could never suggest
+  try {
+    LrRangeTest{o};
+    FAIL() << "--steps 15 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--steps"), std::string::npos) << e.what();
+  }
+  o.steps = kMinLrRangePoints;
+  EXPECT_NO_THROW(LrRangeTest{o});
 }
 
 }  // namespace

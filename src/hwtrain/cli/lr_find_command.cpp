@@ -99,8 +99,8 @@ int run_lr_find(LrFindArgs& a) {
     size_t finite = 0;
     for (const auto& p : test->points()) finite += std::isfinite(p.loss) ? 1 : 0;
     std::cout << "too few finite steps to suggest a learning rate: " << finite << " of --steps "
-              << a.options.steps << " had a finite loss, 16 are needed; raise --steps (to 16 or more) or lower "
-              << "--start-lr\n";
+              << a.options.steps << " had a finite loss, " << kMinLrRangePoints
+              << " are needed; raise --steps or lower --start-lr\n";
     return 1;
   }
   std::printf("suggested learning rate: %.3g (steepest descent of the loss); %.3g (a tenth of the "

@@ -1,6 +1,7 @@
 #include "hwtrain/core/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,6 +111,28 @@ fs::path temp_sibling(const fs::path& path) {
   fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
   return parent / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
                    std::to_string(counter++));
+}
+
+void hold_temp_file(int fd) { (void)::flock(fd, LOCK_EX | LOCK_NB); }
+
+int remove_abandoned_temps(const fs::path& path) {
+  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const std::string prefix = "." + path.filename().string() + ".tmp-";
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path file = it->path();
+    if (file.filename().string().rfind(prefix, 0) != 0) continue;
+    const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    // A file of no bytes may be one a writer has just created and not yet locked.
+    const bool abandoned = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+                           ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (abandoned && ::unlink(file.c_str()) == 0) ++removed;
+    ::close(fd);
+  }
+  return removed;
 }
 
 void rename_durable(const fs::path& from, const fs::path& to) {

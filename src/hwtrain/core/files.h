@@ -39,6 +39,14 @@ void ensure_writable_dir(const fs::path& dir);
 // A unique sibling path for temporary output: "<parent>/.<name>.tmp-<pid>-<counter>".
 fs::path temp_sibling(const fs::path& path);
 
+// Marks `fd`, a temporary file this process writes, as in use (an flock it holds until close), so
+// that remove_abandoned_temps in another process leaves it alone.
+void hold_temp_file(int fd);
+
+// Removes the temporary siblings of `path` (".<name>.tmp-*") that no live writer holds: those of a
+// writer killed before it could clean up. Returns how many were removed.
+int remove_abandoned_temps(const fs::path& path);
+
 // parent/<prefix><YYYYmmdd-HHMMSS> in local time, with "-1", "-2", ... appended while that
 // exists: a new run directory's name (not created).
 fs::path timestamped_path(const fs::path& parent, const std::string& prefix = "");

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
+#include <queue>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -238,27 +240,47 @@ void HfBpeTokenizer::encode_word(const std::string& mapped, std::vector<int32_t>
       return;
     }
   }
+  // Symbols in a linked list and candidate merges in a heap (lowest rank, then leftmost first), as
+  // Hugging Face's word.rs does: O(n log n) in the word's length where rescanning is O(n^2).
   std::vector<std::string> sym;
   for (size_t i = 0; i < mapped.size();) {
     const size_t len = utf8_length(static_cast<unsigned char>(mapped[i]));
     sym.push_back(mapped.substr(i, len));
     i += len;
   }
-  while (sym.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = merge_rank_.find(sym[i] + " " + sym[i + 1]);
-      if (it != merge_rank_.end() && it->second < best) {
-        best = it->second;
-        at = i;
-      }
-    }
-    if (best == INT32_MAX) break;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  const int n = static_cast<int>(sym.size());
+  std::vector<int> next(static_cast<size_t>(n)), prev(static_cast<size_t>(n));
+  std::vector<bool> gone(static_cast<size_t>(n), false);
+  for (int i = 0; i < n; ++i) {
+    next[i] = i + 1 < n ? i + 1 : -1;
+    prev[i] = i - 1;
   }
-  for (const auto& s : sym) {
+  using Candidate = std::pair<int32_t, int>;  // (merge rank, left symbol)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto rank_of = [&](int left) {
+    const auto it = merge_rank_.find(sym[left] + " " + sym[next[left]]);
+    return it == merge_rank_.end() ? INT32_MAX : it->second;
+  };
+  auto offer = [&](int left) {
+    if (left < 0 || next[left] < 0) return;
+    if (const int32_t rank = rank_of(left); rank != INT32_MAX) heap.emplace(rank, left);
+  };
+  for (int i = 0; i + 1 < n; ++i) offer(i);
+  while (!heap.empty()) {
+    const auto [rank, left] = heap.top();
+    heap.pop();
+    if (gone[left] || next[left] < 0 || rank_of(left) != rank) continue;  // stale: a neighbour merged
+    const int right = next[left];
+    sym[left] += sym[right];
+    gone[right] = true;
+    next[left] = next[right];
+    if (next[right] >= 0) prev[next[right]] = left;
+    offer(prev[left]);
+    offer(left);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (gone[i]) continue;
+    const std::string& s = sym[i];
     auto it = vocab_.find(s);
     if (it == vocab_.end()) throw DataError("tokenizer " + name_ + ": the BPE piece '" + s + "' is not in its vocabulary");
     out.push_back(it->second);

@@ -10,6 +10,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -68,28 +71,26 @@ void run_ordered_pipeline(const std::function<bool(Item&)>& produce, const std::
     }
   });
   std::vector<std::thread> workers;
-  for (int w = 0; w < num_workers; ++w) {
-    workers.emplace_back([&] {
-      for (;;) {
-        Slot* s;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return abort || next_work < produced || (end_seq >= 0 && next_work >= end_seq); });
-          if (abort || next_work >= produced) return;
-          s = &slot_of(next_work++);
-          s->state = State::kWorking;
-        }
-        try {
-          work(s->item);
-        } catch (...) {
-          s->error = std::current_exception();
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        s->state = State::kDone;
-        cv.notify_all();
+  auto worker = [&] {
+    for (;;) {
+      Slot* s;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return abort || next_work < produced || (end_seq >= 0 && next_work >= end_seq); });
+        if (abort || next_work >= produced) return;
+        s = &slot_of(next_work++);
+        s->state = State::kWorking;
       }
-    });
-  }
+      try {
+        work(s->item);
+      } catch (...) {
+        s->error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      s->state = State::kDone;
+      cv.notify_all();
+    }
+  };
   auto stop = [&] {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -99,6 +100,13 @@ void run_ordered_pipeline(const std::function<bool(Item&)>& produce, const std::
     reader.join();
     for (auto& t : workers) t.join();
   };
+  try {
+    for (int w = 0; w < num_workers; ++w) workers.emplace_back(worker);
+  } catch (const std::system_error& e) {  // no thread may be left joinable: that would abort
+    stop();
+    throw std::runtime_error("cannot start worker thread " + std::to_string(workers.size() + 1) + " of " +
+                             std::to_string(num_workers) + ": " + e.what() + "; use fewer threads");
+  }
   try {
     for (int64_t seq = 0;; ++seq) {
       Slot* s = nullptr;

@@ -71,8 +71,9 @@ void PrepareOptions::validate() const {
   if (shard_tokens < 0) {
     throw ConfigError("--shard-tokens = " + std::to_string(shard_tokens) + " is out of range; valid: >= 1 (0 = default)");
   }
-  if (num_threads < 0) {
-    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: >= 1 (0 = all cores)");
+  if (num_threads < 0 || num_threads > kMaxDataThreads) {
+    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: 1 .. " +
+                      std::to_string(kMaxDataThreads) + " (0 = one per core)");
   }
 }
 

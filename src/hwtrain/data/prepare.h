@@ -28,6 +28,8 @@ const char* input_format_name(InputFormat format);
 // Tokens per shard when none is given: 100 M (200 MB of uint16), FineWeb's shard size, large
 // enough that a 10 B-token corpus is 100 files, small enough to verify one in a fraction of a second.
 inline constexpr int64_t kDefaultShardTokens = 100000000;
+// The most tokenizer threads prepare and tokenizer training start (--threads).
+inline constexpr int64_t kMaxDataThreads = 1024;
 
 struct PrepareOptions {
   std::string tokenizer = "byte";    // make_tokenizer() spec (data.tokenizer)
@@ -43,7 +45,7 @@ struct PrepareOptions {
   bool strict = false;               // a bad JSONL line is an error (else it is skipped and counted)
   std::vector<std::string> include, exclude;  // globs choosing files inside directories (corpus.h)
   int64_t shard_tokens = 0;          // tokens per shard; 0 = kDefaultShardTokens (directory outputs)
-  int64_t num_threads = 0;           // tokenizer threads; 0 = one per core
+  int64_t num_threads = 0;           // tokenizer threads; 0 = one per core, at most kMaxDataThreads
   bool progress = true;              // a progress line on stderr, when it is a terminal
 
   static PrepareOptions from_config(const DataConfig& data);

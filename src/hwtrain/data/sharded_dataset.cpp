@@ -8,7 +8,19 @@ namespace hwt {
 
 namespace fs = std::filesystem;
 
-bool is_dataset_dir(const fs::path& path) { return has_manifest(path); }
+bool is_dataset_dir(const fs::path& path) {
+  if (!has_manifest(path)) return false;
+  if (is_prepared_dataset(path)) return true;
+  // A damaged manifest beside prepare's shards is still a dataset (read_manifest says what is
+  // wrong); a text corpus's own manifest.json (a web project's) is not.
+  std::error_code ec;
+  int seen = 0;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end && seen < 100000; it.increment(ec), ++seen) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("train-", 0) == 0 && it->path().extension() == ".hwt") return true;
+  }
+  return false;
+}
 
 ShardedDataset::ShardedDataset(const fs::path& path, DatasetOpenOptions options) : path_(path) {
   std::error_code ec;

@@ -25,7 +25,8 @@ struct DatasetOpenOptions {
   bool verify_checksums = true;
 };
 
-// True when `path` is a directory holding manifest.json.
+// True when `path` is a directory that hwtrain prepare wrote: its manifest.json says so, or (when
+// the manifest is damaged) train-*.hwt shards lie beside it.
 bool is_dataset_dir(const std::filesystem::path& path);
 
 class ShardedDataset {

@@ -10,6 +10,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/data/token_file.h"
+#include "hwtrain/obs/log.h"
 
 namespace hwt {
 
@@ -34,6 +35,10 @@ TokenFileWriter::TokenFileWriter(const fs::path& path, int64_t vocab_size, const
   tmp_ = temp_sibling(path);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw IoError("cannot write " + tmp_.string() + ": " + std::strerror(errno));
+  hold_temp_file(fd_);
+  if (const int n = remove_abandoned_temps(path); n > 0) {
+    log_info("data: removed {} partial file(s) of an interrupted write of {}", n, path.string());
+  }
   // A zero header until commit: a reader rejects this file (no magic) however far it got.
   std::string zeros(kTokenFileHeaderSize, '\0');
   write_all(zeros.data(), zeros.size(), 0);

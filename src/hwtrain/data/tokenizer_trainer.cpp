@@ -34,6 +34,10 @@ void TokenizerTrainOptions::validate() const {
     throw ConfigError("--character-coverage = " + std::to_string(character_coverage) +
                       " is out of range; valid: (0.9, 1] (1.0 for small alphabets)");
   }
+  if (num_threads < 0 || num_threads > kMaxDataThreads) {
+    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: 1 .. " +
+                      std::to_string(kMaxDataThreads) + " (0 = one per core)");
+  }
   if (max_sentences < 1) throw ConfigError("--max-sentences must be >= 1");
   if (max_sentence_bytes < 64) throw ConfigError("max_sentence_bytes must be >= 64");
 }
@@ -178,6 +182,27 @@ std::string train_model(const std::vector<fs::path>& inputs, CorpusReader& reade
   return model;
 }
 
+// A directory whose other files depend on the tokenizer it holds (a dataset's shards were encoded
+// with it, a model's embeddings index its ids) is not overwritten: a new tokenizer would silently
+// break them. A model directory without a tokenizer may be given one.
+void refuse_dependent_output(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  const bool has_tokenizer = fs::exists(dir / kTokenizerModelFile, ec) || fs::exists(dir / kTokenizerJsonFile, ec);
+  const char* what = nullptr;
+  if (fs::exists(dir / "manifest.json", ec)) {
+    what = "a dataset hwtrain prepare wrote (its shards were encoded with its tokenizer)";
+  } else if (has_tokenizer && fs::exists(dir / "config.json", ec)) {
+    what = "a model directory with a tokenizer (its embeddings index that tokenizer's ids)";
+  } else if (has_tokenizer && fs::exists(dir / "trainer_state.json", ec)) {
+    what = "a training checkpoint with its tokenizer";
+  }
+  if (what != nullptr) {
+    throw ConfigError("--output " + dir.string() + " is " + what + ": training a tokenizer there would replace "
+                      "the one it depends on; give a new directory");
+  }
+}
+
 }  // namespace
 
 TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const fs::path& output_dir,
@@ -186,6 +211,7 @@ TokenizerTrainStats train_tokenizer(const std::vector<fs::path>& inputs, const f
   options.validate();
   CorpusReader reader(list_corpus_files(inputs, CorpusFilter{options.read.include, options.read.exclude}),
                       options.read);
+  refuse_dependent_output(output_dir);
   const bool existed = fs::exists(output_dir);
   ensure_writable_dir(output_dir);  // before the (long) training, not after
   TokenizerTrainStats stats;

@@ -29,13 +29,16 @@ WindowSampler::WindowSampler(TokenSequence tokens, int64_t block_size, uint64_t 
 
 WindowSampler::WindowSampler(const TokenFile& file, Split split, int64_t block_size, uint64_t seed)
     : WindowSampler(file.split(split), block_size, seed, std::string(split_name(split)) + " split of " + file.path().string(),
-                    split == Split::kVal ? "lower model.block_size or raise data.val_fraction"
+                    split == Split::kVal ? "lower model.block_size, or hold out more: data.val_fraction when training "
+                                           "on text (hwtrain prepares it), hwtrain prepare --val-fraction when this "
+                                           "file is one you prepared (its split is fixed)"
                                          : "lower model.block_size or use a larger corpus") {}
 
 WindowSampler::WindowSampler(const ShardedDataset& dataset, Split split, int64_t block_size, uint64_t seed)
     : WindowSampler(dataset.split(split), block_size, seed,
                     std::string(split_name(split)) + " split of " + dataset.path().string(),
-                    split == Split::kVal ? "lower model.block_size or raise data.val_fraction"
+                    split == Split::kVal ? "lower model.block_size, or prepare the dataset again with a larger "
+                                           "--val-fraction (its split is fixed: data.val_fraction applies to text)"
                                          : "lower model.block_size or use a larger corpus") {}
 
 int64_t WindowSampler::window_offset(int64_t draw) const {

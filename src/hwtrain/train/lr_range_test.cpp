@@ -14,7 +14,7 @@ void LrRangeTestOptions::validate() const {
   if (!(end_lr > start_lr)) {
     option_range_error("--end-lr", option_text(end_lr), "must be greater than --start-lr = " + option_text(start_lr));
   }
-  check_at_least("--steps", steps, 8);
+  check_at_least("--steps", steps, kMinLrRangePoints);
   if (!(divergence_factor > 1)) option_range_error("divergence_factor", option_text(divergence_factor), "must be > 1");
   check_in_range("smoothing", smoothing, 0.0, 1.0, false);
 }
@@ -79,7 +79,7 @@ std::optional<LrSuggestion> suggest_lr(const std::vector<LrRangePoint>& points) 
   for (const auto& p : points) {
     if (std::isfinite(p.loss) && p.lr > 0) finite.push_back(p);
   }
-  if (finite.size() < 16) return std::nullopt;
+  if (finite.size() < static_cast<size_t>(kMinLrRangePoints)) return std::nullopt;
   const size_t half = centred_half_window(finite.size());
   const std::vector<double> loss = centred_loss(finite);
   // The first points are the curve's noisy start and the last ones the divergence itself (fastai

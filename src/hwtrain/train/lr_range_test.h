@@ -48,7 +48,11 @@ double range_test_lr(const LrRangeTestOptions& options, int64_t step);
 size_t centred_half_window(size_t n);
 std::vector<double> centred_loss(const std::vector<LrRangePoint>& points);
 
-// From the recorded points, read on centred_loss(): nullopt when fewer than 16 finite points remain.
+// The fewest finite points suggest_lr reads, and so the fewest --steps.
+inline constexpr int64_t kMinLrRangePoints = 16;
+
+// From the recorded points, read on centred_loss(): nullopt when fewer than kMinLrRangePoints
+// finite points remain.
 std::optional<LrSuggestion> suggest_lr(const std::vector<LrRangePoint>& points);
 
 class LrRangeTest : public Callback {
