@@ -365,6 +365,20 @@ TEST(SweepRunner, ACommandThatCannotRunStopsTheSweepAndLeavesTheTrialForTheNextR
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].state, TrialState::kInterrupted);
   EXPECT_NE(trials[0].reason.find("could not start: cannot run"), std::string::npos) << trials[0].reason;
+  // A start that fails is not the trial's attempt: twice more, and it still has its retry.
+  for (int again = 0; again < 2; ++again) {
+    SweepRunner more(config, store, sampler, nullptr, run_slots(1), missing, run_options());
+    (void)error_of<IoError>([&] { more.run(); });
+  }
+  ASSERT_EQ(store.trials().size(), 1u);
+  EXPECT_EQ(store.trials()[0].state, TrialState::kInterrupted) << store.trials()[0].reason;
+  EXPECT_EQ(store.trials()[0].attempts, 0);
+  const fs::path script = dir.write("fake_train.sh", kRunFakeTrainer);
+  const SweepResult r =
+      SweepRunner(config, store, sampler, nullptr, run_slots(1), run_fake_command(script), run_options()).run();
+  ASSERT_EQ(r.trials.size(), 2u);
+  EXPECT_EQ(r.trials[0].state, TrialState::kComplete) << r.trials[0].reason;
+  EXPECT_EQ(r.trials[0].attempts, 1);  // its first run
 }
 
 }  // namespace

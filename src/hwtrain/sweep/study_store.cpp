@@ -359,6 +359,16 @@ bool StudyStore::finish(std::int64_t number, TrialState state, std::optional<dou
   return held;
 }
 
+bool StudyStore::release(std::int64_t number, const std::string& reason) {
+  SqlTransaction txn(db_, SqlTxnKind::kWrite);
+  SqlStatement u(db_, update_held_trial_sql("state = 'interrupted', attempts = attempts - 1, value = NULL, "
+                                            "reason = ?3, finished_unix = ?4, heartbeat_unix = ?4"));
+  u.bind_int(1, number).bind_text(2, owner_token_).bind_text(3, reason).bind_real(4, now()).run();
+  const bool held = db_.changes() == 1;
+  txn.commit();
+  return held;
+}
+
 std::string default_worker_id() { return this_host_name() + ":" + std::to_string(::getpid()); }
 
 }  // namespace hwt::sweep

@@ -92,6 +92,9 @@ class StudyStore {
   // Ends the trial in `state` (not kRunning) with its minimized value (a NaN is stored as none).
   [[nodiscard]] bool finish(std::int64_t number, TrialState state, std::optional<double> value,
                             const std::string& reason);
+  // Gives the trial back unrun (its process could not start: not the trial's fault): INTERRUPTED
+  // without counting the attempt, so the next claim runs it with its one retry still to come.
+  [[nodiscard]] bool release(std::int64_t number, const std::string& reason);
 
   const std::string& path() const { return db_.path(); }
   const std::string& worker() const { return worker_; }

@@ -103,7 +103,7 @@ void SweepRunner::start_trial(Trial trial, const Slot& slot, double now_s) {
     ++result_.num_started;
   } catch (const std::exception& e) {
     // Not the trial's fault: give it back for the next run, then stop the sweep.
-    (void)store_.finish(trial.number, TrialState::kInterrupted, std::nullopt, std::string("could not start: ") + e.what());
+    (void)store_.release(trial.number, std::string("could not start: ") + e.what());
     throw;
   }
 }

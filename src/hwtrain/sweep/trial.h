@@ -33,7 +33,7 @@ struct Trial {
   std::optional<double> value;                  // minimized objective (see the file comment)
   std::map<std::int64_t, double> intermediate;  // step -> reported (minimized) value, for pruners
   std::string reason;                           // why it failed, was pruned or was interrupted
-  int attempts = 1;                             // 2 after an interrupted trial was retried
+  int attempts = 1;  // 2 after an interrupted trial was retried; 0 while one that could not start waits
   // Its wall time (unix seconds) as the study store recorded it: the last attempt's start, and its
   // end (nullopt while running).
   double started_unix = 0;
