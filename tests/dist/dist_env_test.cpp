@@ -110,6 +110,34 @@ TEST(DistEnv, OpenMpi) {
   EXPECT_EQ(env.master_addr, "host0");
 }
 
+// mpirun inside a Slurm allocation: every rank inherits the batch step's SLURM_PROCID = 0, and the
+// launcher's own variables say which rank each is; rank 0's host is the allocation's first node.
+TEST(DistEnv, MpirunInsideASlurmAllocationReadsMpisVariables) {
+  const std::map<std::string, std::string> batch_step = {
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_NODELIST", "gpu[07-08]"}};
+  auto with = [&](std::map<std::string, std::string> more) {
+    more.insert(batch_step.begin(), batch_step.end());
+    return parse_dist_env(more);
+  };
+  const DistEnv ompi = with({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(ompi.source, "mpi");
+  EXPECT_EQ(ompi.rank, 5);
+  EXPECT_EQ(ompi.local_rank, 1);
+  EXPECT_EQ(ompi.master_addr, "gpu07");
+  const DistEnv hydra = with({{"PMI_RANK", "3"}, {"PMI_SIZE", "8"}, {"MPI_LOCALRANKID", "3"}, {"MPI_LOCALNRANKS", "4"}});
+  EXPECT_EQ(hydra.source, "mpi");
+  EXPECT_EQ(hydra.rank, 3);
+  // srun --mpi=pmi2 sets PMI_RANK as well: the launch is srun's, read from Slurm's variables.
+  std::map<std::string, std::string> srun = {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
+                                             {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_NODELIST", "gpu[07-08]"},
+                                             {"PMI_RANK", "6"}, {"PMI_SIZE", "8"}};
+  const DistEnv pmi2 = parse_dist_env(srun);
+  EXPECT_EQ(pmi2.source, "slurm");
+  EXPECT_EQ(pmi2.rank, 6);
+  EXPECT_EQ(pmi2.local_rank, 2);
+}
+
 TEST(DistEnv, FirstSlurmHost) {
   EXPECT_EQ(first_slurm_host("node01"), "node01");
   EXPECT_EQ(first_slurm_host("node[01-04]"), "node01");

@@ -124,6 +124,73 @@ std::string DistEnv::describe() const {
          std::to_string(master_port);
 }
 
+namespace {
+
+// srun's variables (a step's tasks).
+DistEnv parse_slurm_env(const Vars& vars, const std::string& port_what) {
+  DistEnv env;
+  env.source = "slurm";
+  env.rank = parse_int(vars, "SLURM_PROCID", "this task's rank");
+  // srun sets the step's task count; SLURM_NTASKS is the job's, which a step may not use fully.
+  const std::string world_var = find(vars, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  env.world_size = parse_int(vars, world_var, "the number of tasks");
+  env.local_rank = parse_int_or(vars, "SLURM_LOCALID", "this task's rank on its node", 0);
+  // The step's tasks per node first, as for the world size: the job's may be more.
+  if (const std::string* t = find(vars, "SLURM_STEP_TASKS_PER_NODE")) {
+    env.local_world_size = leading_int(*t, 1);
+  } else if (find(vars, "SLURM_NTASKS_PER_NODE")) {
+    env.local_world_size = leading_int(*find(vars, "SLURM_NTASKS_PER_NODE"), 1);
+  } else if (const std::string* t2 = find(vars, "SLURM_TASKS_PER_NODE")) {
+    env.local_world_size = leading_int(*t2, 1);
+  } else {
+    env.local_world_size = env.local_rank + 1;
+  }
+  env.local_world_size = std::max(std::min(env.local_world_size, env.world_size), env.local_rank + 1);
+  // Jobs sharing a node must not share the default port: derive it from the job id.
+  int default_port = env.master_port;
+  if (find(vars, "SLURM_JOB_ID")) {
+    default_port += parse_int(vars, "SLURM_JOB_ID", "the Slurm job id") % 1000;
+  }
+  env.master_port = parse_int_or(vars, "MASTER_PORT", port_what, default_port);
+  validate(env, "SLURM_PROCID", world_var, "SLURM_LOCALID", "MASTER_PORT");
+  if (const std::string* a = find(vars, "MASTER_ADDR")) {
+    env.master_addr = *a;
+  } else {
+    const std::string* list = find(vars, "SLURM_STEP_NODELIST");
+    if (!list) list = find(vars, "SLURM_NODELIST");
+    if (!list) list = find(vars, "SLURM_JOB_NODELIST");
+    if (!list) throw ConfigError("SLURM_NODELIST is missing: set MASTER_ADDR to the first node of the job");
+    env.master_addr = first_slurm_host(*list);
+  }
+  return env;
+}
+
+// Open MPI's or MPICH / Intel MPI's variables (mpirun, mpiexec; srun --mpi=pmi2 sets PMI_RANK too).
+DistEnv parse_mpi_env(const Vars& vars, bool ompi, const std::string& port_what) {
+  DistEnv env;
+  env.source = "mpi";
+  const std::string p = ompi ? "OMPI_COMM_WORLD_" : "PMI_";
+  env.rank = parse_int(vars, p + "RANK", "this process's rank");
+  env.world_size = parse_int(vars, p + "SIZE", "the number of processes");
+  const std::string local_rank_var = ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID";
+  env.local_rank = parse_int_or(vars, local_rank_var, "this process's rank on its node", 0);
+  env.local_world_size = parse_int_or(vars, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS",
+                                      "the number of processes on this node", env.world_size);
+  env.master_port = parse_int_or(vars, "MASTER_PORT", port_what, env.master_port);
+  validate(env, p + "RANK", p + "SIZE", local_rank_var, "MASTER_PORT");
+  const std::string* slurm_nodes = find(vars, "SLURM_JOB_NODELIST");  // mpirun inside an allocation
+  if (!slurm_nodes) slurm_nodes = find(vars, "SLURM_NODELIST");
+  if (!find(vars, "MASTER_ADDR") && slurm_nodes != nullptr) {
+    env.master_addr = first_slurm_host(*slurm_nodes);  // mpirun places rank 0 on the first node
+  } else {
+    env.master_addr =
+        master_addr_or_default(vars, env, "pass it to every rank (mpirun -x MASTER_ADDR=<rank 0's host>)");
+  }
+  return env;
+}
+
+}  // namespace
+
 DistEnv parse_dist_env(const Vars& vars) {
   DistEnv env;
   const std::string port_what = "the rendezvous TCP port of rank 0";
@@ -141,57 +208,14 @@ DistEnv parse_dist_env(const Vars& vars) {
     env.master_addr = master_addr_or_default(vars, env, "set it to the address of rank 0's node");
     return env;
   }
-  if (find(vars, "SLURM_PROCID") && find(vars, "SLURM_NTASKS")) {  // srun
-    env.source = "slurm";
-    env.rank = parse_int(vars, "SLURM_PROCID", "this task's rank");
-    // srun sets the step's task count; SLURM_NTASKS is the job's, which a step may not use fully.
-    const std::string world_var = find(vars, "SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-    env.world_size = parse_int(vars, world_var, "the number of tasks");
-    env.local_rank = parse_int_or(vars, "SLURM_LOCALID", "this task's rank on its node", 0);
-    // The step's tasks per node first, as for the world size: the job's may be more.
-    if (const std::string* t = find(vars, "SLURM_STEP_TASKS_PER_NODE")) {
-      env.local_world_size = leading_int(*t, 1);
-    } else if (find(vars, "SLURM_NTASKS_PER_NODE")) {
-      env.local_world_size = leading_int(*find(vars, "SLURM_NTASKS_PER_NODE"), 1);
-    } else if (const std::string* t2 = find(vars, "SLURM_TASKS_PER_NODE")) {
-      env.local_world_size = leading_int(*t2, 1);
-    } else {
-      env.local_world_size = env.local_rank + 1;
-    }
-    env.local_world_size = std::max(std::min(env.local_world_size, env.world_size), env.local_rank + 1);
-    // Jobs sharing a node must not share the default port: derive it from the job id.
-    int default_port = env.master_port;
-    if (find(vars, "SLURM_JOB_ID")) {
-      default_port += parse_int(vars, "SLURM_JOB_ID", "the Slurm job id") % 1000;
-    }
-    env.master_port = parse_int_or(vars, "MASTER_PORT", port_what, default_port);
-    validate(env, "SLURM_PROCID", world_var, "SLURM_LOCALID", "MASTER_PORT");
-    if (const std::string* a = find(vars, "MASTER_ADDR")) {
-      env.master_addr = *a;
-    } else {
-      const std::string* list = find(vars, "SLURM_STEP_NODELIST");
-      if (!list) list = find(vars, "SLURM_NODELIST");
-      if (!list) list = find(vars, "SLURM_JOB_NODELIST");
-      if (!list) throw ConfigError("SLURM_NODELIST is missing: set MASTER_ADDR to the first node of the job");
-      env.master_addr = first_slurm_host(*list);
-    }
-    return env;
-  }
+  // An MPI launcher's variables before Slurm's: mpirun inside an allocation hands each rank its own,
+  // while the batch step's SLURM_PROCID = 0 is inherited by all of them. srun --mpi=pmi2 sets
+  // PMI_RANK too (without Hydra's MPI_LOCALRANKID): that launch is Slurm's, read from its variables.
   const bool ompi = find(vars, "OMPI_COMM_WORLD_RANK") != nullptr;
-  if (ompi || find(vars, "PMI_RANK")) {  // Open MPI, MPICH / Intel MPI
-    env.source = "mpi";
-    const std::string p = ompi ? "OMPI_COMM_WORLD_" : "PMI_";
-    env.rank = parse_int(vars, p + "RANK", "this process's rank");
-    env.world_size = parse_int(vars, p + "SIZE", "the number of processes");
-    const std::string local_rank_var = ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID";
-    env.local_rank = parse_int_or(vars, local_rank_var, "this process's rank on its node", 0);
-    env.local_world_size = parse_int_or(vars, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS",
-                                        "the number of processes on this node", env.world_size);
-    env.master_port = parse_int_or(vars, "MASTER_PORT", port_what, env.master_port);
-    validate(env, p + "RANK", p + "SIZE", local_rank_var, "MASTER_PORT");
-    env.master_addr = master_addr_or_default(vars, env, "pass it to every rank (mpirun -x MASTER_ADDR=<rank 0's host>)");
-    return env;
-  }
+  const bool slurm = find(vars, "SLURM_PROCID") && find(vars, "SLURM_NTASKS");
+  const bool pmi = find(vars, "PMI_RANK") && (find(vars, "MPI_LOCALRANKID") || !slurm);
+  if (ompi || pmi) return parse_mpi_env(vars, ompi, port_what);
+  if (slurm) return parse_slurm_env(vars, port_what);
   return env;
 }
 
