@@ -79,6 +79,21 @@ TEST(Launcher, FirstFailingRanksCodeWinsAndTheOthersAreStopped) {
   EXPECT_EQ(r.interrupted_by, 0);
 }
 
+// The rank that failed first is blamed, not a rank it took down a moment later. Rank 1 has no
+// output to close (only its exit can wake the launcher) and rank 0 fails 25 ms after it: when the
+// launcher noticed exits on its 50 ms poll alone, it often collected both at once and blamed rank 0.
+TEST(Launcher, TheRankThatFailedFirstIsBlamedNotTheOneItTookDown) {
+  testing::TempDir dir;
+  const std::string gone = (dir / "rank1-gone").string();
+  Captured c;
+  const LaunchResult r =
+      run(shell(2, "if [ \"$RANK\" = 1 ]; then exec >/dev/null 2>&1; sleep 0.3; touch '" + gone + "'; exit 3; fi; "
+                   "while [ ! -e '" + gone + "' ]; do sleep 0.002; done; sleep 0.025; exit 5"),
+          c);
+  EXPECT_EQ(r.failed_rank, 1) << r.reason;
+  EXPECT_EQ(r.exit_code, 3);
+}
+
 // A rank stopped between fork and exec runs the launcher's inherited handler: it must die of the
 // signal, not write it into the launcher's pipe as one sent to the launcher (two such read as a
 // second Ctrl-C and SIGKILLed the ranks: a CI run saw {143, 3, 137}). Many ranks, rank 1 failing at

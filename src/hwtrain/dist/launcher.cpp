@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +79,9 @@ struct Child {
   std::string partial[2];
   bool running = true;
   int status = 0;
+  // Readable once the rank has exited (Linux 5.3+; -1 elsewhere): the poll wakes for the exit
+  // itself, so a failing rank is collected before the ranks it takes down with it.
+  int pidfd = -1;
 };
 
 void write_all(int fd, const std::string& s) {
@@ -137,6 +141,9 @@ void start(Child& child, const std::vector<std::string>& command, const std::vec
   child.pid = pid;
   child.fds[0] = out[0];
   child.fds[1] = err[0];
+#ifdef SYS_pidfd_open
+  child.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#endif
 }
 
 void signal_group(const Child& c, int sig) {
@@ -168,6 +175,8 @@ void reap(std::vector<Child>& children, LaunchResult& result, const std::functio
   for (auto& c : children) {
     if (!c.running || ::waitpid(c.pid, &c.status, WNOHANG) != c.pid) continue;
     c.running = false;
+    if (c.pidfd >= 0) ::close(c.pidfd);
+    c.pidfd = -1;
     if (exit_code_of(c.status) != 0 && result.failed_rank < 0) {
       result.failed_rank = c.rank;
       result.exit_code = exit_code_of(c.status);
@@ -287,12 +296,16 @@ bool pump(std::vector<Child>& children, const LineSink& sink, const std::functio
       }
     }
   }
+  const size_t outputs = fds.size();
+  for (const auto& c : children) {
+    if (c.running && c.pidfd >= 0) fds.push_back({c.pidfd, POLLIN, 0});  // reap() collects the exit
+  }
   ::poll(fds.data(), fds.size(), 50);
   if (fds[0].revents & POLLIN) {
     unsigned char sig;
     while (::read(g_signal_pipe[0], &sig, 1) == 1) forward(sig);
   }
-  for (size_t j = 1; j < fds.size(); ++j) {
+  for (size_t j = 1; j < outputs; ++j) {
     if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     Child& c = children[owners[j].first];
     const int s = owners[j].second;
@@ -307,7 +320,7 @@ bool pump(std::vector<Child>& children, const LineSink& sink, const std::functio
       c.fds[s] = -1;
     }
   }
-  return fds.size() > 1;
+  return outputs > 1;
 }
 
 }  // namespace
