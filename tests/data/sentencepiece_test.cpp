@@ -241,6 +241,8 @@ TEST(SentencePiece, DatasetCarriesItsTokenizerAndRefusesOthers) {
   dir.write("model/config.json", "{}");
   train_tiny(dir, "model");
   EXPECT_THROW(train_tiny(dir, "model", "bpe", 2), ConfigError);
+  dir.write("web/manifest.json", "{\"name\": \"app\"}");  // a web project's, not a dataset's
+  EXPECT_NO_THROW(train_tiny(dir, "web"));
   // A checkpoint gets the same files.
   copy_tokenizer_files(ds, "byte", dir / "ckpt");
   EXPECT_EQ(load_tokenizer(dir / "ckpt")->name(), st.name);

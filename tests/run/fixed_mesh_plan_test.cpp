@@ -203,6 +203,15 @@ TEST(FixedMeshPlan, ChunksLeftToTheSearchKeepTheMeshsGlobalBatch) {
   const Plan open = make_plan(hw, llama_70b_tp8_pp8({"dist.tensor_parallel=auto", "dist.pipeline_parallel=auto",
                                                      "dist.pipeline_chunks=auto"}), all);
   EXPECT_EQ(open.global_batch_size(), 1024);
+  // A setting that keeps the whole model on every rank plans data parallel over all 64: its batch
+  // stays per rank, as with the sizes at 1 (the search's per-replica rule is not applied there).
+  const Plan whole = make_plan(
+      hw, llama_70b_tp8_pp8({"dist.pipeline_chunks=auto", "model.preset=gpt2", "optimization.auto_batch_size=true"}),
+      all);
+  EXPECT_FALSE(whole.layout && whole.layout->tensor_parallel > 1);
+  EXPECT_EQ(whole.global_batch_size() % 64, 0);
+  EXPECT_EQ(whole.global_batch_size(), whole.micro_batch_size * whole.grad_accum_steps * 64);
+  EXPECT_GE(whole.micro_batch_size * whole.grad_accum_steps, 16);
 }
 
 }  // namespace fixed_mesh_plan

@@ -113,7 +113,7 @@ fs::path temp_sibling(const fs::path& path) {
                    std::to_string(counter++));
 }
 
-void hold_temp_file(int fd) { (void)::flock(fd, LOCK_EX | LOCK_NB); }
+bool hold_temp_file(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK; }
 
 int remove_abandoned_temps(const fs::path& path) {
   const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");

@@ -40,11 +40,14 @@ void ensure_writable_dir(const fs::path& dir);
 fs::path temp_sibling(const fs::path& path);
 
 // Marks `fd`, a temporary file this process writes, as in use (an flock it holds until close), so
-// that remove_abandoned_temps in another process leaves it alone.
-void hold_temp_file(int fd);
+// that remove_abandoned_temps in another process leaves it alone. False only when another process
+// holds the lock; a file system without flock is no error (nothing is removed there either).
+bool hold_temp_file(int fd);
 
 // Removes the temporary siblings of `path` (".<name>.tmp-*") that no live writer holds: those of a
-// writer killed before it could clean up. Returns how many were removed.
+// writer killed before it could clean up. Returns how many were removed. Locks that a file system
+// keeps per host (Lustre's localflock, NFS mounted with local_lock=flock) do not protect another
+// host's writer: keep shared caches on file systems with real locks, or one writer at a time.
 int remove_abandoned_temps(const fs::path& path);
 
 // parent/<prefix><YYYYmmdd-HHMMSS> in local time, with "-1", "-2", ... appended while that

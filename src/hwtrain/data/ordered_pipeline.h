@@ -42,6 +42,8 @@ void run_ordered_pipeline(const std::function<bool(Item&)>& produce, const std::
 
   auto slot_of = [&](int64_t seq) -> Slot& { return *slots[static_cast<size_t>(seq) % max_in_flight]; };
 
+  std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(num_workers));  // before any thread: growing it later could throw
   std::thread reader([&] {
     for (int64_t seq = 0;; ++seq) {
       Slot* s;
@@ -70,7 +72,6 @@ void run_ordered_pipeline(const std::function<bool(Item&)>& produce, const std::
       cv.notify_all();
     }
   });
-  std::vector<std::thread> workers;
   auto worker = [&] {
     for (;;) {
       Slot* s;

@@ -148,6 +148,10 @@ class TokenFileWriter {
   // Finishes the payload (fsync) but leaves the header zero and the file at its temporary path,
   // now owned by the caller (see SealedTokenFile). Block checksums are filled in.
   SealedTokenFile seal(int64_t num_train_documents, int64_t num_val_documents);
+  // Removes the partial files of writers of the same path that were killed (core/files.h's
+  // remove_abandoned_temps; this writer holds its own); logs how many. For a single file's
+  // writer: a dataset's shards are written in a staging directory that prepare itself cleans.
+  void remove_abandoned_siblings() const;
   // The fingerprint written by commit() (known only at the end when reading stdin).
   void set_fingerprint(uint64_t fingerprint) { header_.fingerprint = fingerprint; }
 

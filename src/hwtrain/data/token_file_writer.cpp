@@ -32,12 +32,18 @@ TokenFileWriter::TokenFileWriter(const fs::path& path, int64_t vocab_size, const
   encode_token_file_header(header_);  // rejects a tokenizer name that does not fit, before any I/O
   fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   ensure_writable_dir(dir);
-  tmp_ = temp_sibling(path);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw IoError("cannot write " + tmp_.string() + ": " + std::strerror(errno));
-  hold_temp_file(fd_);
-  if (const int n = remove_abandoned_temps(path); n > 0) {
-    log_info("data: removed {} partial file(s) of an interrupted write of {}", n, path.string());
+  // A new file (O_EXCL: never a dead writer's of a reused pid), locked while it has no bytes, so
+  // remove_abandoned_temps never takes it for abandoned.
+  for (int tries = 0; fd_ < 0; ++tries) {
+    tmp_ = temp_sibling(path);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0 && (errno != EEXIST || tries >= 100)) {
+      throw IoError("cannot write " + tmp_.string() + ": " + std::strerror(errno));
+    }
+  }
+  if (!hold_temp_file(fd_)) {
+    abort();
+    throw IoError("cannot lock " + tmp_.string() + ": another process holds it");
   }
   // A zero header until commit: a reader rejects this file (no magic) however far it got.
   std::string zeros(kTokenFileHeaderSize, '\0');
@@ -47,6 +53,12 @@ TokenFileWriter::TokenFileWriter(const fs::path& path, int64_t vocab_size, const
 }
 
 TokenFileWriter::~TokenFileWriter() { abort(); }
+
+void TokenFileWriter::remove_abandoned_siblings() const {
+  if (const int n = remove_abandoned_temps(path_); n > 0) {
+    log_info("data: removed {} partial file(s) of an interrupted write of {}", n, path_.string());
+  }
+}
 
 void TokenFileWriter::abort() noexcept {
   if (fd_ >= 0) {
@@ -174,15 +186,19 @@ TokenFileHeader TokenFileWriter::commit(int64_t num_train_documents, int64_t num
   finish_payload(num_train_documents, num_val_documents);
   std::string header = encode_token_file_header(header_);
   write_all(header.data(), header.size(), 0);
-  int fd = fd_;
-  fd_ = -1;
-  sync_and_close(fd, tmp_, path_);
+  if (::fsync(fd_) != 0) {
+    const int saved = errno;
+    abort();
+    throw IoError("cannot flush " + path_.string() + ": " + std::strerror(saved));
+  }
   try {
-    rename_durable(tmp_, path_);
+    rename_durable(tmp_, path_);  // still open, so still locked: no other writer takes it for abandoned
   } catch (...) {
-    ::unlink(tmp_.c_str());
+    abort();
     throw;
   }
+  ::close(fd_);
+  fd_ = -1;
   return header_;
 }
 
@@ -227,6 +243,7 @@ TokenFileHeader write_token_file(const fs::path& path, int64_t vocab_size, const
                                  const std::vector<int32_t>& val_ids, int64_t num_train_documents,
                                  int64_t num_val_documents) {
   TokenFileWriter writer(path, vocab_size, tokenizer_name, fingerprint);
+  writer.remove_abandoned_siblings();
   writer.append(train_ids);
   writer.begin_val();
   writer.append(val_ids);

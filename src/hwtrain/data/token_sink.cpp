@@ -17,6 +17,7 @@ constexpr size_t kSpillTokens = size_t{1} << 18;  // 1 MiB of int32 per write
 
 SingleFileSink::SingleFileSink(const std::filesystem::path& path, int64_t vocab_size, const std::string& tokenizer_name)
     : writer_(path, vocab_size, tokenizer_name, 0) {
+  writer_.remove_abandoned_siblings();
   std::filesystem::path spill = temp_sibling(path);
   spill_fd_ = ::open(spill.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (spill_fd_ < 0) throw IoError("cannot create " + spill.string() + ": " + std::strerror(errno));

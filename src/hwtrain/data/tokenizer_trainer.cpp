@@ -13,6 +13,7 @@
 #include "hwtrain/core/strings.h"
 #include "hwtrain/data/corpus_reader.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
+#include "hwtrain/data/sharded_dataset.h"
 #include "hwtrain/data/tokenizer_files.h"
 #include "hwtrain/data/utf8.h"
 #include "hwtrain/obs/log.h"
@@ -188,9 +189,10 @@ std::string train_model(const std::vector<fs::path>& inputs, CorpusReader& reade
 void refuse_dependent_output(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
-  const bool has_tokenizer = fs::exists(dir / kTokenizerModelFile, ec) || fs::exists(dir / kTokenizerJsonFile, ec);
+  const bool has_tokenizer = fs::exists(dir / kTokenizerModelFile, ec) || fs::exists(dir / kTokenizerJsonFile, ec) ||
+                             fs::exists(dir / "vocab.json", ec);  // GPT-2's vocab.json + merges.txt
   const char* what = nullptr;
-  if (fs::exists(dir / "manifest.json", ec)) {
+  if (is_dataset_dir(dir)) {
     what = "a dataset hwtrain prepare wrote (its shards were encoded with its tokenizer)";
   } else if (has_tokenizer && fs::exists(dir / "config.json", ec)) {
     what = "a model directory with a tokenizer (its embeddings index that tokenizer's ids)";

@@ -78,6 +78,20 @@ LayoutMachine cpu_machine(const Plan& p, const PlanInputs& in, std::string& assu
   return m;
 }
 
+// The batch the search trains: without optimization.target_batch_size, micro-batch x accumulation
+// rows per model replica where the user's tensor and pipeline sizes fix the replicas (whether or
+// not pipeline_chunks is left open), as a fixed mesh counts them; otherwise per GPU, so that every
+// layout the search compares trains the same batch.
+int64_t layout_global_batch(const PlanInputs& in) {
+  int64_t batch = target_batch_size(in);
+  if (in.want.target_batch_size > 0 || in.ctx.model_parallel > 1) return batch;  // fixed: already per replica
+  if (in.want.tensor_parallel && in.want.pipeline_parallel) {
+    const int64_t split = *in.want.tensor_parallel * *in.want.pipeline_parallel;
+    if (split > 0 && in.ctx.world_size % split == 0) batch /= split;  // otherwise the search refuses the mesh
+  }
+  return batch;
+}
+
 LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& assumed) {
   LayoutProblem problem;
   problem.base = memory_query(p, in, 1, 0);
@@ -87,7 +101,7 @@ LayoutProblem layout_problem(const Plan& p, const PlanInputs& in, std::string& a
   const GpuInfo* gpu = plan_gpu(p, in);
   problem.machine = gpu ? gpu_machine(p, in, *gpu, assumed) : cpu_machine(p, in, assumed);
   if (!gpu) problem.devices = "CPU processes";
-  problem.global_batch = target_batch_size(in);
+  problem.global_batch = layout_global_batch(in);
   problem.max_micro_batch = in.want.max_batch_size;
   problem.micro_batch_size = in.want.micro_batch_size;
   problem.checkpoint_every = in.want.checkpoint_every;

@@ -235,18 +235,8 @@ std::string fixed_mesh_text(const PlanInputs& in) {
          std::to_string(mesh->pipeline_parallel) + " mesh";
 }
 
-// Without optimization.target_batch_size, micro-batch x accumulation rows per model replica: per
-// rank when every rank is one, per data-parallel group where the user's tensor and pipeline sizes
-// fix it (whether or not pipeline_chunks is left to the search); per GPU where the search decides
-// the replicas, so that every layout it compares trains the same batch.
 int64_t target_batch_size(const PlanInputs& in) {
-  if (in.want.target_batch_size > 0) return in.want.target_batch_size;
-  int64_t replicas = in.ctx.world_size;  // ranks, or replicas where the launch fixed the mesh (model_parallel)
-  if (in.ctx.model_parallel <= 1 && in.want.tensor_parallel && in.want.pipeline_parallel) {
-    const int64_t split = *in.want.tensor_parallel * *in.want.pipeline_parallel;
-    if (split > 0 && replicas % split == 0) replicas /= split;  // otherwise the layout search refuses the mesh
-  }
-  return in.want.rows_per_rank * replicas;
+  return in.want.target_batch_size > 0 ? in.want.target_batch_size : in.want.rows_per_rank * in.ctx.world_size;
 }
 
 int64_t per_rank_target(const PlanInputs& in) { return std::max<int64_t>(1, target_batch_size(in) / in.ctx.world_size); }
