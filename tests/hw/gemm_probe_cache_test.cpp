@@ -2,9 +2,13 @@
 // key, too old, a damaged file) probes again; detect_hardware reads it and the doctor does not.
 #include <gtest/gtest.h>
 #include <ATen/Parallel.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include "hwtrain/core/files.h"
@@ -126,6 +130,27 @@ TEST(GemmProbeCache, DetectHardwareReadsATrustworthyProbeAndTheDoctorsOptionsMea
     ASSERT_TRUE(entry);
     EXPECT_DOUBLE_EQ(entry->rates.fp32_gflops, measured.math.fp32_gemm_gflops);
   }
+}
+
+// A process stopped while it holds the probe's lock (Ctrl-Z mid-measurement) does not stall later
+// starts: they wait a bounded time, then measure without it.
+TEST(GemmProbeCache, ALockHeldByAStoppedProcessIsWaitedForABoundedTime) {
+  testing::TempDir dir;
+  ScopedEnv env("HWTRAIN_CACHE", dir.path().string());
+  std::filesystem::create_directories(gemm_probe_cache_file().parent_path());
+  const std::string lock_file = gemm_probe_cache_file().string() + ".lock";
+  const int fd = ::open(lock_file.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // another open file: as another process's lock
+  DetectOptions o;
+  o.gemm_lock_wait_s = 0.3;
+  const auto start = std::chrono::steady_clock::now();
+  const HardwareProfile p = detect_hardware(o);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_TRUE(p.math.gemm_measured);
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 60.0);  // not until the holder lets go (it never does here)
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <cstdlib>
 
 #include "hwtrain/hw/cpu_info.h"
@@ -62,12 +63,24 @@ bool trustworthy(const CachedGemmProbe& c, const PeakFlops& peak, int threads, i
          (c.load_average <= logical_threads || c.age_seconds <= kBusyProbeSeconds);
 }
 
-// An exclusive lock on `path` (created if missing) for this object's life; none if it cannot be had.
+// An exclusive lock on `path` (created if missing) for this object's life; none if it cannot be had
+// within `wait_s` (a holder stopped with Ctrl-Z or SIGSTOP must not stall every later start).
 class ProbeLock {
  public:
-  explicit ProbeLock(const std::filesystem::path& path)
+  ProbeLock(const std::filesystem::path& path, double wait_s)
       : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0644)) {
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) release();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    while (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+        if (errno == EWOULDBLOCK) {
+          log_warn("hardware: {} was held for over {:g} s (a stopped process?); measuring without it", path.string(),
+                   wait_s);
+        }
+        release();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   ~ProbeLock() { release(); }
   ProbeLock(const ProbeLock&) = delete;
@@ -102,7 +115,7 @@ CachedGemmProbe cached_or_measured(const DetectOptions& options, const PeakFlops
   if (!file.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
-    lock.emplace(file.string() + ".lock");
+    lock.emplace(file.string() + ".lock", options.gemm_lock_wait_s);
   }
   if (auto c = cached()) return *c;  // measured by the process that held the lock
   CachedGemmProbe probe;

@@ -173,6 +173,9 @@ struct DetectOptions {
   // A probe of this machine at most this old is read from the cache (hw/gemm_probe_cache.h)
   // instead of measured again; 0 always measures (doctor).
   double gemm_cache_max_age_s = 3600;
+  // How long to wait for another process measuring the same probe (its lock) before measuring
+  // without it: a holder stopped with Ctrl-Z must not stall every later start.
+  double gemm_lock_wait_s = 30;
 };
 
 // Detects this process's hardware and environment. Never throws for missing devices or files.
