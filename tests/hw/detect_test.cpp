@@ -109,6 +109,18 @@ TEST(Detect, AllocatorOfThisTestIsKnown) {
   EXPECT_EQ(e.allocator, Allocator::Glibc) << e.allocator_detail;
 }
 
+TEST(Detect, AThreadVariableSetToNothingIsNotUnset) {
+  const char* old = std::getenv("MKL_NUM_THREADS");
+  const std::string saved = old ? old : "";
+  ::setenv("MKL_NUM_THREADS", "", 1);
+  const EnvInfo set_empty = detect_env();
+  ::unsetenv("MKL_NUM_THREADS");
+  const EnvInfo unset = detect_env();
+  if (old) ::setenv("MKL_NUM_THREADS", saved.c_str(), 1);
+  EXPECT_EQ(set_empty.mkl_num_threads, "''");
+  EXPECT_EQ(unset.mkl_num_threads, "");
+}
+
 TEST(Detect, GemmBenchmarkMeasuresBothDtypes) {
   GemmBenchResult r = run_gemm_bench(0.01);
   EXPECT_GE(r.n, 256);

@@ -190,6 +190,11 @@ TEST(Doctor, ThreadVariablesTheRuntimesCannotRead) {
   p.env.mkl_num_threads = "two";
   Finding f = expect_finding(p, "threads.env_invalid", Finding::Severity::Warning);
   EXPECT_NE(f.message.find("MKL_NUM_THREADS='two'"), std::string::npos) << f.message;
+  // Set to nothing is not unset: detect_env says so ("''"), and libgomp rejects it.
+  p = healthy();
+  p.env.omp_num_threads = "''";
+  f = expect_finding(p, "threads.env_invalid", Finding::Severity::Warning);
+  EXPECT_NE(f.message.find("OMP_NUM_THREADS='' is not"), std::string::npos) << f.message;
   p = healthy();
   p.env.omp_num_threads = " 2 ,1 ";  // blanks around the numbers: libgomp reads them
   EXPECT_FALSE((find(diagnose(p), "threads.env_invalid") != nullptr));

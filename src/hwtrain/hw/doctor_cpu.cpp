@@ -161,7 +161,8 @@ void check_thread_env_values(const EnvInfo& e, Findings* out) {
   for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"OMP_NUM_THREADS", e.omp_num_threads},
                                     {"MKL_NUM_THREADS", e.mkl_num_threads},
                                     {"OPENBLAS_NUM_THREADS", e.openblas_num_threads}}) {
-    if (!value.empty() && !valid_thread_count(value)) bad.push_back(std::string(name) + "='" + value + "'");
+    if (value == "''") bad.push_back(std::string(name) + "=''");  // set to nothing
+    else if (!value.empty() && !valid_thread_count(value)) bad.push_back(std::string(name) + "='" + value + "'");
   }
   if (bad.empty()) return;
   out->push_back({"threads.env_invalid", S::Warning,

@@ -16,6 +16,14 @@ std::string env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
+// A thread count as set: "" when unset, "''" when set to nothing (libgomp rejects that one as an
+// "Invalid value"; it is not the same as unset).
+std::string thread_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return "";
+  return v[0] == '\0' ? "''" : v;
+}
+
 using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
 
 template <typename T>
@@ -79,9 +87,9 @@ int parse_thread_count(const std::string& value) { return valid_thread_count(val
 
 EnvInfo detect_env() {
   EnvInfo e;
-  e.omp_num_threads = env("OMP_NUM_THREADS");
-  e.mkl_num_threads = env("MKL_NUM_THREADS");
-  e.openblas_num_threads = env("OPENBLAS_NUM_THREADS");
+  e.omp_num_threads = thread_env("OMP_NUM_THREADS");
+  e.mkl_num_threads = thread_env("MKL_NUM_THREADS");
+  e.openblas_num_threads = thread_env("OPENBLAS_NUM_THREADS");
   e.openblas_coretype = env("OPENBLAS_CORETYPE");
   e.malloc_arena_max = env("MALLOC_ARENA_MAX");
   e.malloc_conf = env("MALLOC_CONF");

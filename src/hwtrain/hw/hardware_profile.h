@@ -110,7 +110,7 @@ struct EnvInfo {
   Allocator allocator = Allocator::Other;
   std::string allocator_detail;  // library that provides malloc, version, config
   int64_t jemalloc_dirty_decay_ms = 0;  // jemalloc's opt.dirty_decay_ms (-1: never purges)
-  // Environment variables as set ("" = unset).
+  // Environment variables as set ("" = unset; the thread counts are "''" when set to nothing).
   std::string omp_num_threads;
   std::string mkl_num_threads;
   std::string openblas_num_threads;
