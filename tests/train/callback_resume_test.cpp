@@ -65,6 +65,32 @@ TEST(CallbackResume, TheBestCheckpointKeepsItsValueAcrossAResume) {
   EXPECT_FALSE(other.best());
 }
 
+// A resume from step 3 after the best moved on to step 4: the branch sets step 4 and its best copy
+// aside, and the resumed best (1.5 at step 2) gets its copy back from step 2's checkpoint at the
+// first save, rather than none until the metric beats 1.5.
+TEST(CallbackResume, AfterABranchTheResumedBestHasItsCopyAgain) {
+  hwt::testing::TempDir dir;
+  FakeTrainerControl t(dir.path());
+  ModelCheckpoint first(best_of_val_loss());
+  first.on_train_begin(t);
+  evaluate_at(first, t, 1, 2.0);
+  evaluate_at(first, t, 2, 1.5);
+  evaluate_at(first, t, 3, 1.8);
+  const CallbackState at_step_3 = first.state();
+  evaluate_at(first, t, 4, 1.2);
+  const fs::path best = dir / "checkpoints" / "best_val_loss";
+  ASSERT_EQ(read_checkpoint_manifest(best).step, 4);
+  ASSERT_TRUE(set_aside_checkpoints_after(dir / "checkpoints", 3));  // as the Trainer does at its first save
+  ASSERT_FALSE(fs::exists(best));
+
+  ModelCheckpoint resumed(best_of_val_loss());
+  resumed.on_train_begin(t);
+  resumed.load_state(at_step_3);
+  evaluate_at(resumed, t, 4, 1.9);  // no improvement
+  ASSERT_TRUE(fs::exists(best));
+  EXPECT_EQ(read_checkpoint_manifest(best).step, 2);
+}
+
 // Where the loop evaluates after a step, the step's due save waits for that evaluation: the
 // checkpoint's state then holds the evaluation's best.
 TEST(CallbackResume, ADueSaveWaitsForItsStepsEvaluation) {

@@ -119,6 +119,8 @@ void remove_quietly(const fs::path& p) {
 
 }  // namespace
 
+std::string checkpoint_name_of_step(int64_t step) { return step_name(step); }
+
 std::optional<int64_t> checkpoint_step_from_name(const std::string& name) {
   if (!starts_with(name, "step_") || name.size() > 5 + 18) return std::nullopt;
   const std::string digits = name.substr(5);

@@ -64,6 +64,8 @@ class CheckpointStore {
   uint64_t chunk_bytes_;
 };
 
+// A checkpoint's directory name: 100 -> "step_00000100".
+std::string checkpoint_name_of_step(int64_t step);
 // The step a checkpoint directory name encodes ("step_00000100" -> 100), or nullopt.
 std::optional<int64_t> checkpoint_step_from_name(const std::string& name);
 

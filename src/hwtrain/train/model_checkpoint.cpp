@@ -8,6 +8,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/option_checks.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
 
 namespace hwt {
@@ -53,6 +54,7 @@ fs::path ModelCheckpoint::save(TrainerControl& t) {
   if (last_saved_step_ == t.step()) return last_saved_path_;
   last_saved_path_ = t.save_checkpoint();
   last_saved_step_ = t.step();
+  if (!std::exchange(best_copy_checked_, true)) restore_best_copy(last_saved_path_);
   last_save_time_ = t.elapsed_seconds();
   if (!last_saved_path_.empty()) log_info("checkpoint: {}", last_saved_path_.string());
   return last_saved_path_;
@@ -67,6 +69,23 @@ void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
   } catch (const std::exception& e) {
     log_warn("checkpoint: could not keep {} as the best checkpoint: {}", checkpoint.string(), e.what());
   }
+}
+
+// A resume from an earlier checkpoint sets the later history aside with its best_<metric> copy
+// (io/checkpoint_branch.h) while the best restored with the state is older: its step's checkpoint,
+// if the store still keeps it, becomes the copy again (else the next improvement makes one).
+void ModelCheckpoint::restore_best_copy(const fs::path& saved) {
+  if (saved.empty() || !watch_ || !watch_->best() || watch_->best_step() < 0) return;
+  std::error_code ec;
+  const fs::path dir = saved.parent_path();
+  if (fs::exists(dir / ("best_" + options_.monitor), ec)) return;
+  const fs::path kept = dir / checkpoint_name_of_step(watch_->best_step());
+  if (!fs::is_regular_file(kept / kCheckpointMarker, ec)) {
+    log_info("checkpoint: no best_{} copy: step {} (its {} = {:.6g}) is no longer kept; the next improvement "
+             "makes one", options_.monitor, watch_->best_step(), options_.monitor, *watch_->best());
+    return;
+  }
+  keep_as_best(kept);
 }
 
 void ModelCheckpoint::on_step_end(TrainerControl& t, const StepMetrics& m) {

@@ -48,6 +48,7 @@ class ModelCheckpoint : public Callback {
  private:
   std::filesystem::path save(TrainerControl& t);
   void keep_as_best(const std::filesystem::path& checkpoint);
+  void restore_best_copy(const std::filesystem::path& saved);
   void save_now(TrainerControl& t, bool keep_best);  // unless the last loss was not finite
 
   ModelCheckpointOptions options_;
@@ -63,6 +64,7 @@ class ModelCheckpoint : public Callback {
   int64_t skipped_so_far_ = 0;     // the loss scaler's skipped steps at the last step
   std::filesystem::path last_saved_path_;
   std::filesystem::path best_path_;
+  bool best_copy_checked_ = false;  // by the first save (after a branch set the later history aside)
 };
 
 // Copies (hard-links) checkpoint directory `checkpoint` to `<its parent>/<name>`, replacing an
