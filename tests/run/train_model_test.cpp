@@ -59,6 +59,18 @@ TEST(TrainModel, BadSeedValuesAreNamed) {
   o.epochs = 1;
   o.batch_size = 0;
   EXPECT_THROW(seed_settings(o), ConfigError);
+  // Two batch sizes that disagree: no silent winner.
+  o.batch_size = 32;
+  o.config.apply_override("optimization.target_batch_size=64");
+  try {
+    seed_settings(o);
+    FAIL() << "batch_size 32 against target_batch_size 64 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_size = 32 and the config's optimization.target_batch_size = 64"),
+              std::string::npos) << e.what();
+  }
+  o.config.apply_override("optimization.target_batch_size=32");
+  EXPECT_EQ(seed_settings(o).optimization.target_batch_size, 32);
 }
 
 TrainModelOptions three_epochs_of_32(const std::filesystem::path& run_dir) {

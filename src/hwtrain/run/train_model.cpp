@@ -108,18 +108,20 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
   return history;
 }
 
-// A user's model's step: batch_size rows (else train.micro_batch_size x grad_accum_steps as
-// configured), in micro-batches of train.micro_batch_size if set, else from its memory description
+// A user's model's step: batch_size rows (optimization.target_batch_size, which seed_settings sets
+// from it; else train.micro_batch_size x grad_accum_steps as configured), in micro-batches of train.micro_batch_size if set, else from its memory description
 // (unless optimization.auto_batch_size is set true), else from measured probe steps (the largest
 // divisor up to optimization.max_batch_size until the probe runs).
-Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c, std::optional<int64_t> batch_size) {
-  const int64_t rows = batch_size ? *batch_size : c.train.micro_batch_size * c.train.grad_accum_steps;
+Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c) {
+  const int64_t target = c.optimization.target_batch_size;
+  const int64_t rows = target > 0 ? target : c.train.micro_batch_size * c.train.grad_accum_steps;
   const auto memory = model.memory_description();
   std::string reason;
   if (c.is_set("train.micro_batch_size")) {
     plan.micro_batch_size = c.train.micro_batch_size;
     if (rows % plan.micro_batch_size != 0) {
-      throw ConfigError("train_model: batch_size = " + std::to_string(rows) + " is not a multiple of train.micro_batch_size = " +
+      throw ConfigError("train_model: batch_size (optimization.target_batch_size) = " + std::to_string(rows) +
+                        " is not a multiple of train.micro_batch_size = " +
                         std::to_string(plan.micro_batch_size));
     }
     plan.auto_batch_size = false;
@@ -164,6 +166,11 @@ RunConfig seed_settings(const TrainModelOptions& o) {
   if (o.use_amp) set_unless_explicit(c, "optimization.mixed_precision_dtype", *o.use_amp ? "auto" : "fp32");
   if (o.num_workers) set_unless_explicit(c, "optimization.num_workers", std::to_string(*o.num_workers));
   if (o.pin_memory) set_unless_explicit(c, "optimization.pin_memory", *o.pin_memory ? "true" : "false");
+  if (o.batch_size && c.is_set("optimization.target_batch_size") && c.optimization.target_batch_size != *o.batch_size) {
+    throw ConfigError("train_model: batch_size = " + std::to_string(*o.batch_size) +
+                      " and the config's optimization.target_batch_size = " +
+                      std::to_string(c.optimization.target_batch_size) + " disagree; give one of them");
+  }
   if (o.batch_size) set_unless_explicit(c, "optimization.target_batch_size", std::to_string(*o.batch_size));
   if (o.log_gpu_memory) set_unless_explicit(c, "log.gpu_log_interval", "1");
   c.validate();
@@ -191,7 +198,7 @@ TrainHistory train_model(std::shared_ptr<TrainableModel> model, std::shared_ptr<
     log_info("train_model: the plan recomputes every {} blocks, which this model does not support; not applied",
              hao.plan().checkpoint_every);
   }
-  const Plan plan = plan_user_batch(hao.plan(), *model, c, options.batch_size);
+  const Plan plan = plan_user_batch(hao.plan(), *model, c);
   const int64_t steps_per_epoch = plan_epochs(c, options, train->size(), plan.micro_batch_size * plan.grad_accum_steps);
   const fs::path run_dir = choose_run_dir(options);
   ensure_writable_dir(run_dir);
