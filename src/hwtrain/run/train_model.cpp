@@ -109,9 +109,10 @@ TrainHistory fit(Trainer& trainer, const RunConfig& c, HardwareAwareOptimizer& h
 }
 
 // A user's model's step: batch_size rows (optimization.target_batch_size, which seed_settings sets
-// from it; else train.micro_batch_size x grad_accum_steps as configured), in micro-batches of train.micro_batch_size if set, else from its memory description
-// (unless optimization.auto_batch_size is set true), else from measured probe steps (the largest
-// divisor up to optimization.max_batch_size until the probe runs).
+// from it; else train.micro_batch_size x grad_accum_steps as configured), in micro-batches of
+// train.micro_batch_size if set, else from its memory description (unless
+// optimization.auto_batch_size is set true), else from measured probe steps (the largest divisor
+// up to optimization.max_batch_size until the probe runs).
 Plan plan_user_batch(Plan plan, TrainableModel& model, const RunConfig& c) {
   const int64_t target = c.optimization.target_batch_size;
   const int64_t rows = target > 0 ? target : c.train.micro_batch_size * c.train.grad_accum_steps;
