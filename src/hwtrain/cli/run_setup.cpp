@@ -143,6 +143,10 @@ fs::path new_run_dir() {
   return dir;
 }
 
+namespace {
+
+// The run directory a checkpoint belongs to (<run>/checkpoints/step_N -> <run>; in a checkpoint.dir
+// of its own, the run its trainer_state.json names when that run's config agrees, else its parent).
 fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
   const fs::path parent = fs::absolute(checkpoint).lexically_normal().parent_path();
   // The run the checkpoint names, if that run's config keeps its checkpoints where this one is (a
@@ -153,8 +157,6 @@ fs::path run_dir_of_checkpoint(const fs::path& checkpoint) {
   if (parent.filename() == "checkpoints") return parent.parent_path();
   return parent;
 }
-
-namespace {
 
 // The checkpoint.dir of a run in `run_dir` resuming `checkpoint`: a checkpoint resumed into another
 // run than its own leaves that run the checkpoint.dir it inherited (the checkpoint config's, not

@@ -28,10 +28,6 @@ std::filesystem::path resolve_run_checkpoint(const std::string& spec, const std:
 // A new run directory runs/<YYYYmmdd-HHMMSS>, with runs/latest pointing at it.
 std::filesystem::path new_run_dir();
 
-// The run directory a checkpoint belongs to (<run>/checkpoints/step_N -> <run>; in a checkpoint.dir
-// of its own, the run its trainer_state.json names when that run's config agrees, else its parent).
-std::filesystem::path run_dir_of_checkpoint(const std::filesystem::path& checkpoint);
-
 // The run directory of a training command, chosen by rank 0 (every rank gets its choice): --out, the
 // resumed checkpoint's run, or a new one. A checkpoint resumed into another run than the one that
 // wrote it leaves that run's checkpoint.dir (unless another is set on this command): this run's go
