@@ -281,6 +281,24 @@ TEST_F(Cli, EvalAndGenerateRefuseNonFiniteWeightsAndLosses) {
   expect_error(r, "non-finite validation loss");
 }
 
+// A checkpoint that lacks a parameter (sealed so, as another configuration would write it) is not
+// a model: eval names the tensor instead of running random weights; and export takes hwtrain's own
+// models only, not a library model's checkpoint.
+TEST_F(Cli, EvalRefusesAMissingParameterAndExportALibraryModel) {
+  Result r = run("train --data corpus " + common() + " --out run1", dir.path());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path ckpt = dir / "run1" / "checkpoints" / "step_00000004";
+  const NamedTensors weights = load_safetensors(ckpt / "model.safetensors").tensors;
+  NamedTensors fewer(weights.begin(), weights.end() - 1);
+  save_safetensors(dir / "fewer.safetensors", fewer, {{"format", "hwtrain-gpt"}});
+  testing::reseal_checkpoint(ckpt, {{"model.safetensors", read_file(dir / "fewer.safetensors")}});
+  expect_error(run("eval run1 --data corpus", dir.path()), "has no tensor '" + weights.back().first + "'");
+  save_safetensors(dir / "module.safetensors", weights, {{"format", "hwtrain-module"}});
+  testing::reseal_checkpoint(ckpt, {{"model.safetensors", read_file(dir / "module.safetensors")}});
+  expect_error(run("export run1 -o exported", dir.path()), "holds a library model");
+  EXPECT_FALSE(fs::exists(dir / "exported"));
+}
+
 // A diverged fp32 run stops after K non-finite losses in a row, naming the key, and saves no
 // checkpoint after a non-finite loss: the one from before is kept (keep_last = 2 would have rotated
 // it out), its weights finite (the step's update at lr 1e6 has blown them up, so its validation

@@ -44,6 +44,32 @@ TEST(HfDirectory, ShardedLlamaLoadsAndGivesTransformersLogits) {
   EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
 }
 
+// A Hugging Face hub snapshot: every file a link into the cache's blobs/ (as huggingface_hub lays
+// out ~/.cache/huggingface/hub/models--*/snapshots/<revision>/).
+TEST(HfDirectory, AHubSnapshotOfLinksLoads) {
+  if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
+  const fs::path dir = fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3_hf";
+  testing::TempDir hub;
+  fs::create_directories(hub / "blobs");
+  fs::create_directories(hub / "snapshots" / "rev");
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string blob = "blob" + std::to_string(n++);
+    fs::copy_file(entry.path(), hub / "blobs" / blob);
+    fs::create_symlink(fs::path("..") / ".." / "blobs" / blob, hub / "snapshots" / "rev" / entry.path().filename());
+  }
+  const fs::path snapshot = hub / "snapshots" / "rev";
+  ModelConfig base;
+  base.block_size = 32;
+  const ModelConfig m = read_hf_model_config(snapshot, base);
+  GPT model(m, m.vocab_size);
+  load_hf_directory_weights(model, snapshot);
+  const SafetensorsFile ref = load_safetensors(fs::path(testing::hf_reference_dir()) / "llama_gqa_rope3.safetensors");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_LT((model->forward(ref.get("ref.ids")) - ref.get("ref.logits")).abs().max().item<double>(), 1e-4);
+}
+
 TEST(HfDirectory, Gpt2LoadsWithItsConv1DLayoutAndShorterContext) {
   if (testing::hf_reference_dir().empty()) GTEST_SKIP() << HWTRAIN_PYTHON << " has no transformers";
   const fs::path dir = fs::path(testing::hf_reference_dir()) / "gpt2_hf";

@@ -11,8 +11,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
 #include "hwtrain/interop/hf_directory.h"
 #include "hwtrain/io/safetensors.h"
 #include "interop/reference_dir.h"
@@ -114,6 +116,37 @@ TEST(HfExport, ReadsBackAsWrittenInEveryDtype) {
       EXPECT_TRUE(torch::equal(t, params[name].to(dtype))) << hf_name;
     }
   }
+}
+
+// The tokenizer's end-of-text id goes into config.json (GPT-2's bos too), so that transformers'
+// generate() stops where the run's text ends; a weight fp16 cannot hold is refused by name.
+TEST(HfExport, WritesTheEndOfTextIdAndRefusesAnFp16Overflow) {
+  testing::TempDir dir;
+  ModelConfig g;
+  g.vocab_size = 64;
+  g.n_layer = 1;
+  g.n_head = 2;
+  g.n_embd = 16;
+  g.block_size = 8;
+  GPT gpt(g, 64);
+  HfExportOptions o;
+  o.eos_token_id = 63;
+  export_hf(g, named(gpt), dir / "gpt", o);
+  const auto config = nlohmann::json::parse(read_file(dir / "gpt" / "config.json"));
+  EXPECT_EQ(config.at("eos_token_id"), 63);
+  EXPECT_EQ(config.at("bos_token_id"), 63);
+  {
+    torch::NoGradGuard no_grad;
+    gpt->named_parameters()["h.0.mlp.c_fc.weight"].fill_(1e5);  // above fp16's 65504
+  }
+  o.dtype = torch::kFloat16;
+  try {
+    export_hf(g, named(gpt), dir / "fp16", o);
+    FAIL() << "an fp16 export of 1e5 was written";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'h.0.mlp.c_fc.weight'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "fp16"));
 }
 
 TEST(HfExport, RefusesATakenDirectoryAndGpt2WithoutBiases) {

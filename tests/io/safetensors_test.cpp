@@ -227,6 +227,17 @@ TEST(Safetensors, RejectsBadShapes) {
   expect_rejected(tmp,
                   craft(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", kGoodData),
                   "overflows");
+  // No elements, yet strides that overflow (LibTorch failed with "Stride calculation overflowed").
+  expect_rejected(tmp, craft(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", ""),
+                  "whose strides overflow");
+}
+
+// Nesting that nlohmann would build recursively (8 MB of '[' took 1 GB) fails at the bound.
+TEST(Safetensors, RejectsDeeplyNestedHeaders) {
+  TempDir tmp;
+  expect_rejected(tmp, craft(std::string(100000, '['), ""), "nested deeper than 64 levels");
+  expect_rejected(tmp, craft(R"({"__metadata__":)" + std::string(70, '[') + std::string(70, ']') + "}", ""),
+                  "nested deeper than 64 levels");
 }
 
 TEST(Safetensors, RejectsBadOffsets) {

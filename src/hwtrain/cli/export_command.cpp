@@ -32,8 +32,7 @@ int run_export(const ExportArgs& a) {
     return 0;
   }
   if (a.format != "hf") throw ConfigError("export: --format " + a.format + " is unknown: expected hf");
-  const fs::path ckpt = resolve_run_checkpoint(a.checkpoint, a.run_out);
-  verify_checkpoint(ckpt);
+  const fs::path ckpt = own_checkpoint(a.checkpoint, a.run_out);  // verified; hwtrain's own model, not a library one
   const RunConfig config = resolve_config({}, ckpt);
   HfExportOptions options;
   options.max_shard_bytes = a.max_shard_bytes;
@@ -48,6 +47,7 @@ int run_export(const ExportArgs& a) {
   for (const auto& [name, t] : weights) check_finite_weight(ckpt, name, t);  // as generate and eval do
   if (has_tokenizer_files(ckpt)) {  // the run's tokenizer goes along when Hugging Face can read it
     const auto tok = load_tokenizer(ckpt);
+    options.eos_token_id = tok->eot_id();
     if (const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tok.get())) options.tokenizer_json = hf->json_text();
     const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(tok.get());
     if (sp && !sp->hf_json_text().empty()) {  // Llama 2 / Mistral: both files, as the run read them

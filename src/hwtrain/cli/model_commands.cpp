@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iostream>
 
+#include <set>
+
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/cli/run_setup.h"
 #include "hwtrain/cli/split_model.h"
@@ -74,11 +76,20 @@ LoadedModel load_model(const std::string& spec, const std::string& out_dir, Conf
   {
     torch::NoGradGuard no_grad;
     auto params = m.model->named_parameters();
+    std::set<const void*> filled;  // by storage: a tied head is filled with the embedding
     for (const auto& [name, value] : weights) {
       auto* p = params.find(name);
       if (!p) throw unknown_checkpoint_tensor(ckpt, name);
       check_checkpoint_weight(ckpt, name, p->sizes(), value);
       p->copy_(value);
+      filled.insert(p->data_ptr());
+    }
+    for (const auto& p : params) {  // a parameter left at its random initialization is no model
+      if (!filled.count(p.value().data_ptr())) {
+        throw IoError("checkpoint " + ckpt.string() + " has no tensor '" + p.key() + "' (" +
+                      std::to_string(weights.size()) + " tensors for " + std::to_string(params.size()) +
+                      " parameters); it was not written by this model's configuration");
+      }
     }
   }
   planner.apply_optimizations(m.model);

@@ -81,6 +81,12 @@ std::string read_regular_file(const fs::path& path, uint64_t max_bytes) {
   return out;
 }
 
+std::string read_linked_file(const fs::path& path, uint64_t max_bytes) {
+  std::error_code ec;
+  const fs::path target = fs::canonical(path, ec);
+  return read_regular_file(ec ? path : target, max_bytes);  // a dangling link is named as given
+}
+
 bool is_path_inside_dir(const std::string& name) {
   if (name.empty() || name.front() == '/' || name.find('\0') != std::string::npos) return false;
   size_t start = 0;

@@ -17,6 +17,9 @@ std::string read_file(const fs::path& path);
 // symlink, FIFO or device; checked with lstat before opening, and the open never blocks) of at
 // most `max_bytes` (checked before reading). Throws IoError naming the path and what is wrong.
 std::string read_regular_file(const fs::path& path, uint64_t max_bytes);
+// The same for a file a user names or a Hugging Face directory holds, which may be a symbolic link
+// (a hub snapshot's files link to its blobs/): the link's target, with the same checks.
+std::string read_linked_file(const fs::path& path, uint64_t max_bytes);
 
 // True when `name` names something inside a directory: a non-empty relative path none of whose
 // components is empty, "." or "..". The one check for every file name that a checkpoint's

@@ -5,9 +5,10 @@
 #include <type_traits>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/core/json_integer.h"
 #include "hwtrain/core/strings.h"
-#include "hwtrain/core/files.h"
 
 namespace hwt {
 
@@ -203,7 +204,12 @@ DatasetManifest read_manifest(const fs::path& dir) {
   } catch (const IoError& e) {
     throw DataError(std::string(e.what()) + "; a dataset directory needs the manifest.json hwtrain prepare writes last");
   }
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j;
+  try {
+    j = parse_json_bounded(text);
+  } catch (const json::exception&) {
+    j = json(json::value_t::discarded);
+  }
   if (j.is_discarded()) bad_manifest(file, "not valid JSON (" + std::to_string(text.size()) + " bytes)");
   return DatasetManifest::from_json(j, file);
 }

@@ -179,9 +179,7 @@ void SentencePieceTokenizer::HfForm::read_added_tokens(const nlohmann::json& j, 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_file(const std::filesystem::path& model) {
   std::string bytes;
   try {
-    std::error_code ec;  // a path the user named may be a link (Hugging Face hub snapshots): its target
-    const std::filesystem::path real = std::filesystem::canonical(model, ec);
-    bytes = read_regular_file(ec ? model : real, 256u << 20);  // as a tokenizer.model in a directory
+    bytes = read_linked_file(model, 256u << 20);  // a path the user named may be a link (hub snapshots)
   } catch (const IoError& e) {
     throw ConfigError("data.tokenizer = '" + model.string() + "': cannot read the SentencePiece model (" + e.what() +
                       "); train one with hwtrain tokenizer train");

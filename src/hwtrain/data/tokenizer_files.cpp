@@ -81,7 +81,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   const fs::path json_path = dir / kTokenizerJsonFile;
   std::string text;
   try {
-    text = read_regular_file(json_path, kMaxTokenizerJsonBytes);
+    text = read_linked_file(json_path, kMaxTokenizerJsonBytes);  // a hub snapshot's links to its blobs
   } catch (const IoError& e) {
     throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
   }
@@ -97,7 +97,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
       std::error_code ec;
       if (!fs::is_regular_file(model, ec)) throw DataError(e.what());
       try {
-        return SentencePieceTokenizer::from_hugging_face(read_regular_file(model, kMaxTokenizerModelBytes),
+        return SentencePieceTokenizer::from_hugging_face(read_linked_file(model, kMaxTokenizerModelBytes),
                                                          model.string(), std::move(text), j, json_path.string());
       } catch (const Error& spm) {
         throw DataError(std::string(e.what()) + "; and as the tokenizer.model beside it: " + spm.what());

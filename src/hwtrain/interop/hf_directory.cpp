@@ -8,6 +8,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/core/json_integer.h"
 #include "hwtrain/interop/hf_weights.h"
 #include "hwtrain/io/mapped_safetensors.h"
@@ -19,9 +20,9 @@ namespace {
 constexpr uint64_t kMaxJsonBytes = 16ull << 20;  // config.json and the index are small
 
 nlohmann::json read_json(const fs::path& path) {
-  const std::string text = read_regular_file(path, kMaxJsonBytes);
+  const std::string text = read_linked_file(path, kMaxJsonBytes);  // hub snapshots link to their blobs
   try {
-    return nlohmann::json::parse(text);
+    return parse_json_bounded(text);
   } catch (const nlohmann::json::exception& e) {
     throw IoError(path.string() + " is not valid JSON: " + e.what());
   }

@@ -163,7 +163,13 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
   // "exp/" names the directory exp: its staging sibling must not land inside it.
   fs::path out = out_arg.lexically_normal();
   if (!out.has_filename()) out = out.parent_path();
-  const std::string config = hf_config_json(m, options.dtype);
+  std::string config = hf_config_json(m, options.dtype);
+  if (options.eos_token_id) {
+    nlohmann::json j = nlohmann::json::parse(config);
+    j["eos_token_id"] = *options.eos_token_id;
+    if (!m.is_llama()) j["bos_token_id"] = *options.eos_token_id;
+    config = j.dump(2) + "\n";
+  }
   if (options.max_shard_bytes <= 0) throw ConfigError("export: the maximum shard size must be positive");
   if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out))) {
     throw IoError("export: " + out.string() + " exists and is not an empty directory; choose a new one");
@@ -172,6 +178,11 @@ void export_hf(const ModelConfig& m, const std::vector<std::pair<std::string, to
   for (const auto& [name, value] : weights) {
     const torch::Tensor t = hf_stores_transposed(m, name) ? value.detach().t() : value.detach();
     hf.emplace_back(hf_name_from_hwtrain(m, name), t.to(torch::kCPU, options.dtype).contiguous());
+    if (!torch::isfinite(hf.back().second).all().item<bool>()) {  // fp16 tops out at 65504
+      throw ConfigError("export: tensor '" + name + "' (largest magnitude " +
+                        std::to_string(value.detach().abs().max().item<double>()) + ") does not fit " +
+                        dtype_json_name(options.dtype) + "; export with --dtype bf16 or fp32");
+    }
   }
   // Hidden, and this process's own: never a directory of the user's.
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");

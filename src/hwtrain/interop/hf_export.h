@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,10 @@ struct HfExportOptions {
   std::string tokenizer_model;
   torch::ScalarType dtype = torch::kFloat32;  // of the written weights: F32, BF16 or F16
   int64_t max_shard_bytes = 5'000'000'000;    // transformers' default: shard above 5 GB
+  // The run tokenizer's end-of-text id, written as config.json's eos_token_id (and GPT-2's
+  // bos_token_id, as GPT-2's own config has both): without it, transformers' generate() falls back
+  // to its defaults (GPT-2's 50256, Llama's 2), which may lie outside this vocabulary.
+  std::optional<int64_t> eos_token_id;
 };
 
 // The config.json transformers reads for `m` (a Llama-family config with vocab_size resolved).

@@ -52,7 +52,12 @@ void HfWeightLoader::add(const std::vector<std::pair<std::string, torch::Tensor>
   torch::NoGradGuard no_grad;
   auto params = model_->named_parameters();
   for (const auto& [hf_name, value] : hf_tensors) {
-    const std::optional<std::string> name = hwtrain_name_from_hf(model_->config(), hf_name);
+    std::optional<std::string> name;
+    try {
+      name = hwtrain_name_from_hf(model_->config(), hf_name);
+    } catch (const IoError& e) {
+      throw IoError(what + ": " + e.what());  // which shard holds it
+    }
     if (!name) continue;
     torch::Tensor* p = params.find(*name);
     if (!p) throw IoError(what + ": tensor '" + hf_name + "' has no parameter '" + *name + "' in this model");

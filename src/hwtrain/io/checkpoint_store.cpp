@@ -14,6 +14,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/fault_injection.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/io/chunk_checksums.h"
 
 namespace hwt {
@@ -285,7 +286,7 @@ CheckpointManifest read_checkpoint_manifest(const fs::path& ckpt) {
   };
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(text);
   } catch (const json::exception& e) {
     throw bad(std::string("not valid JSON (") + e.what() + ")");
   }

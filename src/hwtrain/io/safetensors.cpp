@@ -12,6 +12,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/core/strings.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -94,7 +95,9 @@ class HeaderParser {
     std::vector<std::set<std::string>> open_objects;
     std::string duplicate;
     size_t duplicate_depth = 0;
-    auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+    auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+      // A header nests 3 levels; nlohmann builds deeper ones recursively ("[[[[..." of 100 MB: GBs).
+      if (depth > kMaxJsonDepth) fail("header nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
       if (event == json::parse_event_t::object_start) open_objects.emplace_back();
       if (event == json::parse_event_t::object_end && !open_objects.empty()) open_objects.pop_back();
       if (event == json::parse_event_t::key && !open_objects.empty() && duplicate.empty()) {
@@ -154,6 +157,7 @@ class HeaderParser {
     const json& shape = value["shape"];
     if (!shape.is_array()) fail(where + " has a shape that is not a list");
     uint64_t numel = 1;
+    int64_t extent = 1;
     for (const auto& dim : shape) {
       if (!dim.is_number_unsigned()) {
         fail(where + " has shape " + shape.dump() + "; dimensions must be non-negative integers");
@@ -161,6 +165,11 @@ class HeaderParser {
       const uint64_t d = dim.get<uint64_t>();
       if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, d, &numel)) {
         fail(where + " has shape " + shape.dump() + " whose element count overflows");
+      }
+      // Strides multiply the dimensions with a 0 counted as 1: [0, 2^62, 4] holds nothing yet
+      // overflows them (LibTorch: "Stride calculation overflowed").
+      if (d > 1 && __builtin_mul_overflow(extent, d, &extent)) {
+        fail(where + " has shape " + shape.dump() + " whose strides overflow");
       }
       e.shape.push_back(static_cast<int64_t>(d));
     }

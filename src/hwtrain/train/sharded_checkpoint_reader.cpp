@@ -12,6 +12,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/core/json_integer.h"
 #include "hwtrain/dist/segments.h"
 #include "hwtrain/io/checkpoint_store.h"
@@ -49,7 +50,7 @@ Manifest read_manifest(const fs::path& dir) {
   const fs::path path = dir / kShardingManifest;
   Manifest m;
   try {
-    const auto j = nlohmann::json::parse(read_regular_file(path, kMaxManifestBytes));
+    const auto j = parse_json_bounded(read_regular_file(path, kMaxManifestBytes));
     m.world_size = static_cast<int>(json_integer(j.at("world_size"), 1, kMaxWorldSize, "world_size"));
     if (!j.at("shapes").is_object()) throw IoError("shapes is not an object of name: [dims]");
     for (const auto& [name, dims] : j.at("shapes").items()) {

@@ -2,6 +2,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/io/safetensors.h"
 #include "hwtrain/train/sharded_checkpoint.h"
@@ -62,7 +63,7 @@ TrainingCheckpoint read_training_checkpoint(const fs::path& dir) {
   ckpt.model_format = checkpoint_model_format(dir);
   const fs::path state_path = dir / "trainer_state.json";
   try {
-    ckpt.state = nlohmann::json::parse(read_regular_file(state_path, kMaxTextBytes));
+    ckpt.state = parse_json_bounded(read_regular_file(state_path, kMaxTextBytes));
   } catch (const nlohmann::json::exception& e) {
     throw IoError(state_path.string() + " is corrupt: " + e.what());
   }
