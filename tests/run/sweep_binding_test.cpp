@@ -61,6 +61,59 @@ TEST(SweepBinding, EveryValueOfTheSpaceIsTriedOnTheBaseConfig) {
   EXPECT_FALSE(sweep_key_checks().is_config_key("train.lrr"));
 }
 
+// Keys the sweep sets for every trial cannot be searched (the trial's value would silently lose).
+TEST(SweepBinding, KeysTheSweepSetsPerTrialAreNotSearched) {
+  RunConfig base;
+  try {
+    check_space_values(space_of("optimization.intra_op_threads", {"3", "4"}), base);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"optimization.intra_op_threads\" cannot be searched"), std::string::npos)
+        << e.what();
+  }
+}
+
+// An objective no trial of the base config reports is refused before any trial runs.
+TEST(SweepBinding, AnObjectiveNoTrialReportsIsRefusedUpFront) {
+  RunConfig base;
+  base.train.max_steps = 40;
+  base.train.eval_interval = 10;
+  sweep::SweepConfig c = space_of("train.lr", {"0.001", "0.01"});
+  EXPECT_NO_THROW(check_objective_reported(c, base));
+  auto message = [&](const RunConfig& b, const sweep::SweepConfig& s) {
+    try {
+      check_objective_reported(s, b);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  RunConfig never = base;
+  never.train.eval_interval = 0;
+  EXPECT_NE(message(never, c).find("sweep.objective = 'val_loss' is an evaluation metric"), std::string::npos);
+  c.objective = "loss";
+  EXPECT_EQ(message(never, c), "accepted");  // a training metric needs no evaluation
+  c.objective = "val_loss";
+  c.at_step = 100;
+  EXPECT_NE(message(base, c).find("sweep.at_step = 100 is past the base config's train.max_steps = 40"),
+            std::string::npos);
+  c.at_step = 15;
+  EXPECT_NE(message(base, c).find("sweep.at_step = 15 evaluates no 'val_loss'"), std::string::npos);
+  c.at_step = 20;
+  EXPECT_EQ(message(base, c), "accepted");
+  sweep::SweepConfig steps = space_of("train.max_steps", {"200", "400"});  // searched: left to the trials
+  steps.at_step = 100;
+  EXPECT_EQ(message(base, steps), "accepted");
+}
+
+TEST(SweepBinding, AGpuSlotIsAnEntryOfTheVisibleDevices) {
+  EXPECT_EQ(trial_visible_device(1, nullptr), "1");
+  EXPECT_EQ(trial_visible_device(1, ""), "1");
+  EXPECT_EQ(trial_visible_device(0, "2,3"), "2");
+  EXPECT_EQ(trial_visible_device(1, "2, 3"), "3");
+  EXPECT_EQ(trial_visible_device(0, "GPU-5f1c,GPU-77aa"), "GPU-5f1c");
+}
+
 TEST(SweepBinding, SmallTrialsShareAGpuAndLargeOnesGetOneEach) {
   const HardwareProfile h100x8 = *hardware_preset("h100-80gb", 8);
   RunConfig tiny;

@@ -182,11 +182,13 @@ TEST(TruncatedNormal, MatchesKnownValues) {
 }
 
 TEST(ParzenEstimator, BandwidthsFollowOptunasRule) {
-  // Observations 2, 3, 7 on [0, 10]: neighbour gaps give sigmas 1 (first: no endpoint), 4, 4 (last: no
-  // endpoint); magic clip lifts them to at least 10 / min(100, 3 + 2) = 2; prior N(5, 10); weights 1/4.
+  // Observations 2, 3, 7 on [0, 10], their neighbours including the prior's centre 5 (Optuna's
+  // mus_with_prior): 0 | 2 3 5 7 | 10 give sigmas 1 (first: no endpoint), max(1, 2) = 2, and 7's
+  // 7 - 5 = 2 (last: no endpoint); magic clip lifts them to at least 10 / min(100, 3 + 2) = 2;
+  // prior N(5, 10); weights 1/4. (Without the prior's centre 3 and 7 had 4: early TPE near random.)
   const auto spec = sampler_spec("x", ParamKind::kUniform, 0, 10);
   const ParzenEstimator pe(spec, {2, 3, 7}, ParzenOptions{});
-  const double mus[] = {2, 3, 7, 5}, sigmas[] = {2, 4, 4, 10};
+  const double mus[] = {2, 3, 7, 5}, sigmas[] = {2, 2, 2, 10};
   for (double x : {0.0, 2.5, 6.0, 10.0}) {
     double p = 0;
     for (int k = 0; k < 4; ++k) {

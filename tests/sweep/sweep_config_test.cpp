@@ -173,6 +173,8 @@ TEST(SweepConfig, EveryBadInputIsOneLineNamingFileAndKey) {
       {"type = \"log_uniform\"", "type = \"log_uniform\"\nlog = true", "sweep.space.\"train.lr\".log is only for type = \"int\""},
       {"[sweep]", "[train]\nlr = 1\n[sweep]", "unknown table [train]: a sweep file holds [sweep] only"},
       {"trials = 12", "trials = = 12", "TOML syntax error"},
+      // A spec without its type (read as a group of keys, it said "...low" must be a table).
+      {"type = \"log_uniform\"", "", "sweep.space.\"train.lr\".type is missing: give uniform"},
   };
   dir.write("notes.txt", "precious");  // an out_dir that is a file; a study that is a directory
   dir.write("studydir/x", "");

@@ -3,6 +3,7 @@
 // and values are checked against the run config before any trial starts, the machine decides how
 // many trials run at once and with how many threads (run/sweep_binding.h), and each trial is this
 // binary's train command.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -42,8 +43,15 @@ sweep::TrialCommand trial_command(const SweepConfig& config) {
     }
     launch.argv.insert(launch.argv.end(), {"--set", "optimization.intra_op_threads=" + std::to_string(slot.threads),
                                            "--set", "log.progress=lines", "--out", dir.string(), "--overwrite"});
+    // The pruner reads metrics.jsonl as it grows: flushed every second, not every 10.
+    if (!trial.params.count("log.flush_seconds")) {
+      launch.argv.insert(launch.argv.end(), {"--set", "log.flush_seconds=1"});
+    }
     launch.env.emplace_back("OMP_NUM_THREADS", std::to_string(slot.threads));
-    if (slot.gpu >= 0) launch.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(slot.gpu));
+    if (slot.gpu >= 0) {
+      const char* mask = std::getenv("CUDA_VISIBLE_DEVICES");  // slots count the GPUs this process sees
+      launch.env.emplace_back("CUDA_VISIBLE_DEVICES", trial_visible_device(slot.gpu, mask));
+    }
     return launch;
   };
 }
@@ -73,6 +81,7 @@ int run_sweep(const SweepArgs& args) {
   const SweepConfig config = sweep::load_sweep_config(args.sweep_file, args.overrides, sweep_key_checks());
   const RunConfig base = load_run_config(config.base_config.string(), {});  // a bad base fails now, not per trial
   check_space_values(config, base);
+  check_objective_reported(config, base);
   fs::create_directories(config.study.parent_path());  // a study in a new folder, as out_dir is
   sweep::StudyStore store = sweep::StudyStore::open(config.study.string(), sweep::make_study_info(config));
   const auto sampler = sweep::make_sampler(config);

@@ -22,6 +22,11 @@ sweep::SweepKeyChecks sweep_key_checks() {
 void check_space_values(const sweep::SweepConfig& config, const RunConfig& base) {
   using sweep::ParamKind;
   for (const sweep::ParamSpec& p : config.space.params) {
+    if (p.key == "optimization.intra_op_threads" || p.key == "log.progress") {  // set per trial, after the space's
+      throw ConfigError(config.sweep_file.string() + ": sweep.space.\"" + p.key +
+                        "\" cannot be searched: the sweep sets it for every trial (threads from the trials it runs "
+                        "at once; sweep.parallel sets those)");
+    }
     std::vector<std::string> values = p.choices;
     if (p.kind == ParamKind::kInt) {
       values = {sweep::to_override_value(static_cast<std::int64_t>(p.low)),
@@ -46,6 +51,43 @@ void check_space_values(const sweep::SweepConfig& config, const RunConfig& base)
       }
     }
   }
+}
+
+void check_objective_reported(const sweep::SweepConfig& config, const RunConfig& base) {
+  std::set<std::string> searched;
+  for (const sweep::ParamSpec& p : config.space.params) searched.insert(p.key);
+  const std::string file = config.sweep_file.string() + ": ";
+  const bool evaluated = is_eval_metric(config.objective);
+  const int64_t every = base.train.eval_interval, last = base.train.max_steps;
+  if (evaluated && !searched.count("train.eval_interval") && every <= 0) {
+    throw ConfigError(file + "sweep.objective = '" + config.objective + "' is an evaluation metric, but the base " +
+                      "config never evaluates (train.eval_interval = " + std::to_string(every) +
+                      "); set train.eval_interval > 0 or choose a training metric such as loss");
+  }
+  if (config.at_step <= 0 || searched.count("train.max_steps")) return;
+  if (last > 0 && config.at_step > last) {
+    throw ConfigError(file + "sweep.at_step = " + std::to_string(config.at_step) + " is past the base config's " +
+                      "train.max_steps = " + std::to_string(last) + ": no trial reaches it");
+  }
+  if (evaluated && !searched.count("train.eval_interval") && every > 0 && config.at_step % every != 0 &&
+      config.at_step != last) {
+    throw ConfigError(file + "sweep.at_step = " + std::to_string(config.at_step) + " evaluates no '" +
+                      config.objective + "' (train.eval_interval = " + std::to_string(every) +
+                      "): give a multiple of " + std::to_string(every) + " or the last step");
+  }
+}
+
+std::string trial_visible_device(int gpu, const char* mask) {
+  if (mask == nullptr || mask[0] == '\0') return std::to_string(gpu);
+  std::vector<std::string> visible(1);
+  for (const char* c = mask; *c != '\0'; ++c) {
+    if (*c == ',') {
+      visible.emplace_back();
+    } else if (*c != ' ') {
+      visible.back() += *c;
+    }
+  }
+  return gpu >= 0 && gpu < static_cast<int>(visible.size()) ? visible[static_cast<size_t>(gpu)] : std::to_string(gpu);
 }
 
 namespace {

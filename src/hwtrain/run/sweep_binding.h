@@ -19,6 +19,15 @@ sweep::SweepKeyChecks sweep_key_checks();
 // bound of the wrong type is a ConfigError naming the sweep file, the key and the value now, not a
 // failed trial per value later.
 void check_space_values(const sweep::SweepConfig& config, const RunConfig& base);
+// ConfigError naming sweep.objective or sweep.at_step when no trial of `base` could report the
+// objective: an evaluation metric without evaluations, a step past train.max_steps or one that
+// evaluates nothing (unless the space searches the key that decides it).
+void check_objective_reported(const sweep::SweepConfig& config, const RunConfig& base);
+
+// CUDA_VISIBLE_DEVICES for a trial of GPU slot `gpu`: the slots count the GPUs this process sees,
+// so under a mask of its own (`mask`: "2,3" in a Slurm job without device cgroups, or UUIDs) slot 0
+// is the mask's first entry, not physical GPU 0. A null or empty mask: the index itself.
+std::string trial_visible_device(int gpu, const char* mask);
 
 // The parallelism decision's inputs for `hw`. On GPUs, a trial's memory is the base config's
 // planned peak on one of them (the space's own values may change it; the base is what is known

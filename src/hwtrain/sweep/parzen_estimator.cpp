@@ -87,26 +87,31 @@ void ParzenEstimator::build_numeric(const std::vector<double>& observations, con
   high_ = log_ ? std::log(spec_.high + pad) : spec_.high + pad;
   for (double x : observations) mus_.push_back(transform(x));
 
-  // Bandwidths: the larger gap to a sorted neighbour, the range ends being neighbours too.
+  // Bandwidths: the larger gap to a sorted neighbour, the range ends and the prior's centre being
+  // neighbours too (Optuna's _calculate_numerical_distributions, mus_with_prior).
   const std::size_t n = mus_.size();
-  std::vector<std::size_t> order(n);
+  const double prior_mu = 0.5 * (low_ + high_);
+  std::vector<std::size_t> order(n + 1);  // index n: the prior's centre
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return mus_[a] < mus_[b]; });
-  std::vector<double> ends{low_};  // sorted mus with the range ends
-  for (std::size_t i : order) ends.push_back(mus_[i]);
+  const auto mu_at = [&](std::size_t i) { return i == n ? prior_mu : mus_[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return mu_at(a) < mu_at(b); });
+  std::vector<double> ends{low_};  // the sorted centres with the range ends
+  for (std::size_t i : order) ends.push_back(mu_at(i));
   ends.push_back(high_);
-  std::vector<double> sorted_sigma(n);
-  for (std::size_t j = 0; j < n; ++j) {
+  std::vector<double> sorted_sigma(n + 1);
+  for (std::size_t j = 0; j <= n; ++j) {
     sorted_sigma[j] = std::max(ends[j + 1] - ends[j], ends[j + 2] - ends[j + 1]);
   }
-  if (!options.consider_endpoints && n >= 2) {
+  if (!options.consider_endpoints && ends.size() >= 4) {
     sorted_sigma[0] = ends[2] - ends[1];
-    sorted_sigma[n - 1] = ends[n] - ends[n - 1];
+    sorted_sigma[n] = ends[n + 1] - ends[n];
   }
   const double range = high_ - low_;
   const double min_sigma = options.consider_magic_clip ? range / std::min(100.0, static_cast<double>(n) + 2.0) : 1e-12;
   sigmas_.assign(n, 0.0);
-  for (std::size_t j = 0; j < n; ++j) sigmas_[order[j]] = std::clamp(sorted_sigma[j], min_sigma, range);
+  for (std::size_t j = 0; j <= n; ++j) {
+    if (order[j] < n) sigmas_[order[j]] = std::clamp(sorted_sigma[j], min_sigma, range);
+  }
 
   mus_.push_back(0.5 * (low_ + high_));  // the prior kernel
   sigmas_.push_back(range);

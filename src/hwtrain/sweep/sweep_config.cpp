@@ -216,7 +216,8 @@ void parse_space(const SweepTableReader& r, const toml::table& space, const std:
     if (!t) r.fail("sweep.space.\"" + key + "\"", "must be a table such as {type = \"uniform\", low = 0, high = 1}");
     if (t->contains("type")) {
       out.params.push_back(parse_param_spec(r, key, *t, checks));
-    } else if (t->empty()) {
+    } else if (t->empty() || t->contains("low") || t->contains("high") || t->contains("values") ||
+               t->contains("log") || t->contains("grid_points")) {  // a spec without its type, not a group
       r.fail("sweep.space.\"" + key + "\".type", "is missing: give uniform, log_uniform, int or choice");
     } else {
       parse_space(r, *t, key + ".", checks, out);

@@ -106,7 +106,11 @@ void TrialRunner::read_metrics(StudyStore& store, const Pruner* pruner, double n
   const std::vector<Trial> history = store.trials();
   for (const std::int64_t step : new_steps) {
     last_judged_step_ = step;
-    const PruneDecision d = pruner->decide(trial_, step, history);
+    // The trial as it stood at `step`: one read brings several steps (metrics are flushed in
+    // batches), and the later ones must not count as what came before it.
+    Trial upto = trial_;
+    upto.intermediate.erase(upto.intermediate.upper_bound(step), upto.intermediate.end());
+    const PruneDecision d = pruner->decide(upto, step, history);
     if (d.prune) {
       stop(TrialState::kPruned, "pruned at step " + std::to_string(step) + " by " + pruner->name() + ": " + d.reason, now_s);
       return;
