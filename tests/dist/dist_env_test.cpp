@@ -128,6 +128,10 @@ TEST(DistEnv, MpirunInsideASlurmAllocationReadsMpisVariables) {
   const DistEnv hydra = with({{"PMI_RANK", "3"}, {"PMI_SIZE", "8"}, {"MPI_LOCALRANKID", "3"}, {"MPI_LOCALNRANKS", "4"}});
   EXPECT_EQ(hydra.source, "mpi");
   EXPECT_EQ(hydra.rank, 3);
+  // All ranks on this node (mpirun pinned to one node of the allocation): rank 0 is here.
+  const DistEnv one_node = with({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(one_node.master_addr, "127.0.0.1");
   // srun --mpi=pmi2 sets PMI_RANK as well: the launch is srun's, read from Slurm's variables.
   std::map<std::string, std::string> srun = {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
                                              {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_NODELIST", "gpu[07-08]"},

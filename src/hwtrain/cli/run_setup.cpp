@@ -6,6 +6,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/data/default_corpus.h"
 #include "hwtrain/io/checkpoint_store.h"
 #include "hwtrain/obs/log.h"
@@ -108,7 +109,7 @@ bool looks_like_checkpoint(const fs::path& dir) {
 // elsewhere), or empty.
 fs::path recorded_run_dir(const fs::path& checkpoint) {
   try {
-    const auto state = nlohmann::json::parse(read_regular_file(checkpoint / "trainer_state.json", kMaxRunFileBytes));
+    const auto state = parse_json_bounded(read_regular_file(checkpoint / "trainer_state.json", kMaxRunFileBytes));
     const auto it = state.find("run_dir");
     if (it != state.end() && it->is_string() && it->get<std::string>().size() < 4096) return it->get<std::string>();
   } catch (const std::exception&) {

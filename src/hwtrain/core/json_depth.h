@@ -27,4 +27,14 @@ inline nlohmann::json parse_json_bounded(const std::string& text) {
   return nlohmann::json::parse(text, json_depth_limit());
 }
 
+// The same, or a discarded value (is_discarded()) where the text is not JSON or nests too deeply,
+// as nlohmann::json::parse(text, nullptr, false) gives.
+inline nlohmann::json parse_json_bounded_or_discarded(const std::string& text) {
+  try {
+    return parse_json_bounded(text);
+  } catch (const nlohmann::json::exception&) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+}
+
 }  // namespace hwt

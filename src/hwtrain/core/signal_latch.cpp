@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 
@@ -34,6 +35,7 @@ int64_t monotonic_ns() {
 
 SignalLatch::SignalLatch(SignalLatchOptions options) : options_(std::move(options)), outer_(g_current.load()) {
   if (!options_.flag) throw Error("SignalLatch: no flag to record the signal in");
+  g_first_at_ns.store(0);  // this latch's first signal is yet to come
   g_current.store(this);
   struct sigaction sa {};
   sa.sa_sigaction = &SignalLatch::on_signal;
@@ -58,7 +60,7 @@ void SignalLatch::on_signal(int sig, siginfo_t* info, void*) {
   int expected = 0;
   if (latch->options_.flag->compare_exchange_strong(expected, sig)) {
     g_first_sender.store(sender);
-    g_first_at_ns.store(monotonic_ns());
+    g_first_at_ns.store(std::max<int64_t>(1, monotonic_ns()));
     if (const char* text = latch->options_.message) {
       ssize_t ignored = ::write(STDERR_FILENO, text, ::strlen(text));  // async-signal-safe
       (void)ignored;
@@ -66,8 +68,12 @@ void SignalLatch::on_signal(int sig, siginfo_t* info, void*) {
     return;
   }
   if (!latch->options_.second_exits) return;
-  if (expected == sig && sender != g_first_sender.load() &&
-      monotonic_ns() - g_first_at_ns.load() < kSameStopWindowNs) {
+  // The first signal's handler (on another thread) may not have recorded it yet: wait a moment
+  // (bounded: a flag set without a handler, or a handler this one interrupted, never records).
+  int64_t first_at = g_first_at_ns.load();
+  for (int spin = 0; first_at == 0 && spin < 1000000; ++spin) first_at = g_first_at_ns.load();
+  if (expected == sig && first_at != 0 && sender != g_first_sender.load() &&
+      monotonic_ns() - first_at < kSameStopWindowNs) {
     return;  // the same stop request from a second sender (the job manager's and the launcher's)
   }
   struct sigaction dfl {};

@@ -185,7 +185,7 @@ bool has_manifest(const fs::path& dir) {
 bool is_prepared_dataset(const fs::path& dir) {
   if (!has_manifest(dir)) return false;
   try {
-    const auto j = nlohmann::json::parse(read_regular_file(dir / kManifestFile, 64u << 20));
+    const auto j = parse_json_bounded(read_regular_file(dir / kManifestFile, 64u << 20));
     return j.is_object() && j.value("format", std::string()) == "hwtrain-dataset";
   } catch (const std::exception&) {
     return false;
@@ -204,12 +204,7 @@ DatasetManifest read_manifest(const fs::path& dir) {
   } catch (const IoError& e) {
     throw DataError(std::string(e.what()) + "; a dataset directory needs the manifest.json hwtrain prepare writes last");
   }
-  json j;
-  try {
-    j = parse_json_bounded(text);
-  } catch (const json::exception&) {
-    j = json(json::value_t::discarded);
-  }
+  const json j = parse_json_bounded_or_discarded(text);
   if (j.is_discarded()) bad_manifest(file, "not valid JSON (" + std::to_string(text.size()) + " bytes)");
   return DatasetManifest::from_json(j, file);
 }

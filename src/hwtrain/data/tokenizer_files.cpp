@@ -2,6 +2,7 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/data/byte_tokenizer.h"
 #include "hwtrain/data/hf_bpe_tokenizer.h"
 #include "hwtrain/data/sentencepiece_tokenizer.h"
@@ -85,7 +86,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
   } catch (const IoError& e) {
     throw DataError("no tokenizer in " + dir.string() + " (" + e.what() + ")");
   }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = parse_json_bounded_or_discarded(text);
   if (!j.is_discarded() && HfBpeTokenizer::is_hf_tokenizer_json(j)) {
     try {
       return std::make_unique<HfBpeTokenizer>(text, j, json_path.string());  // a copy: the fallback needs it

@@ -180,8 +180,8 @@ DistEnv parse_mpi_env(const Vars& vars, bool ompi, const std::string& port_what)
   validate(env, p + "RANK", p + "SIZE", local_rank_var, "MASTER_PORT");
   const std::string* slurm_nodes = find(vars, "SLURM_JOB_NODELIST");  // mpirun inside an allocation
   if (!slurm_nodes) slurm_nodes = find(vars, "SLURM_NODELIST");
-  if (!find(vars, "MASTER_ADDR") && slurm_nodes != nullptr) {
-    env.master_addr = first_slurm_host(*slurm_nodes);  // mpirun places rank 0 on the first node
+  if (!find(vars, "MASTER_ADDR") && slurm_nodes != nullptr && env.local_world_size < env.world_size) {
+    env.master_addr = first_slurm_host(*slurm_nodes);  // across nodes, mpirun places rank 0 on the first
   } else {
     env.master_addr =
         master_addr_or_default(vars, env, "pass it to every rank (mpirun -x MASTER_ADDR=<rank 0's host>)");

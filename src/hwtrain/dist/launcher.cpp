@@ -263,6 +263,9 @@ void start_all(std::vector<Child>& children, const LaunchOptions& options,
       for (auto& c : children) signal_group(c, SIGKILL);
       for (auto& c : children) {
         if (c.pid > 0) ::waitpid(c.pid, nullptr, 0);
+        for (int fd : {c.fds[0], c.fds[1], c.pidfd}) {
+          if (fd >= 0) ::close(fd);
+        }
       }
       throw;
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hwtrain/core/files.h"
+#include "hwtrain/core/json_depth.h"
 #include "hwtrain/hw/hardware_profile.h"
 #include "hwtrain/hw/sysfs.h"
 
@@ -36,7 +37,7 @@ double number_in(const json& j, const char* key, double lo, double hi) {
 // The file's entries, or an empty object when it is missing, too large or not what write wrote.
 json read_entries(const fs::path& file) {
   try {
-    const json j = json::parse(read_regular_file(file, kMaxCacheBytes));
+    const json j = parse_json_bounded(read_regular_file(file, kMaxCacheBytes));
     if (j.is_object() && j.value("format_version", 0) == 1 && j.contains("entries") && j["entries"].is_object() &&
         j["entries"].size() <= kMaxGemmProbeEntries) {
       return j["entries"];

@@ -184,7 +184,6 @@ SweepResult SweepRunner::run() {
         result_.stop_reason = "stopped by " + stop_signal_name(sig) +
                               "; running trials were marked interrupted and are retried by the next run";
         say("sweep: " + result_.stop_reason);
-        poll_running(now_s);  // a trial that finished since the last poll is recorded, not interrupted
         stop_all("sweep stopped by " + stop_signal_name(sig), now_s);
         break;
       }

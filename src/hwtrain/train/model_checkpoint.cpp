@@ -76,6 +76,7 @@ void ModelCheckpoint::keep_as_best(const fs::path& checkpoint) {
 // if the store still keeps it, becomes the copy again (else the next improvement makes one).
 void ModelCheckpoint::restore_best_copy(const fs::path& saved) {
   if (saved.empty() || !watch_ || !watch_->best() || watch_->best_step() < 0) return;
+  if (watch_->best_step() == last_saved_step_) return;  // this save's own improvement: keep_as_best links it
   std::error_code ec;
   const fs::path dir = saved.parent_path();
   if (fs::exists(dir / ("best_" + options_.monitor), ec)) return;
