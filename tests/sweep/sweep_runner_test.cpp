@@ -63,6 +63,7 @@ for ((step = 1; step <= steps; step++)); do
   fi
   if [ "${FAKE_STEP_SLEEP:-0}" != 0 ]; then sleep "$FAKE_STEP_SLEEP"; fi
 done
+if [ "${FAKE_END_SLEEP:-0}" != 0 ]; then sleep "$FAKE_END_SLEEP"; fi
 exit 0
 )SH";
 
@@ -241,6 +242,29 @@ TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
   EXPECT_NE(r.trials[2].reason.find("pruned at step 1 by median"), std::string::npos) << r.trials[2].reason;
   EXPECT_NEAR(r.trials[2].value.value_or(0), run_expected_loss(0.9, 1), 1e-9);
   EXPECT_FALSE(local_process_alive(run_trainer_pid(config.out_dir / "trials/2"), 0));
+}
+
+// Steps that arrive in one read (metrics are flushed in batches) are judged one by one on what came
+// up to each: at step 1 the bad trial's best is its step-1 value (1.36 against the median 1.0),
+// not its step-3 value (0.69) that the same read brought, so it is pruned at step 1.
+TEST(SweepRunner, StepsReadTogetherAreJudgedOnTheValuesUpToEach) {
+  TempDir dir;
+  const fs::path script = dir.write("fake_train.sh", kRunFakeTrainer);
+  const SweepConfig config = run_grid_config(dir, {"0.3", "0.35", "0.9"});
+  StudyStore store = run_open_store(config);
+  GridSampler sampler;
+  MedianPrunerOptions mo;
+  mo.n_startup_trials = 2;
+  MedianPruner pruner(mo);
+  auto bad_all_at_once = [](const Trial& t, TrialLaunch& l) {  // its three steps at once, then it idles
+    if (std::get<std::string>(t.params.at("x")) == "0.9") l.env = {{"FAKE_END_SLEEP", "30"}, {"FAKE_CRASH_ABOVE", "2"}};
+  };
+  SweepRunner runner(config, store, sampler, &pruner, run_slots(1), run_fake_command(script, bad_all_at_once),
+                     run_options());
+  const SweepResult r = runner.run();
+  ASSERT_EQ(r.trials.size(), 3u);
+  EXPECT_EQ(r.trials[2].state, TrialState::kPruned) << r.trials[2].reason;
+  EXPECT_NE(r.trials[2].reason.find("pruned at step 1 by median"), std::string::npos) << r.trials[2].reason;
 }
 
 TEST(SweepRunner, TimeBudgetStopsNewTrialsAndLetsRunningOnesFinish) {
