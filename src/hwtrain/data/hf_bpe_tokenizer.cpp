@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
-#include <queue>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +15,7 @@
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/json_depth.h"
 #include "hwtrain/core/json_integer.h"
+#include "hwtrain/data/bpe_merges.h"
 
 namespace hwt {
 namespace {
@@ -233,73 +232,6 @@ void HfBpeTokenizer::load_pre_tokenizer(const nlohmann::json& pre, const std::st
 
 HfBpeTokenizer::~HfBpeTokenizer() = default;
 
-namespace {
-
-using MergeRanks = std::unordered_map<std::string, int32_t>;  // "left right" -> rank
-
-int32_t merge_rank(const MergeRanks& ranks, const std::string& left, const std::string& right) {
-  const auto it = ranks.find(left + " " + right);
-  return it == ranks.end() ? INT32_MAX : it->second;
-}
-
-// The lowest-ranked adjacent pair merged first, the leftmost on ties, until none merges: rescanning
-// the word each time, O(n^2) but the fastest for the short words most text is made of.
-void merge_by_rescan(std::vector<std::string>& sym, const MergeRanks& ranks) {
-  while (sym.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      const int32_t rank = merge_rank(ranks, sym[i], sym[i + 1]);
-      if (rank < best) best = rank, at = i;
-    }
-    if (best == INT32_MAX) return;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-  }
-}
-
-// The same merges with the symbols in a linked list and the candidate pairs in a heap, as Hugging
-// Face's word.rs does: O(n log n) (16,000 identical characters took 4.6 s by rescanning).
-void merge_by_heap(std::vector<std::string>& sym, const MergeRanks& ranks) {
-  const int n = static_cast<int>(sym.size());
-  std::vector<int> next(static_cast<size_t>(n)), prev(static_cast<size_t>(n));
-  std::vector<bool> gone(static_cast<size_t>(n), false);
-  for (int i = 0; i < n; ++i) {
-    next[i] = i + 1 < n ? i + 1 : -1;
-    prev[i] = i - 1;
-  }
-  using Candidate = std::pair<int32_t, int>;  // (merge rank, left symbol)
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
-  auto offer = [&](int left) {
-    if (left < 0 || next[left] < 0) return;
-    if (const int32_t rank = merge_rank(ranks, sym[left], sym[next[left]]); rank != INT32_MAX) heap.emplace(rank, left);
-  };
-  for (int i = 0; i + 1 < n; ++i) offer(i);
-  while (!heap.empty()) {
-    const auto [rank, left] = heap.top();
-    heap.pop();
-    if (gone[left] || next[left] < 0 || merge_rank(ranks, sym[left], sym[next[left]]) != rank) continue;  // stale
-    const int right = next[left];
-    sym[left] += sym[right];
-    gone[right] = true;
-    next[left] = next[right];
-    if (next[right] >= 0) prev[next[right]] = left;
-    offer(prev[left]);
-    offer(left);
-  }
-  std::vector<std::string> kept;
-  for (int i = 0; i < n; ++i) {
-    if (!gone[i]) kept.push_back(std::move(sym[i]));
-  }
-  sym = std::move(kept);
-}
-
-// Up to this many symbols a word is merged by rescanning: the fastest split of the three tokenizers
-// of bench/tokenizer_bench.sh side by side (docs/benchmarks.md, 2026-11-29).
-constexpr size_t kRescanSymbols = 12;
-
-}  // namespace
-
 void HfBpeTokenizer::encode_word(const std::string& mapped, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
     auto it = vocab_.find(mapped);
@@ -314,11 +246,7 @@ void HfBpeTokenizer::encode_word(const std::string& mapped, std::vector<int32_t>
     sym.push_back(mapped.substr(i, len));
     i += len;
   }
-  if (sym.size() <= kRescanSymbols) {
-    merge_by_rescan(sym, merge_rank_);
-  } else {
-    merge_by_heap(sym, merge_rank_);
-  }
+  merge_bpe_symbols(sym, merge_rank_);
   for (const auto& s : sym) {
     auto it = vocab_.find(s);
     if (it == vocab_.end()) throw DataError("tokenizer " + name_ + ": the BPE piece '" + s + "' is not in its vocabulary");
