@@ -55,6 +55,13 @@ PrepareOptions PrepareOptions::from_config(const DataConfig& data) {
   return o;
 }
 
+void check_data_threads(int64_t num_threads) {
+  if (num_threads < 0 || num_threads > kMaxDataThreads) {
+    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: 1 .. " +
+                      std::to_string(kMaxDataThreads) + " (0 = one per core)");
+  }
+}
+
 void PrepareOptions::validate() const {
   if (!(val_fraction > 0.0 && val_fraction < 1.0)) {
     throw ConfigError("data.val_fraction = " + std::to_string(val_fraction) +
@@ -71,10 +78,7 @@ void PrepareOptions::validate() const {
   if (shard_tokens < 0) {
     throw ConfigError("--shard-tokens = " + std::to_string(shard_tokens) + " is out of range; valid: >= 1 (0 = default)");
   }
-  if (num_threads < 0 || num_threads > kMaxDataThreads) {
-    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: 1 .. " +
-                      std::to_string(kMaxDataThreads) + " (0 = one per core)");
-  }
+  check_data_threads(num_threads);
 }
 
 namespace {

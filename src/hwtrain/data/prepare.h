@@ -30,6 +30,8 @@ const char* input_format_name(InputFormat format);
 inline constexpr int64_t kDefaultShardTokens = 100000000;
 // The most tokenizer threads prepare and tokenizer training start (--threads).
 inline constexpr int64_t kMaxDataThreads = 1024;
+// ConfigError naming --threads unless 0 (one per core) <= num_threads <= kMaxDataThreads.
+void check_data_threads(int64_t num_threads);
 
 struct PrepareOptions {
   std::string tokenizer = "byte";    // make_tokenizer() spec (data.tokenizer)

@@ -35,10 +35,7 @@ void TokenizerTrainOptions::validate() const {
     throw ConfigError("--character-coverage = " + std::to_string(character_coverage) +
                       " is out of range; valid: (0.9, 1] (1.0 for small alphabets)");
   }
-  if (num_threads < 0 || num_threads > kMaxDataThreads) {
-    throw ConfigError("--threads = " + std::to_string(num_threads) + " is out of range; valid: 1 .. " +
-                      std::to_string(kMaxDataThreads) + " (0 = one per core)");
-  }
+  check_data_threads(num_threads);
   if (max_sentences < 1) throw ConfigError("--max-sentences must be >= 1");
   if (max_sentence_bytes < 64) throw ConfigError("max_sentence_bytes must be >= 64");
 }
