@@ -219,8 +219,9 @@ TEST(SweepRunner, MaxDirectionAndAtStepChooseTheObjective) {
   EXPECT_NEAR(r.trials[0].intermediate.at(3), -run_expected_loss(0.1, 3), 1e-9);
 }
 
-TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
-  TempDir dir;
+// A grid over x = 0.3, 0.35 and 0.9 with the median pruner after 2 trials; the bad trial (0.9)
+// runs with `bad_env` (its fake trainer's settings) and would never crash.
+SweepResult run_median_sweep(const TempDir& dir, std::vector<std::pair<std::string, std::string>> bad_env) {
   const fs::path script = dir.write("fake_train.sh", kRunFakeTrainer);
   const SweepConfig config = run_grid_config(dir, {"0.3", "0.35", "0.9"});
   StudyStore store = run_open_store(config);
@@ -228,12 +229,19 @@ TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
   MedianPrunerOptions mo;
   mo.n_startup_trials = 2;
   MedianPruner pruner(mo);
-  // The bad trial would run 3 x 30 s: only pruning ends it in time.
-  auto slow_bad = [](const Trial& t, TrialLaunch& l) {
-    if (std::get<std::string>(t.params.at("x")) == "0.9") l.env = {{"FAKE_STEP_SLEEP", "30"}, {"FAKE_CRASH_ABOVE", "2"}};
+  bad_env.emplace_back("FAKE_CRASH_ABOVE", "2");
+  auto bad = [&](const Trial& t, TrialLaunch& l) {
+    if (std::get<std::string>(t.params.at("x")) == "0.9") l.env = bad_env;
   };
+  SweepRunner runner(config, store, sampler, &pruner, run_slots(1), run_fake_command(script, bad), run_options());
+  return runner.run();
+}
+
+TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
+  TempDir dir;
+  // The bad trial would run 3 x 30 s: only pruning ends it in time.
   const auto start = std::chrono::steady_clock::now();
-  const SweepResult r = SweepRunner(config, store, sampler, &pruner, run_slots(1), run_fake_command(script, slow_bad), run_options()).run();
+  const SweepResult r = run_median_sweep(dir, {{"FAKE_STEP_SLEEP", "30"}});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
   ASSERT_EQ(r.trials.size(), 3u);
   EXPECT_EQ(r.trials[0].state, TrialState::kComplete);
@@ -241,7 +249,7 @@ TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
   EXPECT_EQ(r.trials[2].state, TrialState::kPruned) << r.trials[2].reason;
   EXPECT_NE(r.trials[2].reason.find("pruned at step 1 by median"), std::string::npos) << r.trials[2].reason;
   EXPECT_NEAR(r.trials[2].value.value_or(0), run_expected_loss(0.9, 1), 1e-9);
-  EXPECT_FALSE(local_process_alive(run_trainer_pid(config.out_dir / "trials/2"), 0));
+  EXPECT_FALSE(local_process_alive(run_trainer_pid(dir / "study" / "trials/2"), 0));
 }
 
 // Steps that arrive in one read (metrics are flushed in batches) are judged one by one on what came
@@ -249,19 +257,7 @@ TEST(SweepRunner, MedianPrunerStopsABadTrialAndItsProcess) {
 // not its step-3 value (0.69) that the same read brought, so it is pruned at step 1.
 TEST(SweepRunner, StepsReadTogetherAreJudgedOnTheValuesUpToEach) {
   TempDir dir;
-  const fs::path script = dir.write("fake_train.sh", kRunFakeTrainer);
-  const SweepConfig config = run_grid_config(dir, {"0.3", "0.35", "0.9"});
-  StudyStore store = run_open_store(config);
-  GridSampler sampler;
-  MedianPrunerOptions mo;
-  mo.n_startup_trials = 2;
-  MedianPruner pruner(mo);
-  auto bad_all_at_once = [](const Trial& t, TrialLaunch& l) {  // its three steps at once, then it idles
-    if (std::get<std::string>(t.params.at("x")) == "0.9") l.env = {{"FAKE_END_SLEEP", "30"}, {"FAKE_CRASH_ABOVE", "2"}};
-  };
-  SweepRunner runner(config, store, sampler, &pruner, run_slots(1), run_fake_command(script, bad_all_at_once),
-                     run_options());
-  const SweepResult r = runner.run();
+  const SweepResult r = run_median_sweep(dir, {{"FAKE_END_SLEEP", "30"}});  // three steps at once, then idle
   ASSERT_EQ(r.trials.size(), 3u);
   EXPECT_EQ(r.trials[2].state, TrialState::kPruned) << r.trials[2].reason;
   EXPECT_NE(r.trials[2].reason.find("pruned at step 1 by median"), std::string::npos) << r.trials[2].reason;
