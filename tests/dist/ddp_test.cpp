@@ -48,13 +48,20 @@ TEST(DistWorker, BucketedAllReduce) {
     EXPECT_EQ(ddp.bucket_layout().front().front(), kShapes.size() - 1);
 
     ddp.begin_micro_step(true);
+    EXPECT_FALSE(ddp.collective_started());
     torch::Tensor loss = torch::zeros({});
     for (size_t i = 0; i < params.size(); ++i) {
       if (rank == 1 && i == params.size() - 1) continue;  // no gradient at all on this rank
       loss = loss + (params[i] * synthetic_grad(rank, i)).sum();
     }
     loss.backward();
+    // One bucket per parameter: rank 0 launched them in backward; rank 1's first bucket (the unused
+    // parameter) never became ready, so it launched nothing before finish() (buckets go in order).
+    if (bucket_mb == 1e-6) {
+      EXPECT_EQ(ddp.collective_started(), rank == 0) << "rank " << rank;
+    }
     ddp.finish();
+    EXPECT_FALSE(ddp.collective_started());
     for (size_t i = 0; i < params.size(); ++i) {
       torch::Tensor expected = torch::zeros(kShapes[i]);
       for (int r = 0; r < world; ++r) expected += synthetic_grad(r, i);

@@ -55,6 +55,7 @@ class DataParallel : public GradientSync {
 
   void begin_micro_step(bool sync_after_backward) override;
   void finish() override;
+  bool collective_started() const override { return armed_ && next_bucket_ > 0; }
 
   const CommStats& last_stats() const { return last_; }    // of the last finish()
   const CommStats& total_stats() const { return total_; }  // since construction

@@ -29,6 +29,7 @@ class SharedGradientSync : public GradientSync {
   void discard() override {
     if (inner_) inner_->discard();
   }
+  bool collective_started() const override { return inner_ && inner_->collective_started(); }
 
  private:
   std::shared_ptr<GradientSync> inner_;

@@ -64,6 +64,7 @@ Trainer::Trainer(TrainerOptions options, Plan plan, std::shared_ptr<TrainableMod
              plan_.autocast.cast_outputs);
   }
   set_optimizer_in_backward(plan_.optimizer_in_backward());
+  parts_.model_parallel = model_->model_parallel();
   if (model_->model_parallel()) {
     use_model_parallel_norm();
     set_gradient_sync(nullptr);  // still sums the gradients of weights several ranks hold

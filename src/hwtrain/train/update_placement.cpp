@@ -45,11 +45,21 @@ double UpdateAfterBackward::finish_step(double& loss, double lr, StepMetrics& m)
 }
 
 void UpdateAfterBackward::check_redo(const std::exception& e, bool oom, int64_t step) const {
-  if (!parts_.sharding.optimizer) return;
+  // A redo runs on the failing rank alone: only a step whose collectives the other ranks have not
+  // yet met (or that has none) can be repeated there.
+  std::string why;
+  if (parts_.sharding.optimizer) {
+    why = "with dist.sharding = zero2/zero3, whose ranks reduce and gather every micro-step";
+  } else if (parts_.model_parallel) {
+    why = "with tensor or pipeline parallelism, whose ranks exchange activations in every micro-step";
+  } else if (parts_.grad_sync && parts_.grad_sync->collective_started()) {
+    why = "after its gradient all-reduces had begun, which the other ranks issue once per step";
+  } else {
+    return;
+  }
   throw HardwareError(std::string(oom ? "out of memory" : "a missing low-precision kernel") + " in step " +
-                      std::to_string(step) + " (" + e.what() +
-                      ") with dist.sharding = zero2/zero3, whose ranks reduce and gather every micro-step: one "
-                      "rank cannot redo the step alone; set a smaller train.micro_batch_size or "
+                      std::to_string(step) + " (" + e.what() + ") " + why +
+                      ": one rank cannot redo the step alone; set a smaller train.micro_batch_size or "
                       "optimization.checkpoint_every = 1");
 }
 

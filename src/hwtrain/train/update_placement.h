@@ -62,6 +62,7 @@ struct UpdateParts {
   // rank's, and fp16's inf/NaN verdict summed over the model's ranks; used where `sharding` has none.
   std::function<torch::Tensor(const torch::Tensor&)> model_parallel_norm;
   std::function<void(torch::Tensor&)> model_parallel_sum;
+  bool model_parallel = false;  // tensor or pipeline parallel: ranks exchange activations in every micro-step
 };
 
 class UpdatePlacement {
@@ -86,7 +87,8 @@ class UpdateAfterBackward : public UpdatePlacement {
   OptimizerStep kind() const override { return OptimizerStep::AfterBackward; }
   void begin_step(double) override {}
   bool runs_backward(const torch::Tensor&) override { return true; }
-  // Sharded (ZeRO-2/3) steps cannot be redone on one rank alone: its collectives would differ.
+  // A step cannot be redone on one rank alone once the other ranks' collectives would not match the
+  // redo's: under ZeRO-2/3 or tensor/pipeline parallelism, or after gradient all-reduces began.
   void check_redo(const std::exception& e, bool oom, int64_t step) const override;
   double finish_step(double& loss, double lr, StepMetrics& m) override;
 
