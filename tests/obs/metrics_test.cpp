@@ -22,6 +22,12 @@ TEST(Metrics, AvailableNames) {
   EXPECT_FALSE(contains(names, "step"));
   EXPECT_TRUE(is_eval_metric("val_loss"));
   EXPECT_FALSE(is_eval_metric("loss"));
+  for (const char* n : {"tokens_per_second", "mfu", "step_seconds", "comm_seconds", "rss_bytes", "device_peak_bytes"}) {
+    EXPECT_TRUE(is_rank_local_metric(n)) << n;
+  }
+  for (const char* n : {"loss", "lr", "grad_norm", "loss_scale", "skipped_steps", "val_loss", "val_perplexity"}) {
+    EXPECT_FALSE(is_rank_local_metric(n)) << n;
+  }
 }
 
 TEST(Metrics, ValueLookup) {

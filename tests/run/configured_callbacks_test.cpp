@@ -68,6 +68,31 @@ TEST(ConfiguredCallbacks, RejectsImpossibleCombinations) {
   EXPECT_THROW(mode.apply_override("early_stopping.mode=maximum"), ConfigError);
 }
 
+// Each rank measures its own speed and memory: ranks monitoring them would stop, cut the learning
+// rate or keep a best checkpoint apart (a ZeRO-3 rank restoring other masters than its peers).
+TEST(ConfiguredCallbacks, ADistributedRunMonitorsOnlyWhatItsRanksShare) {
+  for (const char* key : {"early_stopping", "lr_plateau"}) {
+    RunConfig c;
+    c.apply_override(std::string(key) + ".enabled=true");
+    c.apply_override(std::string(key) + ".monitor=tokens_per_second");
+    EXPECT_NO_THROW(make_configured_callbacks(c, 0, 1)) << key;
+    try {
+      make_configured_callbacks(c, 1, 2);
+      FAIL() << key << ": expected a ConfigError";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(std::string(key) + ".monitor = 'tokens_per_second' is measured by each of the 2 processes"),
+                std::string::npos) << msg;
+    }
+    c.apply_override(std::string(key) + ".monitor=loss");
+    EXPECT_NO_THROW(make_configured_callbacks(c, 1, 2)) << key;
+  }
+  RunConfig k;
+  k.apply_override("checkpoint.monitor=rss_bytes");
+  k.apply_override("checkpoint.interval=10");
+  EXPECT_THROW(make_configured_callbacks(k, 0, 4), ConfigError);
+}
+
 // A table that is off is still checked: its bad value is refused now, not when it is switched on.
 TEST(ConfiguredCallbacks, ADisabledTablesRangesAreChecked) {
   for (const char* o : {"early_stopping.patience=0", "lr_plateau.factor=1.5", "lr_monitor.interval=-1"}) {

@@ -261,7 +261,8 @@ int run_train(const TrainArgs& a) {
   std::shared_ptr<const ShardedDataset> data = open_run_dataset(config, group.get());
   config.model.vocab_size = resolve_vocab_size(config.model, data->vocab_size());
   config.validate();
-  auto configured_callbacks = make_configured_callbacks(config, env.rank);  // config errors before training
+  // Config errors before training.
+  auto configured_callbacks = make_configured_callbacks(config, env.rank, env.world_size);
   log_info("resolved config:\n{}", config.to_toml());
   log_info("data: {} ({} train / {} validation tokens, tokenizer {})", data->path().string(),
            data->num_train_tokens(), data->num_val_tokens(), data->tokenizer_name());

@@ -76,6 +76,13 @@ bool is_eval_metric(const std::string& name) {
                      [&](const auto& f) { return !is_index_field(f.name) && name == f.name; });
 }
 
+bool is_rank_local_metric(const std::string& name) {
+  return std::any_of(step_fields().begin(), step_fields().end(), [&](const auto& f) {
+    const std::string group = f.group;
+    return name == f.name && (group == "perf" || group == "time" || group == "memory");
+  });
+}
+
 void check_metric_name(const std::string& name, const std::string& key) {
   auto names = available_metric_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) return;

@@ -106,6 +106,10 @@ std::vector<std::string> available_metric_names();
 
 // True for names that come with evaluations (val_loss, val_perplexity).
 bool is_eval_metric(const std::string& name);
+// Whether each process of a distributed run measures `name` for itself (speed, time, memory: the
+// "perf", "time" and "memory" groups), so that ranks see different values; the training and
+// evaluation metrics (loss, lr, grad_norm, val_loss, ...) are the same on every rank.
+bool is_rank_local_metric(const std::string& name);
 
 // Throws ConfigError "<key>: unknown metric '<name>' (did you mean ...?); available: ..." for a
 // name not in available_metric_names(). Call once when a callback is configured.
