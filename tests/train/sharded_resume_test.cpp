@@ -31,9 +31,12 @@ TEST(ShardedResume, OwnSegmentsOrWholeAtFitContinueLikeAnUnshardedResume) {
   f.config.train.max_steps = 3;
   auto first = f.make("first");
   EXPECT_TRUE(attach_zero2(*first, group).empty());
+  int sealed = 0;
+  first->set_save_agreement([&] { ++sealed; });
   first->fit();
   const std::filesystem::path ckpt = first->save_checkpoint();
   ASSERT_TRUE(std::filesystem::exists(ckpt / kShardingManifest)) << ckpt;
+  EXPECT_EQ(sealed, 1);  // after the shards' checkpoint too
 
   f.config.train.max_steps = 5;
   auto sharded = f.make("sharded");

@@ -45,9 +45,12 @@ void expect_resume_gives_bitwise_identical_losses(bool optimizer_in_backward) {
 
   f.config.train.max_steps = 3;
   auto first = f.make("part");
+  int sealed = 0;  // the ranks' agreement after every save (one process: only counted)
+  first->set_save_agreement([&] { ++sealed; });
   first->fit();
   auto ckpt = first->save_checkpoint();
   ASSERT_TRUE(std::filesystem::exists(ckpt / "model.safetensors"));
+  EXPECT_EQ(sealed, 1);
 
   f.config.train.max_steps = 6;
   auto second = f.make("part");

@@ -229,6 +229,10 @@ DataParallelParts prepare_trainer(Trainer& trainer, std::optional<TrainingCheckp
   if (mesh.data) parallel = attach_data_parallel(trainer, mesh.data, config.dist, plan);
   if (group) {  // a stop (Ctrl-C, a callback) ends every rank at the same step, every replica and stage
     trainer.set_stop_agreement([group](bool stop) { return group->any_rank(stop, "agreeing on stopping"); });
+    auto saves = std::make_shared<int64_t>(0);  // the same sequence on every rank
+    trainer.set_save_agreement([group, saves] {
+      group->share_from_rank0("checkpoint-sealed-" + std::to_string(++*saves), "1", std::chrono::hours(24));
+    });
   }
   return parallel;
 }

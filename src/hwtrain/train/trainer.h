@@ -79,6 +79,10 @@ class Trainer : public TrainerControl {
   // Distributed runs: `any` ORs a flag across ranks (collective). The trainer calls it once per
   // step so that a stop requested on one rank (Ctrl-C, a callback) ends every rank at that step.
   void set_stop_agreement(std::function<bool(bool)> any) { stop_any_ = std::move(any); }
+  // Distributed runs: called on every rank after each save_checkpoint(); rank 0 says its write is
+  // sealed, the others wait for that (however long it takes), not in their next collective, whose
+  // dist.timeout a large checkpoint's write and verification on rank 0 alone would outlast.
+  void set_save_agreement(std::function<void()> saved) { saved_everywhere_ = std::move(saved); }
   // Restores weights, optimizer, scaler, RNG, data loader position and counters from a checkpoint
   // (read_training_checkpoint: verified against its COMPLETE marker, its state range-checked).
   void resume_from(const std::filesystem::path& checkpoint);
@@ -167,6 +171,7 @@ class Trainer : public TrainerControl {
   TrainingCheckpoint checkpoint_contents(NamedTensors optimizer_state) const;
   std::filesystem::path store_checkpoint(const TrainingCheckpoint& ckpt,
                                          const std::function<void(const std::filesystem::path&)>& also);
+  std::filesystem::path save_whole_checkpoint();
   std::filesystem::path save_sharded_checkpoint();
   NamedTensors master_weights() const;  // ZeRO-2/3 of a split model (collective)
   void restore_master_shards(const NamedTensors& weights);  // restore_weights under ZeRO-2/3
@@ -189,6 +194,7 @@ class Trainer : public TrainerControl {
   std::unique_ptr<CudaGraphStep> graph_;       // the captured step (optimization.cuda_graphs)
   std::unique_ptr<Tokenizer> tokenizer_;  // copied into every checkpoint; null for hand-made test data
   std::function<bool(bool)> stop_any_;
+  std::function<void()> saved_everywhere_;
   CallbackList callbacks_;
 
   int64_t step_ = 0;

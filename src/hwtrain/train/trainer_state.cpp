@@ -210,7 +210,12 @@ fs::path Trainer::store_checkpoint(const TrainingCheckpoint& ckpt, const std::fu
 }
 
 fs::path Trainer::save_checkpoint() {
-  if (parts_.sharding.local_weights) return save_sharded_checkpoint();
+  const fs::path written = parts_.sharding.local_weights ? save_sharded_checkpoint() : save_whole_checkpoint();
+  if (saved_everywhere_) saved_everywhere_();
+  return written;
+}
+
+fs::path Trainer::save_whole_checkpoint() {
   // A split model's checkpoint joins whole tensors: 8-bit moments as their fp32 values (the cuts
   // quantize other blocks than the whole tensor would), quantized again when a run loads them.
   NamedTensors optimizer_state = optimizer_->state(/*fp32_moments=*/model_->model_parallel());
