@@ -217,7 +217,7 @@ void sweep_file(const uint8_t* data, size_t size) {
 void study_file(const uint8_t* data, size_t size) {
   const fs::path file = write_input("study.db", data, size);
   expecting_errors([&] {
-    sweep::StudyInfo info{"sweep", "train.lr=loguniform[0.001,0.01]", "min", "val_loss"};
+    sweep::StudyInfo info{"sweep", "train.lr=loguniform[0.001,0.01]", "min", "val_loss", ""};
     auto store = sweep::StudyStore::open(file.string(), info);
     store.trials();
     store.claim([](const std::vector<sweep::Trial>&) { return sweep::Params{{"train.lr", 0.002}}; }, 1000);

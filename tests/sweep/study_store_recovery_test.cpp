@@ -20,7 +20,7 @@ namespace {
 
 using hwt::testing::TempDir;
 
-StudyInfo recovery_test_info() { return {"demo", "space-fp-1", "max", "tokens_per_s"}; }
+StudyInfo recovery_test_info() { return {"demo", "space-fp-1", "max", "tokens_per_s", ""}; }
 
 Params recovery_test_params(const std::vector<Trial>& history) {
   return Params{{"lr", 3e-4 * static_cast<double>(history.size() + 1)}, {"batch", std::int64_t{32}}};

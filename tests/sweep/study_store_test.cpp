@@ -24,7 +24,7 @@ namespace {
 using hwt::testing::error_of;
 using hwt::testing::TempDir;
 
-StudyInfo store_test_info() { return {"demo", "space-fp-1", "min", "val_loss"}; }
+StudyInfo store_test_info() { return {"demo", "space-fp-1", "min", "val_loss", ""}; }
 
 std::uint64_t store_test_bits(double x) {
   std::uint64_t bits = 0;
@@ -206,6 +206,28 @@ TEST(StudyStore, ForeignSchemaAndOtherVersionAreRefused) {
   auto store = StudyStore::open(damaged, store_test_info());
   const std::string m3 = error_of<IoError>([&] { store.trials(); });
   EXPECT_NE(m3.find(damaged + " trial 0: params_json is not a JSON object"), std::string::npos) << m3;
+}
+
+// A resumed sweep whose base config says something else is refused by the setting that changed; a
+// study of schema version 1 (no base recorded) takes the first base it is opened with.
+TEST(StudyStore, AnotherBaseConfigIsRefusedByTheSettingThatChanged) {
+  TempDir dir;
+  StudyInfo info = store_test_info();
+  info.base_config = "[train]\nlr = 0.001\n";
+  const std::string path = (dir / "base.db").string();
+  { StudyStore::open(path, info); }
+  { StudyStore::open(path, info); }
+  StudyInfo edited = info;
+  edited.base_config = "[train]\nlr = 0.002\n";
+  const std::string m = error_of<ConfigError>([&] { StudyStore::open(path, edited); });
+  EXPECT_NE(m.find(path + " was created with another base config (train.lr = 0.001 in the study, 0.002 now)"),
+            std::string::npos) << m;
+
+  make_sqlite_file(path, "ALTER TABLE meta DROP COLUMN base_config; PRAGMA user_version = 1");
+  { StudyStore::open(path, edited); }  // migrated: the study now records 0.002
+  EXPECT_NO_THROW(StudyStore::open(path, edited));
+  EXPECT_NE(error_of<ConfigError>([&] { StudyStore::open(path, info); }).find("train.lr = 0.002 in the study, 0.001 now"),
+            std::string::npos);
 }
 
 TEST(StudyStore, ClaimRespectsMaxTrialsAndPassesHistory) {

@@ -73,6 +73,16 @@ TEST(SweepOutputs, BestConfigMergesTheBaseAndKeepsTheTypesHwtrainReads) {
   }
 }
 
+// A string key's choice that looks like a number stays text, as `--set key=42` gave it to the trial.
+TEST(SweepOutputs, AStringKeysNumericChoiceStaysText) {
+  const Params params = {{"data.tokenizer", std::string("42")}, {"train.micro_batch_size", std::string("4")}};
+  const auto is_text = [](const std::string& key, const std::string&) { return key == "data.tokenizer"; };
+  const toml::table doc = toml::parse(best_config_toml("", "run.toml", params, "", is_text));
+  EXPECT_EQ(doc["data"]["tokenizer"].value<std::string>(), "42");
+  EXPECT_TRUE(doc["train"]["micro_batch_size"].is_integer());
+  EXPECT_TRUE(toml::parse(best_config_toml("", "run.toml", params, ""))["data"]["tokenizer"].is_integer());  // untyped
+}
+
 TEST(SweepOutputs, BestConfigWithoutABaseAndWithAConflictingOne) {
   TempDir dir;
   write_best_config(dir / "best.toml", "", {{"train.lr", 0.5}}, "");

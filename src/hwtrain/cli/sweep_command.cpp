@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <toml++/toml.h>
 
 #include "hwtrain/cli/commands.h"
 #include "hwtrain/core/files.h"
@@ -103,8 +104,17 @@ int run_sweep(const SweepArgs& args) {
                             {config.study.string(), config.objective, config.direction, config.space, result.trials, table});
   if (result.best) {
     const fs::path best = config.out_dir / "best.toml";
+    // A choice is written as the run's config types it: what `--set key=literal` gave the trial.
+    const auto is_text = [&base](const std::string& key, const std::string& literal) {
+      RunConfig typed = base;
+      typed.apply_override(key + "=" + literal);
+      const toml::table t = toml::parse(typed.to_toml());
+      const toml::node* n = t.at_path(key).node();
+      return n && n->is_string();
+    };
     sweep::write_best_config(best, config.base_config, result.best->params,
-                             "best trial " + std::to_string(result.best->number) + " of study " + config.study.string());
+                             "best trial " + std::to_string(result.best->number) + " of study " + config.study.string(),
+                             is_text);
     std::cout << "best config: " << best.string() << " (hwtrain train --config " << best.string() << ")\n";
   }
   if (result.interrupted) {

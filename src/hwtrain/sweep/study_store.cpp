@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/sweep/base_config.h"
 #include "hwtrain/sweep/process_identity.h"
 
 namespace hwt::sweep {
@@ -20,7 +21,7 @@ namespace hwt::sweep {
 namespace {
 
 constexpr std::int64_t kStudyApplicationId = 0x68777473;  // "hwts" in the SQLite header: an hwtrain study
-constexpr std::int64_t kStudySchemaVersion = 1;
+constexpr std::int64_t kStudySchemaVersion = 2;  // 2: meta.base_config
 
 // value in intermediate is NULL for a reported NaN (SQLite stores NaN as NULL); pid and pid_start
 // are the claiming process's, on the machine named by machine_key, for the liveness check.
@@ -32,7 +33,8 @@ CREATE TABLE meta (
   space_fingerprint TEXT NOT NULL,
   direction TEXT NOT NULL,
   objective TEXT NOT NULL,
-  created_unix REAL NOT NULL
+  created_unix REAL NOT NULL,
+  base_config TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE trials (
   number INTEGER PRIMARY KEY,
@@ -184,9 +186,10 @@ void StudyStore::create_or_check_schema() {
     db_.exec("PRAGMA user_version = " + std::to_string(kStudySchemaVersion));
     SqlStatement meta(db_,
                       "INSERT INTO meta (id, schema_version, name, space_fingerprint, direction, objective, "
-                      "created_unix) VALUES (0, ?1, ?2, ?3, ?4, ?5, ?6)");
+                      "created_unix, base_config) VALUES (0, ?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     meta.bind_int(1, kStudySchemaVersion).bind_text(2, info_.name).bind_text(3, info_.space_fingerprint);
-    meta.bind_text(4, info_.direction).bind_text(5, info_.objective).bind_real(6, now()).run();
+    meta.bind_text(4, info_.direction).bind_text(5, info_.objective).bind_real(6, now());
+    meta.bind_text(7, info_.base_config).run();
     txn.commit();
     return;
   }
@@ -194,12 +197,17 @@ void StudyStore::create_or_check_schema() {
     throw IoError(path + " is a SQLite database but not an hwtrain study (application_id " + std::to_string(app_id) +
                   ", " + std::to_string(num_objects) + " schema objects); pass a new file name to start a study");
   }
-  if (version != kStudySchemaVersion) {
+  if (version == 1) {  // written before base configs were recorded: this sweep's is taken as the study's
+    db_.exec("ALTER TABLE meta ADD COLUMN base_config TEXT NOT NULL DEFAULT ''");
+    SqlStatement adopt(db_, "UPDATE meta SET base_config = ?1, schema_version = 2 WHERE id = 0");
+    adopt.bind_text(1, info_.base_config).run();
+    db_.exec("PRAGMA user_version = " + std::to_string(kStudySchemaVersion));
+  } else if (version != kStudySchemaVersion) {
     throw IoError(path + " is an hwtrain study of schema version " + std::to_string(version) +
                   ", but this hwtrain reads version " + std::to_string(kStudySchemaVersion) +
                   "; use the hwtrain that created it, or a new study file");
   }
-  SqlStatement meta(db_, "SELECT name, space_fingerprint, direction, objective FROM meta WHERE id = 0");
+  SqlStatement meta(db_, "SELECT name, space_fingerprint, direction, objective, base_config FROM meta WHERE id = 0");
   if (!meta.step()) throw IoError(path + " is an hwtrain study without its meta row (damaged); use a new study file");
   const auto differs = [&](int column, const std::string& now_value, const std::string& what) {
     const std::string in_file = meta.text_at(column);
@@ -211,6 +219,10 @@ void StudyStore::create_or_check_schema() {
   differs(1, info_.space_fingerprint, "search space");
   differs(2, info_.direction, "direction");
   differs(3, info_.objective, "objective");
+  if (const std::string change = first_base_difference(meta.text_at(4), info_.base_config); !change.empty()) {
+    throw ConfigError(path + " was created with another base config (" + change + "): its trials would not compare "
+                      "with new ones; restore sweep.base_config's file, or use a new study file");
+  }
   txn.commit();
 }
 

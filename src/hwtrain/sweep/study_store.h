@@ -33,12 +33,15 @@
 
 namespace hwt::sweep {
 
-// What a study is for; a study file is reopened only by a sweep with the same four fields.
+// What a study is for; a study file is reopened only by a sweep with the same five fields.
 struct StudyInfo {
   std::string name;               // the study's name, e.g. the sweep file's stem
   std::string space_fingerprint;  // a hash of the search space: trials of another space do not mix
   std::string direction;          // "min" or "max": how the objective was turned into a minimized value
   std::string objective;          // the metric optimized, e.g. "val_loss"
+  // The trials' train config (sweep/base_config.h's recorded form; "" = none): trials of another base
+  // would not compare. A study written before it was recorded takes the first one it is opened with.
+  std::string base_config;
 };
 
 struct StudyStoreOptions {

@@ -1,6 +1,7 @@
 #include "hwtrain/sweep/sweep_components.h"
 
 #include "hwtrain/sweep/asha_pruner.h"
+#include "hwtrain/sweep/base_config.h"
 #include "hwtrain/sweep/grid_sampler.h"
 #include "hwtrain/sweep/median_pruner.h"
 #include "hwtrain/sweep/random_sampler.h"
@@ -33,6 +34,7 @@ StudyInfo make_study_info(const SweepConfig& config) {
   info.direction = enum_name(config.direction);
   // A value at a fixed step is another objective than the last value: the two never mix in one study.
   info.objective = config.objective + (config.at_step > 0 ? "@" + std::to_string(config.at_step) : "");
+  info.base_config = recorded_base_config(config.base_config);
   return info;
 }
 

@@ -19,7 +19,7 @@ std::unique_ptr<Pruner> make_pruner(const SweepConfig& config);
 
 // name: the study file's stem (renaming the sweep file keeps its study); space_fingerprint:
 // fingerprint(config.space); direction as configured; objective "val_loss", or "val_loss@500" with
-// at_step = 500.
+// at_step = 500; base_config: recorded_base_config(config.base_config) (reads the file).
 StudyInfo make_study_info(const SweepConfig& config);
 
 }  // namespace hwt::sweep

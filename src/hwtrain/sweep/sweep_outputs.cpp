@@ -47,7 +47,8 @@ void assign_literal(toml::table& t, const std::string& leaf, const std::string& 
   t.insert_or_assign(leaf, literal);
 }
 
-void set_dotted(toml::table& root, const std::string& key, const ParamValue& value, const std::string& source) {
+void set_dotted(toml::table& root, const std::string& key, const ParamValue& value, const std::string& source,
+                const IsTextValue& is_text) {
   toml::table* t = &root;
   std::size_t start = 0;
   for (std::size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', start)) {
@@ -63,8 +64,10 @@ void set_dotted(toml::table& root, const std::string& key, const ParamValue& val
     t->insert_or_assign(leaf, *d);
   } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
     t->insert_or_assign(leaf, *i);
+  } else if (const std::string& literal = std::get<std::string>(value); is_text && is_text(key, literal)) {
+    t->insert_or_assign(leaf, literal);
   } else {
-    assign_literal(*t, leaf, std::get<std::string>(value));
+    assign_literal(*t, leaf, literal);
   }
 }
 
@@ -106,7 +109,7 @@ std::string format_trials_table(const std::vector<Trial>& trials, const std::str
 }
 
 std::string best_config_toml(const std::string& base_toml, const std::string& base_source, const Params& params,
-                             const std::string& header) {
+                             const std::string& header, const IsTextValue& is_text) {
   toml::table doc;
   try {
     doc = toml::parse(base_toml, base_source);
@@ -115,7 +118,7 @@ std::string best_config_toml(const std::string& base_toml, const std::string& ba
     throw ConfigError(base_source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
                       ": TOML syntax error: " + std::string(e.description()));
   }
-  for (const auto& [key, value] : params) set_dotted(doc, key, value, base_source);
+  for (const auto& [key, value] : params) set_dotted(doc, key, value, base_source, is_text);
   std::ostringstream out;
   std::istringstream lines(header);
   for (std::string line; std::getline(lines, line);) out << "# " << line << "\n";
@@ -124,10 +127,10 @@ std::string best_config_toml(const std::string& base_toml, const std::string& ba
 }
 
 void write_best_config(const std::filesystem::path& out, const std::filesystem::path& base_config, const Params& params,
-                       const std::string& header) {
+                       const std::string& header, const IsTextValue& is_text) {
   const std::string base = base_config.empty() ? std::string() : read_file(base_config);
   const std::string source = base_config.empty() ? std::string("best config") : base_config.string();
-  write_file_atomic(out, best_config_toml(base, source, params, header));
+  write_file_atomic(out, best_config_toml(base, source, params, header, is_text));
 }
 
 }  // namespace hwt::sweep
