@@ -168,6 +168,29 @@ TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// hwtrain train exits 128 + the signal once its checkpoint is written: after a forwarded signal
+// that is the orderly stop asked for, not a failure that would stop (and kill) the slower ranks.
+TEST(Launcher, RanksExitingWithTheForwardedSignalAreNotFailures) {
+  LaunchOptions o = shell(2, "trap 'if [ \"$RANK\" = 1 ]; then sleep 1; fi; echo saved; exit 143' TERM; "
+                             "echo started; sleep 60 & wait");
+  o.grace_seconds = 0.2;
+  bool sent = false;
+  int started = 0, saved = 0;
+  LaunchResult r = launch(o, [&](bool, const std::string& line) {
+    if (line.find("saved") != std::string::npos) ++saved;
+    if (line.find("started") != std::string::npos && ++started == 2 && !sent) {
+      sent = true;
+      ::kill(::getpid(), SIGTERM);
+    }
+  });
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(saved, 2);  // rank 1 was given its second to finish
+  EXPECT_EQ(r.failed_rank, -1);
+  EXPECT_EQ(r.exit_codes, std::vector<int>({128 + SIGTERM, 128 + SIGTERM}));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(r.reason, "the ranks stopped with it (exit status 143)");
+}
+
 TEST(Launcher, MissingProgramIsExitCode127) {
   LaunchOptions o;
   o.command = {"/nonexistent/program"};

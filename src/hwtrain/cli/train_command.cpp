@@ -314,7 +314,11 @@ int run_train(const TrainArgs& a) {
   if (sample && rank0 && !mesh.model_parallel()) text = sample_text(model, nullptr, config, trainer, *data, optimizer.device());
   if (sample && rank0) log_info("sample:\n{}\n", text);
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
-  return 0;
+  // A run a signal cut short says so in its exit status (as a shell's 130 after Ctrl-C), so that a
+  // script, a scheduler or a sweep does not take it for a finished one; its checkpoint resumes it.
+  const int stopped_by = result.stop_reason.rfind("interrupted by ", 0) == 0 ? interrupt_signal() : 0;
+  if (stopped_by != 0) log_warn("{} before train.max_steps: exit status {}", result.stop_reason, 128 + stopped_by);
+  return stopped_by != 0 ? 128 + stopped_by : 0;
 }
 
 Command add_train(CLI::App& app) {

@@ -23,7 +23,6 @@
 extern char** environ;
 
 namespace hwt {
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -31,7 +30,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 int g_signal_pipe[2] = {-1, -1};  // written by the handler, read by the poll loop
 std::mutex g_launch_mutex;        // one launch per process: the handler and pipe are global
-
 pid_t g_launcher_pid = 0;          // the handler's process; a rank between fork and exec is another
 
 void on_signal(int sig) {
@@ -177,9 +175,12 @@ void reap(std::vector<Child>& children, LaunchResult& result, const std::functio
     c.running = false;
     if (c.pidfd >= 0) ::close(c.pidfd);
     c.pidfd = -1;
-    if (exit_code_of(c.status) != 0 && result.failed_rank < 0) {
+    // After a forwarded signal, a rank exiting 128 + it (checkpoint written, or killed by it) stopped as asked.
+    const int code = exit_code_of(c.status);
+    if (code != 0 && result.interrupted_by != 0 && code == 128 + result.interrupted_by) continue;
+    if (code != 0 && result.failed_rank < 0) {
       result.failed_rank = c.rank;
-      result.exit_code = exit_code_of(c.status);
+      result.exit_code = code;
       result.reason = describe_status(c.rank, c.status);
       stop_all(SIGTERM);  // also after an interrupt: a failed rank leaves the others nobody to finish with
     }
@@ -384,12 +385,14 @@ LaunchResult launch(const LaunchOptions& options, const LineSink& sink_arg) {
   }
   for (auto& c : children) {
     for (int s = 0; s < 2; ++s) {
-      if (c.fds[s] >= 0) {
-        emit(c, s, true, sink);
-        ::close(c.fds[s]);
-      }
+      if (c.fds[s] < 0) continue;
+      emit(c, s, true, sink);
+      ::close(c.fds[s]);
     }
     result.exit_codes.push_back(exit_code_of(c.status));
+    if (result.failed_rank >= 0 || result.exit_code != 0 || result.exit_codes.back() == 0) continue;
+    result.exit_code = result.exit_codes.back();  // 128 + the forwarded signal
+    result.reason = "the ranks stopped with it (exit status " + std::to_string(result.exit_code) + ")";
   }
   return result;
 }

@@ -64,9 +64,15 @@ TrialRunner::TrialRunner(Trial trial, Slot slot, std::filesystem::path dir, Tria
   trial_.intermediate.clear();  // a retry runs from the start (the store dropped its values too)
 }
 
+// hwtrain train exits 128 + the signal when one cuts its run short: a trial told to stop that still
+// exits 0 had finished first, and its result stands (it would be rerun otherwise).
+bool TrialRunner::finished_before_stop() const {
+  return stopping_ == TrialState::kInterrupted && !lost_ && process_.succeeded();
+}
+
 bool TrialRunner::poll(StudyStore& store, const Pruner* pruner, double now_s) {
   const bool exited = process_.poll();
-  if (!stopping_) read_metrics(store, exited ? nullptr : pruner, now_s);
+  if (!stopping_ || (exited && finished_before_stop())) read_metrics(store, exited ? nullptr : pruner, now_s);
   if (!exited) {
     if (stopping_) {
       if (!killed_ && now_s >= kill_at_s_) {
@@ -130,7 +136,7 @@ void TrialRunner::interrupt(const std::string& reason, double now_s) { stop(Tria
 
 void TrialRunner::decide_outcome() {
   trial_.value.reset();
-  if (stopping_) {
+  if (stopping_ && !finished_before_stop()) {
     trial_.state = *stopping_;
     if (*stopping_ == TrialState::kPruned && !trial_.intermediate.empty()) {
       trial_.value = trial_.intermediate.rbegin()->second;

@@ -50,7 +50,8 @@ class TrialRunner {
   bool poll(StudyStore& store, const Pruner* pruner, double now_s);
 
   // Stops the process (SIGTERM, SIGKILL after the grace period); the trial is finished INTERRUPTED
-  // with `reason` once it has exited, so the next sweep run retries it.
+  // with `reason` once it has exited, so the next sweep run retries it; unless it exits 0, which
+  // hwtrain train does only when it had finished (a run cut short exits 128 + the signal).
   void interrupt(const std::string& reason, double now_s);
 
   const Trial& trial() const { return trial_; }  // its end state once poll() returned true
@@ -65,6 +66,7 @@ class TrialRunner {
   void stop(TrialState target, const std::string& reason, double now_s);
   void finish(StudyStore& store, double now_s);
   void decide_outcome();
+  bool finished_before_stop() const;  // exited 0 after an interrupt: a complete trial
   std::string failure_reason() const;
 
   Trial trial_;

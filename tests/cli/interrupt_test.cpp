@@ -1,0 +1,55 @@
+// A run a signal cuts short writes its final checkpoint and then exits 128 + the signal (130 for
+// Ctrl-C, 143 for SIGTERM), so that a script, Slurm or a sweep does not take it for a finished run;
+// under `hwtrain launch` the ranks that stop so are not failures: none is blamed or killed, and the
+// launcher exits with the same status.
+#include <gtest/gtest.h>
+
+#include "cli/model_parallel_args.h"
+#include "hwtrain/io/checkpoint_store.h"
+#include "support/shell.h"
+#include "support/small_corpus.h"
+#include "support/temp_dir.h"
+
+namespace hwt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Starts `command` (hwtrain ...) in the background, signals it with `sig` once run/metrics.jsonl
+// holds a step, and returns its exit status (-1 if no step came within 120 s).
+int interrupted_status(const testing::TempDir& dir, const std::string& command, const std::string& sig,
+                       const std::string& log) {
+  // set -m: a background job of a script ignores SIGINT otherwise.
+  dir.write("stop.sh", "set -m\n" + std::string(HWTRAIN_BINARY) + " " + command + " > " + log + " 2>&1 & P=$!\n"
+                       "for i in $(seq 1200); do\n"
+                       "  grep -q '\"step\"' run/metrics.jsonl 2>/dev/null && break; sleep 0.1\n"
+                       "done\n"
+                       "grep -q '\"step\"' run/metrics.jsonl || { kill -9 $P; exit 255; }\n"
+                       "kill -" + sig + " $P; wait $P; exit $?\n");
+  const int status = testing::run_shell("cd '" + dir.path().string() + "' && timeout 300 bash stop.sh");
+  return status == 255 ? -1 : status;
+}
+
+TEST(Interrupt, ACutShortRunSavesThenExitsWithTheSignalsStatus) {
+  testing::TempDir dir;
+  dir.write("corpus/a.txt", testing::small_corpus());
+  const std::string train = "train " + testing::kModelParallelRun +
+                            "--set model.preset=tiny --set train.max_steps=100000 --set log.flush_seconds=0.1 "
+                            "--out run";
+  EXPECT_EQ(interrupted_status(dir, train, "TERM", "one.log"), 128 + 15) << testing::read_text(dir / "one.log");
+  const std::string one = testing::read_text(dir / "one.log");
+  EXPECT_NE(one.find("interrupted by SIGTERM before train.max_steps: exit status 143"), std::string::npos) << one;
+  EXPECT_TRUE(CheckpointStore(dir / "run" / "checkpoints", 1).latest()) << one;
+
+  fs::remove_all(dir / "run");
+  EXPECT_EQ(interrupted_status(dir, "launch --nproc-per-node 2 --master-port 29713 -- " + train, "INT", "two.log"),
+            128 + 2) << testing::read_text(dir / "two.log");
+  const std::string two = testing::read_text(dir / "two.log");
+  EXPECT_NE(two.find("hwtrain launch: interrupted by SIGINT, forwarded to every rank; the ranks stopped with it "
+                     "(exit status 130)"), std::string::npos) << two;
+  EXPECT_EQ(two.find("the other ranks were stopped"), std::string::npos) << two;
+  EXPECT_TRUE(CheckpointStore(dir / "run" / "checkpoints", 1).latest()) << two;
+}
+
+}  // namespace
+}  // namespace hwt
