@@ -299,6 +299,18 @@ TEST(ModelParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {
   EXPECT_NE(testing::read_text(dir / "pp.log").find("dist.pipeline_parallel = 4 is more stages than model.n_layer = 2"),
             std::string::npos)
       << testing::read_text(dir / "pp.log");
+  // A tensor size left to a search that chooses no layout (a setting that needs the whole model on
+  // every rank): refused, not run as pure data parallel.
+  EXPECT_NE(hwtrain("launch --nproc-per-node 2 --master-port 29711 -- train " + kCommon +
+                        "--set model.preset=tiny --set dist.tensor_parallel=2 --set dist.pipeline_parallel=auto "
+                        "--set optimization.auto_batch_size=true --out w",
+                    dir.path(), "auto.log"),
+            0);
+  EXPECT_NE(testing::read_text(dir / "auto.log")
+                .find("dist.tensor_parallel = 2 splits the model, but the layout search (the other key is auto) chose "
+                      "none: optimization.auto_batch_size needs the whole model"),
+            std::string::npos)
+      << testing::read_text(dir / "auto.log");
 }
 
 }  // namespace

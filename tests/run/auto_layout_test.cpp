@@ -83,6 +83,11 @@ TEST(AutoLayout, AModelThatFitsKeepsDataParallelAndSaysWhy) {
   EXPECT_NE(d.reason.find("Gloo over the loopback"), std::string::npos) << d.reason;
   EXPECT_EQ(p.world_size, 2);
   EXPECT_FALSE(p.layouts_considered.empty());
+  EXPECT_NE(d.reason.find("tp in {1, 2}"), std::string::npos) << d.reason;
+  // Sequence parallelism (the default) cuts the sequence over the tensor ranks: 127 positions, not by 2.
+  const Plan odd = make_plan(cpu_box(20ll << 30), auto_config({"model.block_size=127"}), two_ranks());
+  EXPECT_NE(decision(odd, "parallel_layout").reason.find("tp in {1}"), std::string::npos)
+      << decision(odd, "parallel_layout").reason;
 }
 
 // A budget under the whole model's least but over half of it: the search splits the model (the
@@ -113,6 +118,26 @@ TEST(AutoLayout, AModelThatDoesNotFitAProcessIsSplit) {
   one.world_size = 2;
   EXPECT_NEAR(make_plan(cpu_box(static_cast<int64_t>(2 * least)), c, one).memory_budget_bytes, 1.5 * least,
               1e-6 * least);
+}
+
+// A node's ranks bound a tensor group, not its GPUs: 4 processes per 8-GPU node cannot keep 8
+// tensor ranks together (each group would span two nodes, costed as NVLink).
+TEST(AutoLayout, ATensorGroupStaysWithinANodesRanks) {
+  HardwareProfile hw = planner_machines::gpu_machine(9);
+  for (int i = 1; i < 8; ++i) hw.gpus.push_back(hw.gpus[0]);
+  const RunConfig c = auto_config({"dist.tensor_parallel=8", "model.n_head=8"});
+  PlanContext ctx;
+  ctx.world_size = 16;
+  ctx.ranks_per_node = 8;
+  EXPECT_NO_THROW(make_plan(hw, c, ctx));
+  ctx.ranks_per_node = 4;
+  try {
+    make_plan(hw, c, ctx);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.tensor_parallel = 8 does not fit in one node's 4 GPU ranks"),
+              std::string::npos) << e.what();
+  }
 }
 
 // A pinned sharding is weighed with every layout that has replicas to shard over: zero3 and zero2

@@ -326,7 +326,7 @@ TEST(ParallelLayoutSearch, ImpossibleSizesAreOneLineErrorsNamingKeysAndValidValu
   EXPECT_NE(blocks.find("model.n_layer = 80"), std::string::npos) << blocks;
   EXPECT_NE(mesh.find("dist.pipeline_parallel = 3"), std::string::npos) << mesh;
   EXPECT_NE(mesh.find("1, 2, 4, 8, 16, 32, 64"), std::string::npos) << mesh;
-  EXPECT_NE(node.find("node of 8 GPUs"), std::string::npos) << node;
+  EXPECT_NE(node.find("one node's 8 GPU ranks"), std::string::npos) << node;
   EXPECT_NE(node.find("1, 2, 4, 8"), std::string::npos) << node;
   LayoutProblem pinned = problem_for("h100-80gb", 8, llama70, 1024);
   pinned.tensor_parallel = 3;

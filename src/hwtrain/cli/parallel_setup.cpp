@@ -29,7 +29,18 @@ DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunC
                               int world_size) {
   if (fixed) return *fixed;
   // Without a layout (one rank, or a setting that needs the whole model: the plan's line says which)
-  // every rank is a replica, as the plan counted them.
+  // every rank is a replica, as the plan counted them; unless the user split the model.
+  const int64_t want_tp = config.dist.tensor_parallel.value_or(1), want_pp = config.dist.pipeline_parallel.value_or(1);
+  if (!plan.layout && (want_tp > 1 || want_pp > 1)) {
+    std::string why = "no layout fits the memory";
+    for (const Decision& d : plan.decisions) {
+      if (d.name == "parallel_layout") why = d.reason;
+    }
+    throw ConfigError((want_tp > 1 ? "dist.tensor_parallel = " + std::to_string(want_tp)
+                                   : "dist.pipeline_parallel = " + std::to_string(want_pp)) +
+                      " splits the model, but the layout search (the other key is auto) chose none: " + why +
+                      "; set both dist.tensor_parallel and dist.pipeline_parallel, or leave both auto");
+  }
   const int64_t tp = plan.layout ? plan.layout->tensor_parallel : 1;
   const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : 1;
   DeviceMesh mesh(world_size, tp, pp);

@@ -43,7 +43,10 @@ double peak_flops(const Plan& p, const GpuInfo& gpu) {
 LayoutMachine gpu_machine(const Plan& p, const PlanInputs& in, const GpuInfo& gpu, std::string& assumed) {
   LayoutMachine m;
   m.num_gpus = all_ranks(in);
-  m.gpus_per_node = std::min(m.num_gpus, gpus_per_node(in.hw));
+  // A node's ranks, not its GPUs, bound a tensor group: 4 ranks on an 8-GPU node cannot keep 8 together.
+  const int64_t per_node = gpus_per_node(in.hw);
+  const int64_t ranks = in.ctx.ranks_per_node > 0 ? std::min(per_node, in.ctx.ranks_per_node) : per_node;
+  m.gpus_per_node = std::min(m.num_gpus, ranks);
   m.peak_flops = peak_flops(p, gpu);
   m.nvlink_gbs = gpu.link_bandwidth_gbs;
   m.inter_node_gbs = inter_node_gbs_per_gpu(in.hw);

@@ -88,6 +88,11 @@ std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) 
 std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const ParallelLayout& l) {
   if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
   if (problem.sharding) return {*problem.sharding};
+  // Sequence parallel with a vocabulary the tensor ranks split unevenly: gradient shards of the
+  // norms would lie differently on them (cli/parallel_setup.h refuses it), so ZeRO-1 at most.
+  if (l.tensor_parallel > 1 && problem.sequence_parallel && problem.base.model.vocab_size % l.tensor_parallel != 0) {
+    return {Sharding::None, Sharding::Zero1};
+  }
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }
 
@@ -273,8 +278,8 @@ void check_layout_request(const ModelConfig& model, int64_t num_gpus, int64_t gp
   check_mesh_fits_model(mesh, model, pipeline_chunks.value_or(1));
   const int64_t tp = mesh.tensor_parallel();
   if (tp > gpus_per_node || gpus_per_node % tp != 0) {
-    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not fit in a node of " +
-                      std::to_string(gpus_per_node) + " GPUs (a tensor group all-reduces every layer over NVLink); "
+    throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not fit in one node's " +
+                      std::to_string(gpus_per_node) + " GPU ranks (a tensor group all-reduces every layer over NVLink); "
                       "valid: " + numbers(tensor_parallel_choices(model, num_gpus, gpus_per_node)));
   }
 }
@@ -289,9 +294,13 @@ LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
   const LayoutMachine& hw = problem.machine;
   check_layout_request(problem.base.model, hw.num_gpus, hw.gpus_per_node, problem.tensor_parallel,
                        problem.pipeline_parallel, problem.pipeline_chunks);
-  const std::vector<int64_t> tps = problem.tensor_parallel
-                                       ? std::vector<int64_t>{*problem.tensor_parallel}
-                                       : tensor_parallel_choices(problem.base.model, hw.num_gpus, hw.gpus_per_node);
+  std::vector<int64_t> tps = problem.tensor_parallel
+                                 ? std::vector<int64_t>{*problem.tensor_parallel}
+                                 : tensor_parallel_choices(problem.base.model, hw.num_gpus, hw.gpus_per_node);
+  if (!problem.tensor_parallel && problem.sequence_parallel) {  // each tensor rank keeps 1/tp of the sequence
+    tps.erase(std::remove_if(tps.begin(), tps.end(), [&](int64_t tp) { return problem.base.model.block_size % tp != 0; }),
+              tps.end());
+  }
   std::vector<Candidate> pairs, interleaved;  // each pair's best with plain 1F1B, and interleaving allowed
   for (int64_t tp : tps) {
     for (int64_t pp : pipeline_choices(problem, tp)) {
