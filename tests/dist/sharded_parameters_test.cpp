@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/dist_test_util.h"
+#include "hwtrain/core/error.h"
 #include "hwtrain/dist/sharded_parameters.h"
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/host_allocation_counter.h"
@@ -116,6 +117,15 @@ TEST(DistWorker, ShardedZero3) {
     std::map<std::string, torch::Tensor> by_name(back.begin(), back.end());
     ASSERT_EQ(back.size(), whole.size());
     for (const auto& [name, t] : whole) EXPECT_TRUE(torch::equal(by_name[name], t)) << name;
+  }
+  // A moment of another size than its weight (a damaged checkpoint) is named, not sliced.
+  NamedTensors longer = whole;
+  longer[0].second = torch::zeros({longer[0].second.numel() + 1});
+  try {
+    s.shard_state(longer);
+    ADD_FAILURE() << "expected an IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer state '" + whole[0].first + "' has"), std::string::npos) << e.what();
   }
   group->shutdown();
 }

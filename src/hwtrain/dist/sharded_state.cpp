@@ -41,6 +41,18 @@ const torch::Tensor& find_entry(const std::map<std::string, torch::Tensor>& by_n
 
 NamedList ShardedParameters::shard_state(const NamedList& whole) const {
   std::map<std::string, torch::Tensor> by_name(whole.begin(), whole.end());
+  std::map<std::string, int64_t> numel;  // of each parameter, which its moments must match
+  for (const auto& up : units_) {
+    // From the shapes: ZeRO-3 frees the parameters themselves.
+    for (size_t i = 0; i < up->names.size(); ++i) numel[up->names[i]] = c10::multiply_integers(up->shapes[i]);
+  }
+  for (const auto& [key, t] : by_name) {  // every rank checks every moment, not only its segments'
+    const auto it = key.rfind("step.", 0) == 0 ? numel.end() : numel.find(key.substr(key.find('.') + 1));
+    if (it != numel.end() && t.numel() != it->second) {
+      throw IoError("optimizer state '" + key + "' has " + std::to_string(t.numel()) +
+                    " values, but its parameter has " + std::to_string(it->second));
+    }
+  }
   return shard_state([&](const std::string& key, int64_t offset, int64_t count) {
     const torch::Tensor& t = find_entry(by_name, key);
     return key.rfind("step.", 0) == 0 ? t : t.reshape(-1).narrow(0, offset, count);
