@@ -44,6 +44,25 @@ void expect_bitwise_equal(const torch::Tensor& a, const torch::Tensor& b, const 
   EXPECT_TRUE(torch::equal(a, b)) << what << ": max difference " << (a - b).abs().max().item<double>();
 }
 
+// ZeRO's segments are views of one flat shard sharing its version counter: after a step every
+// master is current, and none is read from the device again (each read was a device-to-host copy).
+TEST(AdamWOffload, ViewsOfOneShardAreReadOnce) {
+  torch::Tensor flat = torch::randn({10});
+  torch::Tensor a = flat.narrow(0, 0, 6), b = flat.narrow(0, 6, 4);
+  AdamW opt({{"a", a}}, {{"b", b}}, options(true, true));
+  for (int step = 1; step <= 3; ++step) {
+    a.mutable_grad() = torch::ones({6});
+    b.mutable_grad() = torch::ones({4});
+    opt.step(1e-2);
+  }
+  EXPECT_EQ(opt.master_reads(), 2);
+  flat.add_(1.0);  // written by someone else: both read again
+  a.mutable_grad() = torch::ones({6});
+  b.mutable_grad() = torch::ones({4});
+  opt.step(1e-2);
+  EXPECT_EQ(opt.master_reads(), 4);
+}
+
 TEST(AdamWOffload, StepsEqualTheDeviceOptimizerBitForBit) {
   for (bool fused : {true, false}) {
     for (bool int8 : {false, true}) {

@@ -84,6 +84,9 @@ class AdamW {
   // in host memory apart from the parameters: where host_state moved them.
   int64_t device_state_bytes() const;
   int64_t host_state_bytes() const;
+  // host_state: how often a master was read from its parameter (first steps, and a parameter written
+  // by someone else since); each read is a device-to-host copy.
+  int64_t master_reads() const { return master_reads_; }
   bool decays(const std::string& name) const;  // whether parameter `name` is in the decayed group
   bool has_state() const;  // whether any moments exist yet (see AdamWOptions::defer_state)
 
@@ -121,6 +124,7 @@ class AdamW {
                   const std::vector<torch::Tensor>& steps, bool decay, double lr, const torch::Tensor& grad_scale,
                   const torch::Tensor& found_inf, const torch::Tensor& lr_tensor = {});
   std::vector<Slot> slots_;
+  int64_t master_reads_ = 0;
   AdamWOptions options_;
   bool fused_;
 };

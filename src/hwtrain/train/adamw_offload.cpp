@@ -21,14 +21,14 @@ void AdamW::stage_on_host(Slot& s) {
     s.host = torch::empty(s.param.sizes(), host);
     s.host_grad = torch::empty(s.param.sizes(), host);
   }
-  if (s.param._version() != s.host_version) s.host.copy_(s.param);
+  if (s.param._version() != s.host_version) {
+    s.host.copy_(s.param);
+    ++master_reads_;
+  }
   s.host_grad.copy_(s.param.grad(), /*non_blocking=*/gpu);
 }
 
-void AdamW::copy_back_from_host(Slot& s) {
-  s.param.copy_(s.host, /*non_blocking=*/s.param.is_cuda());
-  s.host_version = s.param._version();
-}
+void AdamW::copy_back_from_host(Slot& s) { s.param.copy_(s.host, /*non_blocking=*/s.param.is_cuda()); }
 
 void AdamW::step_on_host(double lr, const torch::Tensor& grad_scale, const torch::Tensor& found_inf) {
   bool gpu = false;
@@ -44,6 +44,10 @@ void AdamW::step_on_host(double lr, const torch::Tensor& grad_scale, const torch
   auto on_host = [](const torch::Tensor& t) { return t.defined() ? t.to(torch::kCPU) : t; };
   update(lr, on_host(grad_scale), on_host(found_inf), /*on_host=*/true);
   for (Slot* s : staged) copy_back_from_host(*s);
+  // Versions read after every copy: ZeRO's segments are views of one flat shard and share its
+  // counter, which each segment's copy moves (read per copy, all but the last were stale next step
+  // and re-read their master from the device).
+  for (Slot* s : staged) s->host_version = s->param._version();
 }
 
 int64_t AdamW::device_state_bytes() const {

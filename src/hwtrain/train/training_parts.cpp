@@ -17,7 +17,9 @@ std::unique_ptr<AdamW> make_adamw(const Plan& plan, const TrainConfig& train, Tr
   opt.weight_decay = train.weight_decay;
   opt.fused = plan.fused_optimizer;
   opt.int8_moments = plan.optimizer_state_dtype == StateDtype::Int8;
-  opt.defer_state = plan.sharding == Sharding::Zero2 || plan.sharding == Sharding::Zero3;
+  // Every sharded plan: ZeRO-1's moments are made for what this rank owns once it is told
+  // (AdamW::set_owned), not whole first (the peak of the unsharded layout at start-up).
+  opt.defer_state = plan.sharding != Sharding::None;
   opt.host_state = plan.optimizer_state_device == StateDevice::Host;
   return std::make_unique<AdamW>(named_decay, named_no_decay, opt);
 }
