@@ -85,8 +85,8 @@ int run_lr_find(LrFindArgs& a) {
   auto test = std::make_shared<LrRangeTest>(a.options);
   t.extra_callbacks.push_back(test);
   const int rc = run_train(t);
-  if (rc != 0) return rc;
-  if (read_dist_env().rank != 0) return 0;  // launched: every rank saw the same (averaged) losses; one reports
+  if (rc != 0 && rc < 128) return rc;  // an error; a run a signal cut short (128 + it) reports what it measured
+  if (read_dist_env().rank != 0) return rc;  // launched: every rank saw the same (averaged) losses; one reports
   const auto suggestion = suggest_lr(test->points());
   write_outputs(t.out, *test, suggestion);
   std::cout << "step  lr          loss      smoothed\n";
@@ -101,14 +101,14 @@ int run_lr_find(LrFindArgs& a) {
     std::cout << "too few finite steps to suggest a learning rate: " << finite << " of --steps "
               << a.options.steps << " had a finite loss, " << kMinLrRangePoints
               << " are needed; raise --steps or lower --start-lr\n";
-    return 1;
+    return rc != 0 ? rc : 1;
   }
   std::printf("suggested learning rate: %.3g (steepest descent of the loss); %.3g (a tenth of the "
               "minimum's)\n%s%s\nplot: %s\n",
               suggestion->steepest, suggestion->min_loss_tenth, suggestion->how.c_str(),
               test->diverged() ? "; the loss diverged before --end-lr" : "",
               (fs::path(t.out) / "lr_find.svg").string().c_str());
-  return 0;
+  return rc;
 }
 
 }  // namespace

@@ -314,10 +314,11 @@ int run_train(const TrainArgs& a) {
   if (sample && rank0 && !mesh.model_parallel()) text = sample_text(model, nullptr, config, trainer, *data, optimizer.device());
   if (sample && rank0) log_info("sample:\n{}\n", text);
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
-  // A run a signal cut short says so in its exit status (as a shell's 130 after Ctrl-C), so that a
-  // script, a scheduler or a sweep does not take it for a finished one; its checkpoint resumes it.
-  const int stopped_by = result.stop_reason.rfind("interrupted by ", 0) == 0 ? interrupt_signal() : 0;
-  if (stopped_by != 0) log_warn("{} before train.max_steps: exit status {}", result.stop_reason, 128 + stopped_by);
+  // A run a signal cut short exits 128 + it, after its checkpoint (a rank stopped by another's signal
+  // alone exits 0: the stop agreement carries no signal); one that had done its steps finished.
+  const int stopped_by = result.steps < config.train.max_steps ? interrupt_signal() : 0;
+  const std::string why = result.stop_reason + " at step " + std::to_string(result.steps);
+  if (stopped_by) log_warn("{} of {}: exit status {}", why, config.train.max_steps, 128 + stopped_by);
   return stopped_by != 0 ? 128 + stopped_by : 0;
 }
 
