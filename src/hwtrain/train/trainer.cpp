@@ -290,9 +290,9 @@ BatchProbeResult Trainer::probe_micro_batch() {
   const torch::Tensor& y_NT = rows.y_BT;
   const RngState rng_at_start = rng_state(device_);
   const int cuda_index = device_.is_cuda() ? device_.index() : -1;
-  // On CPU a step's memory is what it adds to the resident set (peak minus the resident set just
-  // before it) plus the weights and optimizer moments it works on, which are resident already:
-  // the same quantity the planner's memory model estimates against the budget.
+  // On CPU a step's memory is its growth of the resident set plus the weights and moments it works on,
+  // resident already (a sharded plan's deferred moments made now): what the memory model estimates.
+  optimizer_->set_owned({});
   double state_bytes = static_cast<double>(optimizer_->state_bytes());
   for (const auto& p : model_->module().parameters()) state_bytes += static_cast<double>(p.numel() * p.element_size());
   auto probe = [&](int64_t micro) {
