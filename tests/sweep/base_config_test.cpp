@@ -24,6 +24,9 @@ TEST(BaseConfig, CommentsAndLayoutDoNotCountSettingsDo) {
             "train.lr = 0.001 in the study, 0.002 now");
   EXPECT_EQ(first_base_difference(recorded, "[train]\nmax_steps = 100\n"), "train.lr = 0.001 in the study, unset now");
   EXPECT_EQ(first_base_difference("", "[model]\nn_layer = 4\n"), "model.n_layer unset in the study, 4 now");
+  // Keys no trial reads from the base (the space's, those the sweep sets per trial) are not recorded.
+  const auto d = dir.write("d.toml", "[train]\nmax_steps = 100\n");
+  EXPECT_EQ(recorded_base_config(c, {"train.lr", "log.progress", "seed"}), recorded_base_config(d));
   const auto bad = dir.write("bad.toml", "[train\n");
   EXPECT_NE(hwt::testing::error_of<ConfigError>([&] { recorded_base_config(bad); }).find(bad.string() + ":1"),
             std::string::npos);

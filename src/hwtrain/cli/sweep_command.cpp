@@ -33,6 +33,9 @@ struct SweepArgs {
   std::vector<std::string> overrides;
 };
 
+// What every trial's command sets, whatever the base config says (trial_command).
+const std::vector<std::string> kSetPerTrial = {"optimization.intra_op_threads", "log.progress", "log.flush_seconds"};
+
 sweep::TrialCommand trial_command(const SweepConfig& config) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
   return [self, base = config.base_config](const sweep::Trial& trial, const fs::path& dir, const sweep::Slot& slot) {
@@ -84,7 +87,8 @@ int run_sweep(const SweepArgs& args) {
   check_space_values(config, base);
   check_objective_reported(config, base);
   fs::create_directories(config.study.parent_path());  // a study in a new folder, as out_dir is
-  sweep::StudyStore store = sweep::StudyStore::open(config.study.string(), sweep::make_study_info(config));
+  sweep::StudyStore store =
+      sweep::StudyStore::open(config.study.string(), sweep::make_study_info(config, kSetPerTrial));
   const auto sampler = sweep::make_sampler(config);
   const auto pruner = sweep::make_pruner(config);
   const std::vector<sweep::Trial> existing = store.trials();

@@ -42,10 +42,16 @@ std::map<std::string, std::string> settings(const std::string& recorded, const s
 
 }  // namespace
 
-std::string recorded_base_config(const std::filesystem::path& file) {
+std::string recorded_base_config(const std::filesystem::path& file, const std::vector<std::string>& ignored) {
   if (file.empty()) return "";
+  toml::table config = parse_config(read_file(file), file.string());
+  for (const std::string& key : ignored) {
+    const std::size_t dot = key.rfind('.');
+    toml::table* parent = dot == std::string::npos ? &config : config.at_path(key.substr(0, dot)).as_table();
+    if (parent) parent->erase(key.substr(dot == std::string::npos ? 0 : dot + 1));
+  }
   std::ostringstream out;
-  out << toml::toml_formatter(parse_config(read_file(file), file.string()), toml::format_flags::none);
+  out << toml::toml_formatter(config, toml::format_flags::none);
   return out.str();
 }
 

@@ -4,12 +4,14 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace hwt::sweep {
 
-// The recorded form of the train config `file` ("" for no file). Throws ConfigError naming the file
-// and position when it is not TOML.
-std::string recorded_base_config(const std::filesystem::path& file);
+// The recorded form of the train config `file` ("" for no file), without the `ignored` keys (the
+// space's, and those the sweep sets for every trial: no trial reads their base values). Throws
+// ConfigError naming the file and position when it is not TOML.
+std::string recorded_base_config(const std::filesystem::path& file, const std::vector<std::string>& ignored = {});
 
 // The first setting (in key order) in which two recorded configs differ, e.g.
 // "train.lr = 0.001 in the study, 0.002 now" or "train.seed = 3 in the study, unset now"; "" if none.

@@ -27,14 +27,16 @@ std::unique_ptr<Pruner> make_pruner(const SweepConfig& config) {
   return nullptr;
 }
 
-StudyInfo make_study_info(const SweepConfig& config) {
+StudyInfo make_study_info(const SweepConfig& config, const std::vector<std::string>& set_per_trial) {
   StudyInfo info;
   info.name = config.study.stem().string();
   info.space_fingerprint = fingerprint(config.space);
   info.direction = enum_name(config.direction);
   // A value at a fixed step is another objective than the last value: the two never mix in one study.
   info.objective = config.objective + (config.at_step > 0 ? "@" + std::to_string(config.at_step) : "");
-  info.base_config = recorded_base_config(config.base_config);
+  std::vector<std::string> ignored = set_per_trial;
+  for (const ParamSpec& p : config.space.params) ignored.push_back(p.key);
+  info.base_config = recorded_base_config(config.base_config, ignored);
   return info;
 }
 

@@ -3,6 +3,8 @@
 // It does not open the study or run anything: see study_store.h and sweep_runner.h.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "hwtrain/sweep/pruner.h"
 #include "hwtrain/sweep/sampler.h"
@@ -19,7 +21,8 @@ std::unique_ptr<Pruner> make_pruner(const SweepConfig& config);
 
 // name: the study file's stem (renaming the sweep file keeps its study); space_fingerprint:
 // fingerprint(config.space); direction as configured; objective "val_loss", or "val_loss@500" with
-// at_step = 500; base_config: recorded_base_config(config.base_config) (reads the file).
-StudyInfo make_study_info(const SweepConfig& config);
+// at_step = 500; base_config: recorded_base_config (reads the file) without the space's keys and
+// `set_per_trial`, the keys the trial command sets for every trial.
+StudyInfo make_study_info(const SweepConfig& config, const std::vector<std::string>& set_per_trial = {});
 
 }  // namespace hwt::sweep
