@@ -307,8 +307,8 @@ TEST(ModelParallelRun, AMeshThatDoesNotFitIsOneLineNamingTheKey) {
                     dir.path(), "auto.log"),
             0);
   EXPECT_NE(testing::read_text(dir / "auto.log")
-                .find("dist.tensor_parallel = 2 splits the model, but the layout search (the other key is auto) chose "
-                      "none: optimization.auto_batch_size needs the whole model"),
+                .find("dist.tensor_parallel = 2 splits the model, but the layout search (dist.pipeline_parallel = "
+                      "auto) chose none: optimization.auto_batch_size needs the whole model"),
             std::string::npos)
       << testing::read_text(dir / "auto.log");
 }

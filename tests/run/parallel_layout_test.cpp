@@ -298,6 +298,24 @@ TEST(ParallelLayoutSearch, UserValuesAreKeptAndSaidSo) {
 }
 
 // Bad input: one line, naming the keys and the valid values.
+// A pinned ZeRO-2/3 with sequence parallelism cannot run a tp that splits the vocabulary unevenly
+// (the norms' gradient shards would lie differently on the tensor ranks): no such layout is chosen.
+TEST(ParallelLayoutSearch, APinnedGradientShardingKeepsTpThatSplitsTheVocabularyEvenly) {
+  ModelConfig model = gpt_shape(24, 16, 2048);
+  model.vocab_size = 50257;  // GPT-2's, unpadded: odd
+  LayoutProblem p = problem_for("h100-80gb", 1, model, 64);
+  p.sharding = Sharding::Zero3;
+  const LayoutSearch search = search_parallel_layouts(p);
+  ASSERT_TRUE(search.chosen);
+  EXPECT_EQ(search.chosen->layout.tensor_parallel, 1) << search.chosen->layout.summary();
+  p.tensor_parallel = 2;
+  bool named = false;
+  for (const LayoutOption& o : search_parallel_layouts(p).table) {
+    named = named || o.verdict.find("needs model.vocab_size to divide by tp") != std::string::npos;
+  }
+  EXPECT_TRUE(named);
+}
+
 TEST(ParallelLayoutSearch, ImpossibleSizesAreOneLineErrorsNamingKeysAndValidValues) {
   const ModelConfig llama70 = llama_preset("llama-3.1-70b", 2048);  // 64 heads, 8 key/value heads, 80 blocks
   const ModelConfig gpt = gpt_shape(80, 96, 12288);                 // 96 heads

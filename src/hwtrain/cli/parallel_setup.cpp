@@ -1,6 +1,7 @@
 #include "hwtrain/cli/parallel_setup.h"
 
 #include "hwtrain/core/error.h"
+#include "hwtrain/core/strings.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/log.h"
@@ -36,10 +37,14 @@ DeviceMesh planned_mesh_shape(const std::optional<DeviceMesh>& fixed, const RunC
     for (const Decision& d : plan.decisions) {
       if (d.name == "parallel_layout") why = d.reason;
     }
+    std::vector<std::string> autos;  // what made the mesh the search's
+    if (!config.dist.tensor_parallel) autos.push_back("dist.tensor_parallel");
+    if (!config.dist.pipeline_parallel) autos.push_back("dist.pipeline_parallel");
+    if (!config.dist.pipeline_chunks) autos.push_back("dist.pipeline_chunks");
     throw ConfigError((want_tp > 1 ? "dist.tensor_parallel = " + std::to_string(want_tp)
                                    : "dist.pipeline_parallel = " + std::to_string(want_pp)) +
-                      " splits the model, but the layout search (the other key is auto) chose none: " + why +
-                      "; set both dist.tensor_parallel and dist.pipeline_parallel, or leave both auto");
+                      " splits the model, but the layout search (" + join(autos) + " = auto) chose none: " + why +
+                      "; set " + join(autos, " and ") + " (a fixed mesh), or leave the split to the search");
   }
   const int64_t tp = plan.layout ? plan.layout->tensor_parallel : 1;
   const int64_t pp = plan.layout ? plan.layout->pipeline_parallel : 1;

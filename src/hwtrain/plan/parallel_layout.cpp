@@ -87,12 +87,14 @@ std::vector<int64_t> pipeline_choices(const LayoutProblem& problem, int64_t tp) 
 
 std::vector<Sharding> sharding_choices(const LayoutProblem& problem, const ParallelLayout& l) {
   if (l.data_parallel == 1) return {Sharding::None};  // one replica: nothing to shard, whatever dist.sharding says
-  if (problem.sharding) return {*problem.sharding};
   // Sequence parallel with a vocabulary the tensor ranks split unevenly: gradient shards of the
   // norms would lie differently on them (cli/parallel_setup.h refuses it), so ZeRO-1 at most.
-  if (l.tensor_parallel > 1 && problem.sequence_parallel && problem.base.model.vocab_size % l.tensor_parallel != 0) {
-    return {Sharding::None, Sharding::Zero1};
-  }
+  const bool uneven = l.tensor_parallel > 1 && problem.sequence_parallel &&
+                      problem.base.model.vocab_size % l.tensor_parallel != 0;
+  const auto runs = [&](Sharding s) { return !uneven || (s != Sharding::Zero2 && s != Sharding::Zero3); };
+  if (problem.sharding && !runs(*problem.sharding)) return {};
+  if (problem.sharding) return {*problem.sharding};
+  if (uneven) return {Sharding::None, Sharding::Zero1};
   return {Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3};
 }
 
@@ -151,6 +153,11 @@ PairBest best_of_pair(const LayoutProblem& problem, int64_t tp, int64_t pp) {
   }
   if (problem.sharding && *problem.sharding != Sharding::None && l.data_parallel == 1) {
     best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) + " needs data-parallel ranks";
+    return {best, best};
+  }
+  if (problem.sharding && sharding_choices(problem, l).empty()) {
+    best.invalid = std::string("dist.sharding = ") + sharding_name(*problem.sharding) + " with sequence parallelism "
+                   "needs model.vocab_size to divide by tp";
     return {best, best};
   }
   const int64_t per_replica = problem.global_batch / l.data_parallel;
