@@ -1,11 +1,14 @@
 #include "hwtrain/cli/parallel_setup.h"
 
+#include <csignal>
+
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/dist/tensor_parallel_group.h"
 #include "hwtrain/dist/zero1.h"
 #include "hwtrain/obs/log.h"
 #include "hwtrain/plan/stage_split.h"
+#include "hwtrain/train/interrupt.h"
 #include "hwtrain/train/pipeline_step.h"
 #include "hwtrain/train/sharded_training.h"
 
@@ -186,6 +189,16 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   trainer.set_gradient_sync(parts.ddp);
   if (plan.sharding == Sharding::Zero1) trainer.set_optimizer_sharding(zero1_sharding(trainer, group, dist.bucket_size_mb));
   return parts;
+}
+
+int run_stop_signal(int64_t steps, int64_t max_steps, ProcessGroup* group) {
+  if (steps >= max_steps) return 0;  // every rank has the same steps: all return here, or none
+  const int own = interrupt_signal();
+  if (!group) return own;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    if (group->any_rank(own == sig, "agreeing on the exit status")) return sig;
+  }
+  return 0;
 }
 
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {
