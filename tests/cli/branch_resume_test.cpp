@@ -45,7 +45,9 @@ TEST(BranchResume, LaterCheckpointsMoveAsideAtTheFirstSave) {
   EXPECT_TRUE(fs::exists(aside / "step_00000006"));
   EXPECT_NO_THROW(verify_checkpoint(aside / "step_00000006"));
   EXPECT_EQ(CheckpointStore(ckpts, 3).latest()->filename(), "step_00000004");
-  if (fs::exists(ckpts / "best_val_loss")) EXPECT_LE(read_checkpoint_manifest(ckpts / "best_val_loss").step, 4);
+  if (fs::exists(ckpts / "best_val_loss")) {
+    EXPECT_LE(read_checkpoint_manifest(ckpts / "best_val_loss").step, 4);
+  }
   // The new step 4 was saved after its evaluation: its state has seen it (a new best at 4, or one
   // check without improvement since step 2's best), not the state before it (best at 2, no wait).
   const auto state = nlohmann::json::parse(read_file(ckpts / "step_00000004" / "trainer_state.json"));

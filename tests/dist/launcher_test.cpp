@@ -105,7 +105,9 @@ TEST(Launcher, AStopBeforeExecIsNotTakenForASignalToTheLauncher) {
     EXPECT_EQ(r.failed_rank, 1);
     EXPECT_EQ(r.interrupted_by, 0);
     for (size_t i = 0; i < r.exit_codes.size(); ++i) {
-      if (i != 1) EXPECT_EQ(r.exit_codes[i], 128 + SIGTERM) << "rank " << i;
+      if (i != 1) {
+        EXPECT_EQ(r.exit_codes[i], 128 + SIGTERM) << "rank " << i;
+      }
     }
   }
 }
@@ -149,11 +151,14 @@ TEST(Launcher, ForwardsSigtermToEveryRank) {
 
 // Ranks stopping on their own after a forwarded signal (a final checkpoint) take longer than the
 // grace period: they are not killed for it (they were, with SIGKILL, and the launch blamed rank 0).
-TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
-  LaunchOptions o = shell(2, "trap 'sleep 1; echo saved; exit 0' TERM; echo started; sleep 60 & wait");
+// Launches 2 ranks of `script` (which echoes "started", and "saved" when it stops), sends the
+// launcher SIGTERM once both started; `saved` counts the ranks that said so.
+LaunchResult launch_and_stop(const std::string& script, int& saved) {
+  LaunchOptions o = shell(2, script);
   o.grace_seconds = 0.2;
   bool sent = false;
-  int started = 0, saved = 0;
+  int started = 0;
+  saved = 0;
   LaunchResult r = launch(o, [&](bool, const std::string& line) {
     if (line.find("saved") != std::string::npos) ++saved;
     if (line.find("started") != std::string::npos && ++started == 2 && !sent) {
@@ -161,7 +166,14 @@ TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
       ::kill(::getpid(), SIGTERM);
     }
   });
-  ASSERT_TRUE(sent);
+  EXPECT_TRUE(sent);
+  return r;
+}
+
+TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
+  int saved = 0;
+  const LaunchResult r =
+      launch_and_stop("trap 'sleep 1; echo saved; exit 0' TERM; echo started; sleep 60 & wait", saved);
   EXPECT_EQ(r.interrupted_by, SIGTERM);
   EXPECT_EQ(saved, 2);
   EXPECT_EQ(r.exit_codes, std::vector<int>({0, 0}));
@@ -171,19 +183,9 @@ TEST(Launcher, AForwardedSignalWaitsForTheRanksToStop) {
 // hwtrain train exits 128 + the signal once its checkpoint is written: after a forwarded signal
 // that is the orderly stop asked for, not a failure that would stop (and kill) the slower ranks.
 TEST(Launcher, RanksExitingWithTheForwardedSignalAreNotFailures) {
-  LaunchOptions o = shell(2, "trap 'if [ \"$RANK\" = 1 ]; then sleep 1; fi; echo saved; exit 143' TERM; "
-                             "echo started; sleep 60 & wait");
-  o.grace_seconds = 0.2;
-  bool sent = false;
-  int started = 0, saved = 0;
-  LaunchResult r = launch(o, [&](bool, const std::string& line) {
-    if (line.find("saved") != std::string::npos) ++saved;
-    if (line.find("started") != std::string::npos && ++started == 2 && !sent) {
-      sent = true;
-      ::kill(::getpid(), SIGTERM);
-    }
-  });
-  ASSERT_TRUE(sent);
+  int saved = 0;
+  const LaunchResult r = launch_and_stop("trap 'if [ \"$RANK\" = 1 ]; then sleep 1; fi; echo saved; exit 143' TERM; "
+                                         "echo started; sleep 60 & wait", saved);
   EXPECT_EQ(saved, 2);  // rank 1 was given its second to finish
   EXPECT_EQ(r.failed_rank, -1);
   EXPECT_EQ(r.exit_codes, std::vector<int>({128 + SIGTERM, 128 + SIGTERM}));

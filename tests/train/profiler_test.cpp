@@ -50,7 +50,9 @@ TEST(ProfileSteps, ParsesRanges) {
     EXPECT_THROW(parse_profile_steps(bad), ConfigError) << bad;
     ObsConfig o;  // the config's check is the same rule: `plan` refuses what `train` refuses
     o.profile_steps = bad;
-    if (*bad) EXPECT_THROW(o.validate(), ConfigError) << bad;
+    if (*bad) {
+      EXPECT_THROW(o.validate(), ConfigError) << bad;
+    }
   }
 }
 
