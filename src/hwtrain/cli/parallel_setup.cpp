@@ -191,9 +191,9 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   return parts;
 }
 
-int run_stop_signal(int64_t steps, int64_t max_steps, ProcessGroup* group) {
-  if (steps >= max_steps) return 0;  // every rank has the same steps: all return here, or none
-  const int own = interrupt_signal();
+int run_stop_signal(const TrainResult& result, int64_t max_steps, ProcessGroup* group) {
+  if (result.steps >= max_steps) return 0;  // every rank has the same steps: all return here, or none
+  const int own = result.stop_reason.rfind("interrupted by ", 0) == 0 ? interrupt_signal() : 0;
   if (!group) return own;
   for (const int sig : {SIGINT, SIGTERM}) {
     if (group->any_rank(own == sig, "agreeing on the exit status")) return sig;

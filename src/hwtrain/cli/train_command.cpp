@@ -306,7 +306,7 @@ int run_train(const TrainArgs& a) {
     InterruptScope interrupts;  // Ctrl-C stops at the end of the step; checkpoint and sinks still run
     result = trainer.fit();
   }
-  const int stopped_by = run_stop_signal(result.steps, config.train.max_steps, group.get());  // collective
+  const int stopped_by = run_stop_signal(result, config.train.max_steps, group.get());  // collective
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
