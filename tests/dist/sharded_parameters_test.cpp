@@ -125,7 +125,8 @@ TEST(DistWorker, ShardedZero3) {
     s.shard_state(longer);
     ADD_FAILURE() << "expected an IoError";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("optimizer state '" + whole[0].first + "' has"), std::string::npos) << e.what();
+    const std::string message = e.what();
+    EXPECT_NE(message.find("optimizer state '" + whole[0].first + "' has"), std::string::npos) << message;
   }
   group->shutdown();
 }

@@ -226,8 +226,8 @@ TEST(StudyStore, AnotherBaseConfigIsRefusedByTheSettingThatChanged) {
   make_sqlite_file(path, "ALTER TABLE meta DROP COLUMN base_config; PRAGMA user_version = 1");
   { StudyStore::open(path, edited); }  // migrated: the study now records 0.002
   EXPECT_NO_THROW(StudyStore::open(path, edited));
-  EXPECT_NE(error_of<ConfigError>([&] { StudyStore::open(path, info); }).find("train.lr = 0.002 in the study, 0.001 now"),
-            std::string::npos);
+  const std::string back = error_of<ConfigError>([&] { StudyStore::open(path, info); });
+  EXPECT_NE(back.find("train.lr = 0.002 in the study, 0.001 now"), std::string::npos) << back;
 }
 
 TEST(StudyStore, ClaimRespectsMaxTrialsAndPassesHistory) {

@@ -286,8 +286,9 @@ void check_layout_request(const ModelConfig& model, int64_t num_gpus, int64_t gp
   const int64_t tp = mesh.tensor_parallel();
   if (tp > gpus_per_node || gpus_per_node % tp != 0) {
     throw ConfigError("dist.tensor_parallel = " + std::to_string(tp) + " does not fit in one node's " +
-                      std::to_string(gpus_per_node) + " GPU ranks (a tensor group all-reduces every layer over NVLink); "
-                      "valid: " + numbers(tensor_parallel_choices(model, num_gpus, gpus_per_node)));
+                      std::to_string(gpus_per_node) +
+                      " GPU ranks (a tensor group all-reduces every layer over NVLink); valid: " +
+                      numbers(tensor_parallel_choices(model, num_gpus, gpus_per_node)));
   }
 }
 
@@ -305,8 +306,8 @@ LayoutSearch search_parallel_layouts(const LayoutProblem& problem) {
                                  ? std::vector<int64_t>{*problem.tensor_parallel}
                                  : tensor_parallel_choices(problem.base.model, hw.num_gpus, hw.gpus_per_node);
   if (!problem.tensor_parallel && problem.sequence_parallel) {  // each tensor rank keeps 1/tp of the sequence
-    tps.erase(std::remove_if(tps.begin(), tps.end(), [&](int64_t tp) { return problem.base.model.block_size % tp != 0; }),
-              tps.end());
+    const int64_t positions = problem.base.model.block_size;
+    tps.erase(std::remove_if(tps.begin(), tps.end(), [&](int64_t tp) { return positions % tp != 0; }), tps.end());
   }
   std::vector<Candidate> pairs, interleaved;  // each pair's best with plain 1F1B, and interleaving allowed
   for (int64_t tp : tps) {

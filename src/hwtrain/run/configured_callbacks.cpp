@@ -13,9 +13,11 @@ namespace hwt {
 void check_monitor(const RunConfig& config, const std::string& key, const std::string& metric, int world_size) {
   check_metric_name(metric, "config: " + key);
   if (world_size > 1 && is_rank_local_metric(metric)) {
-    throw ConfigError("config: " + key + " = '" + metric + "' is measured by each of the " + std::to_string(world_size) +
+    throw ConfigError("config: " + key + " = '" + metric + "' is measured by each of the " +
+                      std::to_string(world_size) +
                       " processes for itself, so they would act on it apart (stop, cut the learning rate or keep a "
-                      "best checkpoint at different steps); monitor a metric every rank shares, such as loss or val_loss");
+                      "best checkpoint at different steps); monitor a metric every rank shares, such as loss or "
+                      "val_loss");
   }
   if (is_eval_metric(metric) && config.train.eval_interval <= 0) {
     throw ConfigError("config: " + key + " = '" + metric +
