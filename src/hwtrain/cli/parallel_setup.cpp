@@ -191,14 +191,22 @@ DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<P
   return parts;
 }
 
-int run_stop_signal(const TrainResult& result, int64_t max_steps, ProcessGroup* group) {
+int run_exit_status(const TrainResult& result, int64_t max_steps, ProcessGroup* group) {
   if (result.steps >= max_steps) return 0;  // every rank has the same steps: all return here, or none
   const int own = result.stop_reason.rfind("interrupted by ", 0) == 0 ? interrupt_signal() : 0;
-  if (!group) return own;
-  for (const int sig : {SIGINT, SIGTERM}) {
-    if (group->any_rank(own == sig, "agreeing on the exit status")) return sig;
+  int sig = own;
+  if (group) {  // the same calls on every rank: the first agreed signal ends them everywhere
+    sig = 0;
+    for (const int s : {SIGINT, SIGTERM}) {
+      if (group->any_rank(own == s, "agreeing on the exit status")) {
+        sig = s;
+        break;
+      }
+    }
   }
-  return 0;
+  if (sig == 0) return 0;
+  log_warn("{} at step {} of {}: exit status {}", result.stop_reason, result.steps, max_steps, 128 + sig);
+  return 128 + sig;
 }
 
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds) {

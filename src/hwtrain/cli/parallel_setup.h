@@ -79,10 +79,11 @@ struct DataParallelParts {
 DataParallelParts attach_data_parallel(Trainer& trainer, const std::shared_ptr<ProcessGroup>& group,
                                        const DistConfig& dist, const Plan& plan);
 
-// The signal that cut `result` short of `max_steps` (SIGINT before SIGTERM; 0 for none, or for a run
-// that had done its steps or stopped for another reason), on any rank of `group` (collective; null:
-// this process alone): a rank stopped only by another's signal exits with its status too.
-int run_stop_signal(const TrainResult& result, int64_t max_steps, ProcessGroup* group);
+// The train command's exit status: 128 + the signal that cut `result` short of `max_steps` on any
+// rank of `group` (SIGINT before SIGTERM; collective, null: this process alone), said in a warning, so
+// that scripts, schedulers and sweeps do not take it for a finished run; 0 for a run that had done
+// its steps or stopped for another reason. A rank stopped only by another's signal gets it too.
+int run_exit_status(const TrainResult& result, int64_t max_steps, ProcessGroup* group);
 
 // "tensor parallel: 1204 collectives (18.4 MiB), 0.84 s blocked (7% of the 12 s run)", a line per group.
 void log_model_parallel_traffic(const RunMesh& mesh, double run_seconds);

@@ -306,7 +306,7 @@ int run_train(const TrainArgs& a) {
     InterruptScope interrupts;  // Ctrl-C stops at the end of the step; checkpoint and sinks still run
     result = trainer.fit();
   }
-  const int stopped_by = run_stop_signal(result, config.train.max_steps, group.get());  // collective
+  const int status = run_exit_status(result, config.train.max_steps, group.get());  // collective
   log_run_end(result, optimizer, trainer, *metrics_logger, parallel.ddp.get(), parallel.sharded.get());
   log_model_parallel_traffic(mesh, result.elapsed_seconds);
   const bool sample = config.train.sample_tokens > 0;
@@ -315,11 +315,7 @@ int run_train(const TrainArgs& a) {
   if (sample && rank0 && !mesh.model_parallel()) text = sample_text(model, nullptr, config, trainer, *data, optimizer.device());
   if (sample && rank0) log_info("sample:\n{}\n", text);
   if (result.last_checkpoint) log_info("checkpoint written to {}", result.last_checkpoint->string());
-  // A run a signal cut short exits 128 + it, after its checkpoint, so that scripts, schedulers and
-  // sweeps do not take it for a finished one.
-  const std::string why = result.stop_reason + " at step " + std::to_string(result.steps);
-  if (stopped_by) log_warn("{} of {}: exit status {}", why, config.train.max_steps, 128 + stopped_by);
-  return stopped_by != 0 ? 128 + stopped_by : 0;
+  return status;
 }
 
 Command add_train(CLI::App& app) {
