@@ -13,6 +13,7 @@
 
 #include "hwtrain/run/config_values.h"
 #include "hwtrain/run/config_writers.h"
+#include "hwtrain/sweep/toml_text.h"
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/option_checks.h"
@@ -243,15 +244,7 @@ void RunConfig::apply_model_preset(const std::string& name) {
 }
 
 void RunConfig::apply_toml(const std::string& toml_text, const std::string& source) {
-  toml::table doc;
-  try {
-    doc = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
-    throw ConfigError(source + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
-  }
-  apply_all(*this, flatten(doc, source), source);
+  apply_all(*this, flatten(sweep::parse_toml_text(toml_text, source), source), source);
 }
 
 void RunConfig::apply_override(const std::string& assignment) {

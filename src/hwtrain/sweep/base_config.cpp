@@ -6,19 +6,10 @@
 
 #include "hwtrain/core/error.h"
 #include "hwtrain/core/files.h"
+#include "hwtrain/sweep/toml_text.h"
 
 namespace hwt::sweep {
 namespace {
-
-toml::table parse_config(const std::string& text, const std::string& source) {
-  try {
-    return toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    throw ConfigError(source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
-  }
-}
 
 // Every leaf of `t` as "a.b.c" -> its TOML text.
 void flatten(const toml::table& t, const std::string& prefix, std::map<std::string, std::string>& out) {
@@ -36,7 +27,7 @@ void flatten(const toml::table& t, const std::string& prefix, std::map<std::stri
 
 std::map<std::string, std::string> settings(const std::string& recorded, const std::string& source) {
   std::map<std::string, std::string> out;
-  if (!recorded.empty()) flatten(parse_config(recorded, source), "", out);
+  if (!recorded.empty()) flatten(parse_toml_text(recorded, source), "", out);
   return out;
 }
 
@@ -44,7 +35,7 @@ std::map<std::string, std::string> settings(const std::string& recorded, const s
 
 std::string recorded_base_config(const std::filesystem::path& file, const std::vector<std::string>& ignored) {
   if (file.empty()) return "";
-  toml::table config = parse_config(read_file(file), file.string());
+  toml::table config = parse_toml_text(read_file(file), file.string());
   for (const std::string& key : ignored) {
     const std::size_t dot = key.rfind('.');
     toml::table* parent = dot == std::string::npos ? &config : config.at_path(key.substr(0, dot)).as_table();

@@ -9,6 +9,7 @@
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/sweep/grid_sampler.h"
+#include "hwtrain/sweep/toml_text.h"
 
 namespace hwt::sweep {
 namespace {
@@ -295,14 +296,7 @@ void read_top_keys(const SweepTableReader& r, const toml::table& s, const SweepK
 SweepConfig parse_sweep_config(const std::string& toml_text, const fs::path& sweep_file,
                                const std::vector<std::string>& overrides, const SweepKeyChecks& checks) {
   const std::string file = sweep_file.empty() ? std::string("sweep file") : sweep_file.string();
-  toml::table doc;
-  try {
-    doc = toml::parse(toml_text, file);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    throw ConfigError(file + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
-  }
+  toml::table doc = parse_toml_text(toml_text, file);
   for (const auto& [k, v] : doc) {
     if (k.str() != "sweep") {
       throw ConfigError(file + ": unknown table [" + std::string(k.str()) +

@@ -9,6 +9,7 @@
 #include "hwtrain/core/files.h"
 #include "hwtrain/core/strings.h"
 #include "hwtrain/sweep/search_space.h"
+#include "hwtrain/sweep/toml_text.h"
 #include "hwtrain/sweep/trial_codec.h"
 
 namespace hwt::sweep {
@@ -110,14 +111,7 @@ std::string format_trials_table(const std::vector<Trial>& trials, const std::str
 
 std::string best_config_toml(const std::string& base_toml, const std::string& base_source, const Params& params,
                              const std::string& header, const IsTextValue& is_text) {
-  toml::table doc;
-  try {
-    doc = toml::parse(base_toml, base_source);
-  } catch (const toml::parse_error& e) {
-    const auto& at = e.source().begin;
-    throw ConfigError(base_source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
-                      ": TOML syntax error: " + std::string(e.description()));
-  }
+  toml::table doc = parse_toml_text(base_toml, base_source);
   for (const auto& [key, value] : params) set_dotted(doc, key, value, base_source, is_text);
   std::ostringstream out;
   std::istringstream lines(header);
